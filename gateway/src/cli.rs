@@ -1,0 +1,178 @@
+//! The command line: YurtHub-compatible flags for running the gateway, and the operator
+//! subcommands. Parsing only; [`crate::config`] turns the flags into a checked [`crate::Config`].
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, ValueEnum};
+
+use crate::upstream::LbMode;
+
+/// edgegate: a node-local gateway for the Kubernetes API on edge nodes.
+///
+/// Node components (kubelet, kube-proxy, coredns, …) talk to edgegate instead of
+/// kube-apiserver. It forwards their requests, streams each response through a chain of
+/// sandboxed WebAssembly filters and tees the filtered stream to the client and to a local
+/// cache, from which it answers while the cloud is unreachable.
+#[derive(Debug, Parser)]
+#[command(name = "edgegate", version, about, long_about)]
+pub struct Cli {
+    /// The gateway's flags.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of the gateway, named as YurtHub names them.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Comma-separated kube-apiserver URLs, e.g. https://10.0.0.1:6443,https://10.0.0.2:6443.
+    /// Defaults to the server of the kubeconfig's current context.
+    #[arg(long, value_delimiter = ',', value_name = "URLS", value_parser = parse_server)]
+    pub server_addr: Vec<http::Uri>,
+
+    /// Kubeconfig with the credentials the gateway uses for its own calls and for proxied
+    /// requests that carry no Authorization header.
+    #[arg(long, value_name = "PATH", env = "EDGEGATE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Name of the node this gateway runs on.
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
+
+    /// Name of the node pool this node belongs to.
+    #[arg(long, value_name = "NAME")]
+    pub nodepool_name: Option<String>,
+
+    /// Address of the hub server (/v1/healthz, /v1/readyz, /metrics).
+    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
+    pub bind_address: IpAddr,
+
+    /// Port of the hub server.
+    #[arg(long, default_value_t = 10267, value_name = "PORT")]
+    pub serve_port: u16,
+
+    /// Address of the proxy listener.
+    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
+    pub bind_proxy_address: IpAddr,
+
+    /// Port of the plain-HTTP proxy.
+    #[arg(long, default_value_t = 10261, value_name = "PORT")]
+    pub proxy_port: u16,
+
+    /// Directory of the local cache.
+    #[arg(long, default_value = "/etc/kubernetes/cache/", value_name = "DIR")]
+    pub disk_cache_path: PathBuf,
+
+    /// Directory of the Wasm filters (NAME.wasm, optional NAME.toml), watched for changes.
+    #[arg(long, value_name = "DIR")]
+    pub filter_dir: Option<PathBuf>,
+
+    /// How requests are spread over several --server-addr.
+    #[arg(long, value_enum, default_value_t = LbMode::Rr)]
+    pub lb_mode: LbMode,
+
+    /// Seconds between two health probes of each apiserver.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub heartbeat_interval_seconds: u64,
+
+    /// Seconds a health probe may take before it counts as failed.
+    #[arg(long, default_value_t = 2, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub heartbeat_timeout_seconds: u64,
+
+    /// Consecutive failed probes after which a server counts as unhealthy.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub heartbeat_failed_retry: u32,
+
+    /// Consecutive good probes after which an unhealthy server counts as healthy again.
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub heartbeat_healthy_threshold: u32,
+
+    /// Seconds a proxied request may wait for its response to begin; watches and streams are
+    /// not limited once they have begun.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout_seconds: u64,
+
+    /// Seconds the gateway waits for in-flight requests when asked to stop.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub shutdown_grace_seconds: u64,
+
+    /// Log filter in `RUST_LOG` syntax, e.g. `info` or `edgegate=debug`.
+    #[arg(long, default_value = "info", env = "RUST_LOG", value_name = "FILTER")]
+    pub log_level: String,
+
+    /// Log output format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Accepts an absolute http or https URL with a host and nothing after the authority but `/`.
+fn parse_server(value: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = value
+        .trim()
+        .parse()
+        .map_err(|e| format!("not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("https" | "http") => {}
+        _ => return Err("the URL must start with https:// or http://".into()),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err("the URL has no host".into());
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err("the URL must not carry a path or query".into());
+    }
+    Ok(uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_addr_takes_a_comma_separated_list() {
+        let cli = Cli::try_parse_from([
+            "edgegate",
+            "--server-addr",
+            "https://10.0.0.1:6443,https://10.0.0.2:6443",
+        ])
+        .unwrap();
+        let hosts: Vec<_> = cli.run.server_addr.iter().map(|u| u.to_string()).collect();
+        assert_eq!(hosts, ["https://10.0.0.1:6443/", "https://10.0.0.2:6443/"]);
+    }
+
+    #[test]
+    fn defaults_are_yurthubs() {
+        let cli = Cli::try_parse_from(["edgegate"]).unwrap();
+        assert_eq!(cli.run.serve_port, 10267);
+        assert_eq!(cli.run.proxy_port, 10261);
+        assert_eq!(cli.run.lb_mode, LbMode::Rr);
+        assert_eq!(cli.run.heartbeat_interval_seconds, 10);
+        assert_eq!(cli.run.heartbeat_healthy_threshold, 2);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["edgegate", "--server-addr", "10.0.0.1:6443"][..],
+            &["edgegate", "--server-addr", "https://10.0.0.1:6443/api"],
+            &["edgegate", "--server-addr", "ftp://x"],
+            &["edgegate", "--lb-mode", "random"],
+            &["edgegate", "--proxy-port", "70000"],
+            &["edgegate", "--bind-address", "localhost"],
+            &["edgegate", "--heartbeat-interval-seconds", "0"],
+            &["edgegate", "--no-such-flag"],
+        ] {
+            let err = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The gateway's checked configuration, built from the command line and the kubeconfig.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::cli::RunArgs;
+use crate::upstream::{Credentials, CredentialsError, HealthSettings, LbMode};
+
+/// Why the configuration is unusable; every variant is the operator's to fix.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// Neither `--server-addr` nor the kubeconfig names a server.
+    #[error(
+        "no apiserver to talk to: give --server-addr, or a --kubeconfig whose current context has a server"
+    )]
+    NoServer,
+    /// The kubeconfig could not be used.
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+}
+
+/// Everything the gateway needs to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Upstream apiservers, in priority order.
+    pub servers: Vec<http::Uri>,
+    /// The gateway's own identity towards them.
+    pub credentials: Credentials,
+    /// How requests are spread over the servers.
+    pub lb_mode: LbMode,
+    /// This node's name.
+    pub node_name: Option<String>,
+    /// This node's pool.
+    pub nodepool_name: Option<String>,
+    /// Where the hub server listens.
+    pub hub_addr: SocketAddr,
+    /// Where the plain-HTTP proxy listens.
+    pub proxy_addr: SocketAddr,
+    /// Directory of the local cache.
+    pub disk_cache_path: PathBuf,
+    /// Directory of the Wasm filters.
+    pub filter_dir: Option<PathBuf>,
+    /// Upstream health checking.
+    pub health: HealthSettings,
+    /// How long a proxied request may wait for its response to begin.
+    pub request_timeout: Duration,
+    /// How long in-flight requests are given when the gateway is asked to stop.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// Checks the flags and loads the kubeconfig they name.
+    pub async fn load(args: &RunArgs) -> Result<Config, ConfigError> {
+        let credentials = match &args.kubeconfig {
+            Some(path) => Credentials::from_kubeconfig(path).await?,
+            None => Credentials::anonymous()?,
+        };
+        let servers = if args.server_addr.is_empty() {
+            credentials
+                .default_server
+                .clone()
+                .map(|s| vec![s])
+                .ok_or(ConfigError::NoServer)?
+        } else {
+            args.server_addr.clone()
+        };
+        Ok(Config {
+            servers,
+            credentials,
+            lb_mode: args.lb_mode,
+            node_name: args.node_name.clone(),
+            nodepool_name: args.nodepool_name.clone(),
+            hub_addr: SocketAddr::new(args.bind_address, args.serve_port),
+            proxy_addr: SocketAddr::new(args.bind_proxy_address, args.proxy_port),
+            disk_cache_path: args.disk_cache_path.clone(),
+            filter_dir: args.filter_dir.clone(),
+            health: HealthSettings {
+                interval: Duration::from_secs(args.heartbeat_interval_seconds),
+                timeout: Duration::from_secs(args.heartbeat_timeout_seconds),
+                failed_retry: args.heartbeat_failed_retry,
+                healthy_threshold: args.heartbeat_healthy_threshold,
+            },
+            request_timeout: Duration::from_secs(args.request_timeout_seconds),
+            shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
+        })
+    }
+}

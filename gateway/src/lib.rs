@@ -1,0 +1,38 @@
+//! edgegate: a node-local gateway for the Kubernetes API on edge nodes.
+//!
+//! Node components talk to edgegate instead of kube-apiserver; it forwards their requests
+//! to a healthy apiserver and streams the answers back.
+//!
+//! # Layout
+//! A request travels top to bottom; each module imports only those below it.
+//! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
+//! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
+//! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
+//! - [`metrics`]: the Prometheus registry.
+//! - [`config`] and [`cli`]: the command line and the checked configuration.
+
+pub mod cli;
+pub mod config;
+pub mod metrics;
+pub mod request;
+pub mod server;
+pub mod upstream;
+
+pub use config::Config;
+
+/// An error and its causes on one line, `outer: cause: root cause`, for logs and `Status`
+/// messages.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // Wrappers that repeat their cause verbatim add nothing.
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

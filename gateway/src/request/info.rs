@@ -1,0 +1,251 @@
+//! RequestInfo: the Kubernetes meaning of a URL, derived as kube-apiserver's
+//! `RequestInfoFactory` derives it, so that routing, caching and filtering agree with the
+//! apiserver about what a request is.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use http::Method;
+use percent_encoding::percent_decode_str;
+
+/// The Kubernetes verb of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// Read one named object.
+    Get,
+    /// Read a collection.
+    List,
+    /// Stream changes of a collection (or of one object by field selector).
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH.
+    Patch,
+    /// DELETE of one named object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+    /// `/proxy/` requests, passed to a node, pod or service.
+    Proxy,
+    /// A method the apiserver gives no verb (OPTIONS, CONNECT, …).
+    Unknown,
+}
+
+impl Verb {
+    /// The verb as Kubernetes spells it (`deletecollection`, `watch`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+            Verb::Proxy => "proxy",
+            Verb::Unknown => "",
+        }
+    }
+
+    /// The verb kube-apiserver gives a method before the path refines it.
+    fn of_method(method: &Method) -> Verb {
+        match *method {
+            Method::GET | Method::HEAD => Verb::Get,
+            Method::POST => Verb::Create,
+            Method::PUT => Verb::Update,
+            Method::PATCH => Verb::Patch,
+            Method::DELETE => Verb::Delete,
+            _ => Verb::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The Kubernetes meaning of one request URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// Whether the path names an API resource (`/api/...`, `/apis/...`) rather than
+    /// `/healthz`, `/version`, discovery documents and the like.
+    pub is_resource_request: bool,
+    /// The verb; for a non-resource request, the verb of its method.
+    pub verb: Verb,
+    /// `api` for the core group, `apis` for the others; empty for non-resource requests.
+    pub api_prefix: &'static str,
+    /// API group; empty for the core group.
+    pub api_group: String,
+    /// API version.
+    pub api_version: String,
+    /// Namespace; empty for cluster-scoped and all-namespace requests.
+    pub namespace: String,
+    /// Resource (plural, lowercase), e.g. `pods`.
+    pub resource: String,
+    /// Subresource, e.g. `status`, `log`, `exec`.
+    pub subresource: String,
+    /// Object name; for a list or watch, the name an exact `metadata.name` field selector gives.
+    pub name: String,
+}
+
+/// Path segments that take the place of a verb (`/api/v1/watch/pods`).
+const SPECIAL_VERBS: [&str; 2] = ["proxy", "watch"];
+/// Subresources of a namespace itself, not resources inside it.
+const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
+
+impl RequestInfo {
+    fn non_resource(verb: Verb) -> RequestInfo {
+        RequestInfo {
+            is_resource_request: false,
+            verb,
+            api_prefix: "",
+            api_group: String::new(),
+            api_version: String::new(),
+            namespace: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            name: String::new(),
+        }
+    }
+
+    /// Derives the RequestInfo of a method, a path and a raw (still encoded) query.
+    pub fn parse(method: &Method, path: &str, query: Option<&str>) -> RequestInfo {
+        let verb = Verb::of_method(method);
+        let segments: Vec<Cow<'_, str>> = path
+            .trim_matches('/')
+            .split('/')
+            .map(|s| percent_decode_str(s).decode_utf8_lossy())
+            .collect();
+        let non_resource = RequestInfo::non_resource(verb);
+
+        let (api_prefix, rest) = match segments.split_first() {
+            Some((prefix, rest)) if prefix == "api" => ("api", rest),
+            Some((prefix, rest)) if prefix == "apis" => ("apis", rest),
+            _ => return non_resource,
+        };
+        // /api/{version}/... needs a version and a resource; /apis/{group}/{version}/... a group too.
+        let (group, version, mut parts) = match (api_prefix, rest) {
+            ("api", [version, parts @ ..]) if !parts.is_empty() => ("", version.as_ref(), parts),
+            ("apis", [group, version, parts @ ..]) if !parts.is_empty() => {
+                (group.as_ref(), version.as_ref(), parts)
+            }
+            _ => return non_resource,
+        };
+
+        let mut info = RequestInfo {
+            is_resource_request: true,
+            api_prefix,
+            api_group: group.to_owned(),
+            api_version: version.to_owned(),
+            ..non_resource
+        };
+
+        if SPECIAL_VERBS.contains(&parts[0].as_ref()) {
+            if parts.len() < 2 {
+                return RequestInfo::non_resource(verb);
+            }
+            info.verb = if parts[0] == "watch" {
+                Verb::Watch
+            } else {
+                Verb::Proxy
+            };
+            parts = &parts[1..];
+        }
+
+        if parts[0] == "namespaces" && parts.len() > 1 {
+            info.namespace = parts[1].to_string();
+            if parts.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&parts[2].as_ref()) {
+                parts = &parts[2..];
+            }
+        }
+
+        if parts.len() >= 3 && info.verb != Verb::Proxy {
+            info.subresource = parts[2].to_string();
+        }
+        if parts.len() >= 2 {
+            info.name = parts[1].to_string();
+        }
+        info.resource = parts[0].to_string();
+
+        if info.name.is_empty() && info.verb == Verb::Get {
+            let options = ListQuery::parse(query);
+            info.verb = if options.watch {
+                Verb::Watch
+            } else {
+                Verb::List
+            };
+            if let Some(name) = options.exact_name {
+                info.name = name;
+            }
+        }
+        if info.name.is_empty() && info.verb == Verb::Delete {
+            info.verb = Verb::DeleteCollection;
+        }
+        info
+    }
+}
+
+/// What the query of a collection request says about watching and naming.
+struct ListQuery {
+    watch: bool,
+    exact_name: Option<String>,
+}
+
+impl ListQuery {
+    fn parse(query: Option<&str>) -> ListQuery {
+        let mut parsed = ListQuery {
+            watch: false,
+            exact_name: None,
+        };
+        let Some(query) = query else { return parsed };
+        let mut watch_value = None;
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            match key.as_ref() {
+                "watch" if watch_value.is_none() => watch_value = Some(value.into_owned()),
+                "fieldSelector" if parsed.exact_name.is_none() => {
+                    parsed.exact_name = exact_name(&value);
+                }
+                _ => {}
+            }
+        }
+        parsed.watch = watch_value.is_some_and(|v| watch_flag(&v));
+        parsed
+    }
+}
+
+/// Reads `watch=` as Go's `strconv.ParseBool`; a value it cannot parse counts as true unless
+/// it reads `false` or `0`, which is what kube-apiserver falls back to.
+fn watch_flag(value: &str) -> bool {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => true,
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
+        other => !matches!(other.to_ascii_lowercase().as_str(), "false" | "0"),
+    }
+}
+
+/// The name a field selector pins with `metadata.name=x` or `metadata.name==x`, if it is a
+/// valid path segment.
+fn exact_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let (field, value) = term.split_once("==").or_else(|| {
+            // `!=` is an inequality; only a lone `=` is an exact match.
+            term.split_once('=')
+                .filter(|(field, _)| !field.ends_with('!'))
+        })?;
+        if field.trim() != "metadata.name" {
+            return None;
+        }
+        let value = value.trim();
+        let valid =
+            !value.is_empty() && value != "." && value != ".." && !value.contains(['/', '%']);
+        valid.then(|| value.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests;

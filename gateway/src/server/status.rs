@@ -1,0 +1,166 @@
+//! Errors the gateway answers itself, and the one place they become a Kubernetes `Status`
+//! response with its HTTP code and a metric label.
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use thiserror::Error;
+
+use super::ResponseBody;
+use crate::metrics::{ErrorLabels, Metrics};
+use crate::upstream::TransportError;
+
+/// Why a request was answered by the gateway instead of an apiserver.
+#[derive(Debug, Error)]
+pub enum ProxyError {
+    /// The request is malformed.
+    #[error("bad request: {0}")]
+    BadRequest(&'static str),
+    /// The method cannot be proxied.
+    #[error("method {0} is not supported by the gateway")]
+    MethodNotAllowed(Method),
+    /// No apiserver is configured.
+    #[error("no apiserver is configured")]
+    NoServer,
+    /// The apiserver could not be reached or did not answer.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// Who is at fault for an error, as metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The client sent something wrong.
+    Client,
+    /// The apiserver is unreachable or misbehaved.
+    Upstream,
+}
+
+impl Fault {
+    fn as_str(self) -> &'static str {
+        match self {
+            Fault::Client => "client",
+            Fault::Upstream => "upstream",
+        }
+    }
+}
+
+impl ProxyError {
+    /// The HTTP code, the `Status` reason, who is at fault and the step that failed.
+    fn classify(&self) -> (StatusCode, &'static str, Fault, &'static str) {
+        match self {
+            ProxyError::BadRequest(_) => (
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                Fault::Client,
+                "bad_request",
+            ),
+            ProxyError::MethodNotAllowed(_) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                Fault::Client,
+                "method",
+            ),
+            ProxyError::NoServer => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                Fault::Upstream,
+                "no_server",
+            ),
+            ProxyError::Transport(TransportError::Connect { .. }) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                Fault::Upstream,
+                "connect",
+            ),
+            ProxyError::Transport(TransportError::Exchange { .. }) => (
+                StatusCode::BAD_GATEWAY,
+                "ServiceUnavailable",
+                Fault::Upstream,
+                "exchange",
+            ),
+            ProxyError::Transport(TransportError::Timeout { .. }) => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+                Fault::Upstream,
+                "timeout",
+            ),
+        }
+    }
+
+    /// The `Status` response for this error, counted in `metrics`.
+    pub fn into_response(self, metrics: &Metrics) -> Response<ResponseBody> {
+        let (code, reason, fault, kind) = self.classify();
+        metrics
+            .errors
+            .get_or_create(&ErrorLabels {
+                fault: fault.as_str(),
+                kind,
+            })
+            .inc();
+        let message = crate::error_chain(&self);
+        match fault {
+            Fault::Client => tracing::debug!(error = %message, "rejected request"),
+            Fault::Upstream => tracing::warn!(error = %message, "upstream failure"),
+        }
+        status_response(code, reason, &message)
+    }
+}
+
+/// A Kubernetes `Status` response (`kind: Status`, `status: Failure`).
+pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
+    let body = serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code.as_u16(),
+    });
+    let mut response = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = code;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_status_body_is_a_kubernetes_status() {
+        let response = status_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "down",
+        );
+        assert_eq!(response.status(), 503);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["status"], "Failure");
+        assert_eq!(status["code"], 503);
+        assert_eq!(status["reason"], "ServiceUnavailable");
+        assert_eq!(status["message"], "down");
+    }
+
+    #[test]
+    fn errors_are_counted_by_fault() {
+        let metrics = Metrics::new();
+        let response = ProxyError::BadRequest("path").into_response(&metrics);
+        assert_eq!(response.status(), 400);
+        assert!(
+            metrics
+                .encode()
+                .contains(r#"edgegate_errors_total{fault="client",kind="bad_request"} 1"#)
+        );
+    }
+}

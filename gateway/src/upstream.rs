@@ -1,0 +1,12 @@
+//! The way to kube-apiserver: the gateway's credentials, pooled TLS clients for both
+//! identities, the balancer that picks a healthy server, and the health checker.
+
+mod balancer;
+mod credentials;
+pub mod health;
+mod transport;
+
+pub use balancer::{Balancer, LbMode, Server};
+pub use credentials::{Credentials, CredentialsError};
+pub use health::{HealthSettings, HealthWatch};
+pub use transport::{BoxError, RequestBody, Transport, TransportError};

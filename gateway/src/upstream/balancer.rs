@@ -1,0 +1,155 @@
+//! Which apiserver a request goes to: round-robin or priority over the healthy servers.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use http::Uri;
+
+/// How requests are spread over several servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LbMode {
+    /// Round-robin over the healthy servers.
+    Rr,
+    /// The first healthy server, in the order given.
+    Priority,
+}
+
+/// One upstream apiserver and its health as the checker last saw it.
+#[derive(Debug)]
+pub struct Server {
+    /// The server's base URL (scheme and authority).
+    pub url: Uri,
+    /// The URL as the operator wrote it, for logs and metric labels.
+    pub name: String,
+    healthy: AtomicBool,
+}
+
+impl Server {
+    /// Whether the last health verdict was good.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    /// Records a health verdict; returns whether it changed.
+    pub(crate) fn set_healthy(&self, healthy: bool) -> bool {
+        self.healthy.swap(healthy, Ordering::AcqRel) != healthy
+    }
+}
+
+/// The servers and the rule that picks one.
+#[derive(Debug)]
+pub struct Balancer {
+    servers: Vec<Server>,
+    mode: LbMode,
+    next: AtomicUsize,
+}
+
+impl Balancer {
+    /// A balancer over `urls`; every server starts unhealthy until the checker has seen it.
+    pub fn new(urls: Vec<Uri>, mode: LbMode) -> Balancer {
+        let servers = urls
+            .into_iter()
+            .map(|url| Server {
+                name: url.to_string().trim_end_matches('/').to_owned(),
+                url,
+                healthy: AtomicBool::new(false),
+            })
+            .collect();
+        Balancer {
+            servers,
+            mode,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// All servers, in the order given.
+    pub fn servers(&self) -> &[Server] {
+        &self.servers
+    }
+
+    /// Whether any server is healthy.
+    pub fn any_healthy(&self) -> bool {
+        self.servers.iter().any(Server::is_healthy)
+    }
+
+    /// A healthy server by the balancing rule, or `None` when none is healthy.
+    pub fn pick(&self) -> Option<&Server> {
+        match self.mode {
+            LbMode::Priority => self.servers.iter().find(|s| s.is_healthy()),
+            LbMode::Rr => {
+                let n = self.servers.len();
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                (0..n)
+                    .map(|i| &self.servers[(start + i) % n])
+                    .find(|s| s.is_healthy())
+            }
+        }
+    }
+
+    /// A server by the balancing rule ignoring health: for when none is known healthy but a
+    /// request should still be tried rather than refused.
+    pub fn pick_any(&self) -> Option<&Server> {
+        match self.mode {
+            LbMode::Priority => self.servers.first(),
+            LbMode::Rr => {
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                self.servers.get(start % self.servers.len().max(1))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn balancer(mode: LbMode) -> Balancer {
+        let urls = ["https://a:6443", "https://b:6443", "https://c:6443"]
+            .map(|u| u.parse().unwrap())
+            .to_vec();
+        Balancer::new(urls, mode)
+    }
+
+    fn names<'a>(picks: impl Iterator<Item = Option<&'a Server>>) -> Vec<&'a str> {
+        picks.map(|s| s.map_or("-", |s| s.name.as_str())).collect()
+    }
+
+    #[test]
+    fn round_robin_skips_unhealthy_servers() {
+        let b = balancer(LbMode::Rr);
+        assert!(b.pick().is_none());
+        for s in b.servers() {
+            s.set_healthy(true);
+        }
+        b.servers()[1].set_healthy(false);
+        // The refused pick above took turn 0; turns 1..=4 start at b, c, a, b.
+        let picks = names((0..4).map(|_| b.pick()));
+        assert_eq!(
+            picks,
+            [
+                "https://c:6443",
+                "https://c:6443",
+                "https://a:6443",
+                "https://c:6443"
+            ]
+        );
+    }
+
+    #[test]
+    fn priority_takes_the_first_healthy_server() {
+        let b = balancer(LbMode::Priority);
+        b.servers()[1].set_healthy(true);
+        b.servers()[2].set_healthy(true);
+        assert_eq!(b.pick().unwrap().name, "https://b:6443");
+        b.servers()[0].set_healthy(true);
+        assert_eq!(b.pick().unwrap().name, "https://a:6443");
+        assert_eq!(b.pick_any().unwrap().name, "https://a:6443");
+    }
+
+    #[test]
+    fn set_healthy_reports_changes_only() {
+        let b = balancer(LbMode::Rr);
+        assert!(b.servers()[0].set_healthy(true));
+        assert!(!b.servers()[0].set_healthy(true));
+        assert!(b.servers()[0].set_healthy(false));
+    }
+}

@@ -1,0 +1,235 @@
+//! The health checker: probes every apiserver on a heartbeat and turns the results into a
+//! healthy/unhealthy verdict with YurtHub's thresholds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::{BodyExt, Empty};
+use tokio::sync::watch;
+
+use super::balancer::{Balancer, Server};
+use super::transport::Transport;
+use crate::metrics::{Metrics, ServerLabels};
+
+/// The heartbeat knobs (`--heartbeat-*` flags).
+#[derive(Clone, Copy, Debug)]
+pub struct HealthSettings {
+    /// Time between two probes of a server whose verdict is settled.
+    pub interval: Duration,
+    /// How long a probe may take.
+    pub timeout: Duration,
+    /// Consecutive failures that make a healthy server unhealthy.
+    pub failed_retry: u32,
+    /// Consecutive successes that make an unhealthy server healthy.
+    pub healthy_threshold: u32,
+}
+
+/// While a verdict is in doubt (a failure on a healthy server, a success on an unhealthy one)
+/// the confirming probes come this close together, so a change is settled in about a second
+/// per threshold step rather than a whole interval per step.
+const CONFIRM_SPACING: Duration = Duration::from_secs(1);
+
+/// Announces "some server is healthy" and every change of it, to whoever must react
+/// (readiness, watches that must end when the cloud comes back).
+pub type HealthWatch = watch::Receiver<bool>;
+
+/// Probes all servers once, concurrently, and sets their verdicts from that single result;
+/// used at start so readiness is right before the first request.
+pub async fn first_verdicts(
+    balancer: &Balancer,
+    transport: &Transport,
+    settings: &HealthSettings,
+    metrics: &Metrics,
+) {
+    let probes = balancer.servers().iter().map(|server| async move {
+        let healthy = probe(transport, server, settings.timeout).await;
+        server.set_healthy(healthy);
+        metrics
+            .upstream_healthy
+            .get_or_create(&labels(server))
+            .set(i64::from(healthy));
+        tracing::info!(server = %server.name, healthy, "initial health");
+    });
+    futures_util::future::join_all(probes).await;
+}
+
+/// Runs the checker for every server until `shutdown` resolves; `any_healthy` receives every
+/// change of "some server is healthy".
+pub async fn run(
+    balancer: Arc<Balancer>,
+    transport: Transport,
+    settings: HealthSettings,
+    metrics: Arc<Metrics>,
+    any_healthy: watch::Sender<bool>,
+) {
+    any_healthy.send_replace(balancer.any_healthy());
+    let any_healthy = Arc::new(any_healthy);
+    let checkers = (0..balancer.servers().len()).map(|index| {
+        check_server(
+            balancer.clone(),
+            index,
+            transport.clone(),
+            settings,
+            metrics.clone(),
+            any_healthy.clone(),
+        )
+    });
+    futures_util::future::join_all(checkers).await;
+}
+
+async fn check_server(
+    balancer: Arc<Balancer>,
+    index: usize,
+    transport: Transport,
+    settings: HealthSettings,
+    metrics: Arc<Metrics>,
+    any_healthy: Arc<watch::Sender<bool>>,
+) {
+    let server = &balancer.servers()[index];
+    let mut verdict = Verdict::new(server.is_healthy(), settings);
+    loop {
+        tokio::time::sleep(verdict.next_delay()).await;
+        let ok = probe(&transport, server, settings.timeout).await;
+        let Some(healthy) = verdict.observe(ok) else {
+            continue;
+        };
+        if server.set_healthy(healthy) {
+            metrics
+                .upstream_healthy
+                .get_or_create(&labels(server))
+                .set(i64::from(healthy));
+            metrics
+                .upstream_health_changes
+                .get_or_create(&labels(server))
+                .inc();
+            if healthy {
+                tracing::info!(server = %server.name, "upstream is healthy again");
+            } else {
+                tracing::warn!(server = %server.name, "upstream is unhealthy");
+            }
+            any_healthy.send_if_modified(|any| {
+                let now = balancer.any_healthy();
+                std::mem::replace(any, now) != now
+            });
+        }
+    }
+}
+
+/// One probe: `GET /readyz` on the gateway's identity; healthy on a 2xx within the timeout.
+async fn probe(transport: &Transport, server: &Server, timeout: Duration) -> bool {
+    let request = Request::builder().method(Method::GET).uri("/readyz").body(
+        Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    let Ok(request) = request else { return false };
+    let exchange = async {
+        let response = transport.send(&server.url, request).await.ok()?;
+        let ok = response.status().is_success();
+        // Drain the short body so the connection returns to the pool.
+        response.into_body().collect().await.ok()?;
+        Some(ok)
+    };
+    matches!(
+        tokio::time::timeout(timeout, exchange).await,
+        Ok(Some(true))
+    )
+}
+
+fn labels(server: &Server) -> ServerLabels {
+    ServerLabels {
+        server: server.name.clone(),
+    }
+}
+
+/// The threshold logic, apart from I/O so it can be tested step by step.
+#[derive(Debug)]
+struct Verdict {
+    healthy: bool,
+    /// Consecutive probe results that disagree with `healthy`.
+    streak: u32,
+    settings: HealthSettings,
+}
+
+impl Verdict {
+    fn new(healthy: bool, settings: HealthSettings) -> Verdict {
+        Verdict {
+            healthy,
+            streak: 0,
+            settings,
+        }
+    }
+
+    fn next_delay(&self) -> Duration {
+        if self.streak > 0 {
+            CONFIRM_SPACING.min(self.settings.interval)
+        } else {
+            self.settings.interval
+        }
+    }
+
+    /// Takes one probe result; returns the verdict once it is settled (changed or not).
+    fn observe(&mut self, ok: bool) -> Option<bool> {
+        if ok == self.healthy {
+            self.streak = 0;
+            return Some(self.healthy);
+        }
+        self.streak += 1;
+        let needed = if self.healthy {
+            self.settings.failed_retry
+        } else {
+            self.settings.healthy_threshold
+        };
+        if self.streak >= needed {
+            self.healthy = ok;
+            self.streak = 0;
+            return Some(self.healthy);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> HealthSettings {
+        HealthSettings {
+            interval: Duration::from_secs(10),
+            timeout: Duration::from_secs(2),
+            failed_retry: 3,
+            healthy_threshold: 2,
+        }
+    }
+
+    #[test]
+    fn healthy_turns_unhealthy_after_failed_retry_failures() {
+        let mut v = Verdict::new(true, settings());
+        assert_eq!(v.observe(false), None);
+        assert_eq!(v.next_delay(), CONFIRM_SPACING);
+        assert_eq!(v.observe(false), None);
+        assert_eq!(v.observe(false), Some(false));
+        assert_eq!(v.next_delay(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_success_resets_the_failure_streak() {
+        let mut v = Verdict::new(true, settings());
+        v.observe(false);
+        v.observe(false);
+        assert_eq!(v.observe(true), Some(true));
+        assert_eq!(v.observe(false), None);
+        assert_eq!(v.observe(false), None);
+        assert_eq!(v.observe(false), Some(false));
+    }
+
+    #[test]
+    fn unhealthy_turns_healthy_after_the_threshold() {
+        let mut v = Verdict::new(false, settings());
+        assert_eq!(v.observe(true), None);
+        assert_eq!(v.next_delay(), CONFIRM_SPACING);
+        assert_eq!(v.observe(true), Some(true));
+    }
+}

@@ -1,0 +1,192 @@
+//! Sending a request to one apiserver over pooled HTTP/1.1 connections, on the right identity:
+//! the request's own `Authorization` if it carries one, else the gateway's.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{AUTHORIZATION, HeaderName};
+use http::{Request, Response, Uri};
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use thiserror::Error;
+
+use super::Credentials;
+
+/// A boxed error from a body or a connection.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body type requests are sent with.
+pub type RequestBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// Why a request did not get a response from the apiserver.
+#[derive(Debug, Error)]
+pub enum TransportError {
+    /// No connection could be made to the server.
+    #[error("cannot connect to {server}")]
+    Connect {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+    /// The connection was made but the exchange failed before a response arrived.
+    #[error("request to {server} failed")]
+    Exchange {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        #[source]
+        source: hyper_util::client::legacy::Error,
+    },
+    /// The response did not begin within the request timeout.
+    #[error("{server} did not answer within {timeout:?}")]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The timeout that passed.
+        timeout: Duration,
+    },
+}
+
+/// How long a TCP connect to an apiserver may take: a dead server is told from a live one
+/// well inside the 3 s clients tolerate.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// TCP keep-alive on upstream connections, so a watch over a silently dead link is noticed.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+/// Idle pooled connections are closed after this long.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Headers that must not be sent on the gateway's identity: impersonation is for callers
+/// that authenticate themselves.
+const IMPERSONATION_PREFIX: &str = "impersonate-";
+
+type HttpsClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+
+/// Pooled clients for the two identities.
+#[derive(Clone)]
+pub struct Transport {
+    own: HttpsClient,
+    bare: HttpsClient,
+    credentials: Credentials,
+    timeout: Duration,
+}
+
+impl Transport {
+    /// Builds the clients; `timeout` bounds the wait for a response to begin.
+    pub fn new(credentials: Credentials, timeout: Duration) -> Transport {
+        Transport {
+            own: client((*credentials.own_tls).clone()),
+            bare: client((*credentials.bare_tls).clone()),
+            credentials,
+            timeout,
+        }
+    }
+
+    /// Sends `request` (whose URI carries only a path and query) to `server`.
+    pub async fn send(
+        &self,
+        server: &Uri,
+        mut request: Request<RequestBody>,
+    ) -> Result<Response<Incoming>, TransportError> {
+        *request.uri_mut() = join(server, request.uri());
+        let client = if request.headers().contains_key(AUTHORIZATION) {
+            &self.bare
+        } else {
+            strip_impersonation(request.headers_mut());
+            if let Some(value) = self.credentials.authorization() {
+                request.headers_mut().insert(AUTHORIZATION, value);
+            }
+            &self.own
+        };
+        let server_name = || server.to_string();
+        match tokio::time::timeout(self.timeout, client.request(request)).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(source)) if source.is_connect() => Err(TransportError::Connect {
+                server: server_name(),
+                source,
+            }),
+            Ok(Err(source)) => Err(TransportError::Exchange {
+                server: server_name(),
+                source,
+            }),
+            Err(_) => Err(TransportError::Timeout {
+                server: server_name(),
+                timeout: self.timeout,
+            }),
+        }
+    }
+}
+
+fn client(tls: rustls::ClientConfig) -> HttpsClient {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_keepalive(Some(TCP_KEEPALIVE));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Client::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build(https)
+}
+
+/// `server` (scheme and authority) joined with the path and query of `target`.
+fn join(server: &Uri, target: &Uri) -> Uri {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = server.scheme().cloned();
+    parts.authority = server.authority().cloned();
+    parts.path_and_query = target.path_and_query().cloned();
+    if parts.path_and_query.is_none() {
+        parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    }
+    // A scheme, an authority and a path always make a valid URI.
+    Uri::from_parts(parts).unwrap_or_else(|_| server.clone())
+}
+
+fn strip_impersonation(headers: &mut http::HeaderMap) {
+    let doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with(IMPERSONATION_PREFIX))
+        .cloned()
+        .collect();
+    for name in doomed {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_keeps_path_and_query_and_takes_the_server() {
+        let server: Uri = "https://10.0.0.1:6443".parse().unwrap();
+        let target: Uri = "/api/v1/pods?watch=true&fieldSelector=a%3Db"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            join(&server, &target).to_string(),
+            "https://10.0.0.1:6443/api/v1/pods?watch=true&fieldSelector=a%3Db"
+        );
+    }
+
+    #[test]
+    fn impersonation_headers_are_stripped() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("impersonate-user", "admin".parse().unwrap());
+        headers.insert("impersonate-group", "system:masters".parse().unwrap());
+        headers.insert("accept", "application/json".parse().unwrap());
+        strip_impersonation(&mut headers);
+        assert_eq!(headers.len(), 1);
+    }
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Installs what the end-to-end suite needs on a Debian bookworm machine and builds
+# kube-apiserver 1.20.2 from Debian's source package, cached under ~/.cache/edgegate.
+# Idempotent: a second run only checks. Prints the cache directory on success.
+set -euo pipefail
+
+K8S_VERSION=1.20.2
+# Bump when the recipe below changes, so a cached build from an older recipe is not reused.
+RECIPE=2
+CACHE=${EDGEGATE_CACHE:-$HOME/.cache/edgegate}
+BIN=$CACHE/k8s-$K8S_VERSION-r$RECIPE
+mkdir -p "$BIN"
+
+log() { printf '[provision] %s\n' "$*" >&2; }
+
+sudo_if() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+need_pkgs=()
+command -v etcd >/dev/null || need_pkgs+=(etcd-server)
+command -v go >/dev/null || need_pkgs+=(golang-go)
+[ -d /usr/share/gocode/src/github.com/modern-go/reflect2 ] || need_pkgs+=(golang-github-modern-go-reflect2-dev)
+command -v rsync >/dev/null || need_pkgs+=(rsync)
+command -v openssl >/dev/null || need_pkgs+=(openssl)
+command -v wrk >/dev/null || need_pkgs+=(wrk)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing ${need_pkgs[*]}"
+  sudo_if apt-get update -qq
+  sudo_if env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+# The packaged etcd may start a system instance; the suite runs its own on free ports.
+
+# kubectl: Debian's 1.20.2 client, unpacked into the cache so the version matches the apiserver.
+if [ ! -x "$BIN/kubectl" ]; then
+  log "fetching kubectl $K8S_VERSION (kubernetes-client)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download kubernetes-client >/dev/null 2>&1) || {
+    sudo_if apt-get update -qq; (cd "$tmp" && apt-get download kubernetes-client >/dev/null); }
+  dpkg-deb -x "$tmp"/kubernetes-client_*.deb "$tmp/x"
+  install -m 0755 "$tmp/x/usr/bin/kubectl" "$BIN/kubectl"
+  rm -rf "$tmp"
+fi
+
+if [ ! -x "$BIN/kube-apiserver" ]; then
+  log "building kube-apiserver $K8S_VERSION from Debian's source package (about 5-10 minutes on 2 cores)"
+  if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+    cat <<SRC | sudo_if tee /etc/apt/sources.list.d/edgegate-src.sources >/dev/null
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    sudo_if apt-get update -qq
+  fi
+  work=$CACHE/build
+  rm -rf "$work"; mkdir -p "$work/src"
+  (cd "$work/src" && apt-get source --download-only kubernetes >/dev/null)
+  orig=$(ls "$work"/src/kubernetes_*.orig.tar.* | head -n1)
+  export GOPATH=$work/gopath
+  k8s=$GOPATH/src/k8s.io/kubernetes
+  mkdir -p "$k8s"
+  tar -xf "$orig" -C "$k8s" --strip-components=1
+  # The vendored reflect2 1.0.1 segfaults under Go >= 1.18; Debian's packaged one does not.
+  rm -rf "$k8s/vendor/github.com/modern-go/reflect2"
+  rsync -a /usr/share/gocode/src/github.com/modern-go/reflect2/ "$k8s/vendor/github.com/modern-go/reflect2/"
+  export GO111MODULE=off CGO_ENABLED=0 GOFLAGS= GOCACHE=$work/gocache
+  cd "$k8s"
+  go build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
+  inputs=$(grep -rl --include='*.go' '+k8s:openapi-gen=' pkg staging/src vendor/k8s.io 2>/dev/null \
+    | xargs -n1 dirname | sort -u \
+    | sed -e 's#^staging/src/#vendor/#' -e 's#^vendor/##' -e 's#^pkg/#k8s.io/kubernetes/pkg/#' \
+    | sort -u | paste -sd, -)
+  "$work/openapi-gen" \
+    --input-dirs "$inputs" \
+    --output-package k8s.io/kubernetes/pkg/generated/openapi \
+    --output-file-base zz_generated.openapi \
+    --go-header-file hack/boilerplate/boilerplate.generatego.txt \
+    --output-base "$GOPATH/src" \
+    --report-filename /dev/null
+  version_pkg=k8s.io/kubernetes/vendor/k8s.io/component-base/version
+  go build -ldflags "-s -w -X $version_pkg.gitVersion=v$K8S_VERSION -X $version_pkg.gitMajor=1 -X $version_pkg.gitMinor=20 -X $version_pkg.gitTreeState=clean" \
+    -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
+  cd /; rm -rf "$work"
+fi
+
+"$BIN/kube-apiserver" --version >/dev/null
+echo "$BIN"

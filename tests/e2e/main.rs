@@ -1,0 +1,83 @@
+//! The end-to-end suite: the `edgegate` binary in front of a real kube-apiserver and etcd on
+//! loopback, driven by kubectl, kube-rs and raw HTTP.
+//!
+//! One etcd and one shared apiserver serve the whole run; tests that stop the apiserver get
+//! one of their own on the same etcd. Run with `cargo test -p edgegate --test e2e`; pass a
+//! name filter as with any test binary.
+#![allow(clippy::disallowed_methods)]
+
+mod proxy;
+mod resilience;
+mod support;
+mod upgrade_echo;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use support::Env;
+
+type Test = fn(&Env) -> anyhow::Result<()>;
+
+const TESTS: &[(&str, Test)] = &[
+    (
+        "proxy::kubectl_through_the_gateway_matches_direct",
+        proxy::kubectl_through_the_gateway_matches_direct,
+    ),
+    (
+        "proxy::watch_event_arrives_within_a_second",
+        proxy::watch_event_arrives_within_a_second,
+    ),
+    (
+        "proxy::fifty_watches_and_five_hundred_gets",
+        proxy::fifty_watches_and_five_hundred_gets,
+    ),
+    (
+        "proxy::identities_are_kept_apart",
+        proxy::identities_are_kept_apart,
+    ),
+    (
+        "proxy::anonymous_kubectl_uses_the_gateway_identity",
+        proxy::anonymous_kubectl_uses_the_gateway_identity,
+    ),
+    ("proxy::upgrade_is_tunneled", proxy::upgrade_is_tunneled),
+    (
+        "proxy::hub_server_reports_health_and_metrics",
+        proxy::hub_server_reports_health_and_metrics,
+    ),
+    (
+        "resilience::upstream_outage_is_a_status_then_recovers",
+        resilience::upstream_outage_is_a_status_then_recovers,
+    ),
+    (
+        "resilience::hostile_input_never_takes_the_gateway_down",
+        resilience::hostile_input_never_takes_the_gateway_down,
+    ),
+];
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    // Started here, on the main thread: child processes die with the thread that spawned
+    // them, and this one lives for the whole run. Listing needs no cluster.
+    let env: Arc<Result<Env, String>> = Arc::new(if args.list {
+        Err("not started for --list".to_owned())
+    } else {
+        Env::start().map_err(|e| format!("{e:#}"))
+    });
+    let trials = TESTS
+        .iter()
+        .map(|&(name, test)| {
+            let env = env.clone();
+            Trial::test(name, move || {
+                let env = env
+                    .as_ref()
+                    .as_ref()
+                    .map_err(|e| Failed::from(format!("the test cluster did not start: {e}")))?;
+                test(env).map_err(|e| Failed::from(format!("{e:#}")))
+            })
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(env);
+    conclusion.exit_code()
+}

@@ -1,0 +1,125 @@
+//! The `edgegate` binary as a child process, pointed at a [`Cluster`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::cluster::{ADMIN_TOKEN, Cluster, User, kubectl};
+use crate::http;
+use crate::process::{Process, free_port, wait_until};
+use crate::toolchain::Toolchain;
+
+/// A running gateway and the kubeconfigs that reach the cluster through it.
+#[derive(Debug)]
+pub struct Gateway {
+    process: Option<Process>,
+    bin: PathBuf,
+    args: Vec<String>,
+    /// The proxy address.
+    pub proxy: SocketAddr,
+    /// The hub server address.
+    pub hub: SocketAddr,
+    /// The gateway's scratch directory (cache, logs, kubeconfigs).
+    pub dir: PathBuf,
+    /// Kubeconfig of the admin user through the gateway (the request carries its token).
+    pub admin_kubeconfig: PathBuf,
+    /// Kubeconfig without credentials through the gateway (the gateway's identity is used).
+    pub anonymous_kubeconfig: PathBuf,
+    tools: Toolchain,
+}
+
+impl Gateway {
+    /// Starts `bin` against `cluster` with the harness defaults plus `extra` flags, and
+    /// waits until its hub server answers.
+    pub fn start(bin: &Path, cluster: &Cluster, extra: &[&str]) -> Result<Gateway> {
+        let dir = cluster.dir.join(format!("gateway-{}", free_port()?));
+        std::fs::create_dir_all(&dir)?;
+        let (proxy_port, hub_port) = (free_port()?, free_port()?);
+        let mut args = vec![
+            format!("--server-addr={}", cluster.url()),
+            format!("--kubeconfig={}", cluster.gateway_kubeconfig.display()),
+            format!("--proxy-port={proxy_port}"),
+            format!("--serve-port={hub_port}"),
+            format!("--disk-cache-path={}", dir.join("cache").display()),
+            "--log-level=info,edgegate=debug".to_owned(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let url = format!("http://127.0.0.1:{proxy_port}");
+        let admin_kubeconfig = dir.join("admin.kubeconfig");
+        cluster.kubeconfig_for(&admin_kubeconfig, &url, &User::Token(ADMIN_TOKEN))?;
+        let anonymous_kubeconfig = dir.join("anonymous.kubeconfig");
+        cluster.kubeconfig_for(&anonymous_kubeconfig, &url, &User::Anonymous)?;
+        let mut gateway = Gateway {
+            process: None,
+            bin: bin.to_owned(),
+            args,
+            proxy: SocketAddr::from(([127, 0, 0, 1], proxy_port)),
+            hub: SocketAddr::from(([127, 0, 0, 1], hub_port)),
+            dir,
+            admin_kubeconfig,
+            anonymous_kubeconfig,
+            tools: cluster.tools().clone(),
+        };
+        gateway.restart()?;
+        Ok(gateway)
+    }
+
+    /// Starts the process again with the same flags and ports (after [`Gateway::kill`] or
+    /// [`Gateway::stop`]), and waits until its hub server answers.
+    pub fn restart(&mut self) -> Result<()> {
+        let mut process = Process::spawn(
+            "edgegate",
+            &self.bin,
+            &self.args,
+            &self.dir.join("edgegate.log"),
+        )?;
+        let hub = self.hub;
+        let up = wait_until(Duration::from_secs(30), "edgegate /v1/healthz", || {
+            http::get(hub, "/v1/healthz").is_ok_and(|r| r.status == 200)
+        });
+        if let Err(error) = up {
+            process.check_running()?;
+            return Err(error.context(process.log_tail(30)));
+        }
+        self.process = Some(process);
+        Ok(())
+    }
+
+    /// The proxy's URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.proxy)
+    }
+
+    /// Runs kubectl through the gateway as admin; returns stdout.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String> {
+        kubectl(&self.tools, &self.admin_kubeconfig, args)
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// SIGTERM, SIGKILL after `grace`.
+    pub fn stop(&mut self, grace: Duration) {
+        if let Some(mut process) = self.process.take() {
+            process.terminate(grace);
+        }
+    }
+
+    /// The process, while it runs.
+    pub fn process(&mut self) -> Option<&mut Process> {
+        self.process.as_mut()
+    }
+
+    /// The last lines of the gateway's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.dir.join("edgegate.log")).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}

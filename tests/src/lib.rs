@@ -1,0 +1,23 @@
+//! The end-to-end harness: a real kube-apiserver and etcd on loopback, the `edgegate`
+//! binary in front of them, and kubectl to drive both.
+//!
+//! # Layout
+//! - [`toolchain`]: finds (and on first use provisions) etcd, kube-apiserver and kubectl.
+//! - [`pki`]: the cluster's certificates and keys.
+//! - [`cluster`]: etcd and kube-apiserver processes, kubeconfigs, kubectl.
+//! - [`gateway`]: the edgegate process pointed at a cluster.
+//! - [`process`]: child processes that die with the harness; free ports; polling.
+//! - [`http`]: a blocking raw HTTP/1.1 client for probes and malformed-request tests.
+// The harness is synchronous by design: it drives processes, not a runtime.
+#![allow(clippy::disallowed_methods)]
+
+pub mod cluster;
+pub mod gateway;
+pub mod http;
+pub mod pki;
+pub mod process;
+pub mod toolchain;
+
+pub use cluster::{ADMIN_TOKEN, Cluster, Etcd, NOBODY_TOKEN, User};
+pub use gateway::Gateway;
+pub use toolchain::Toolchain;

@@ -1,0 +1,97 @@
+//! The test cluster's PKI: a CA, the apiserver's serving certificate, client certificates and
+//! the service-account key pair, written as PEM files into the cluster directory.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+};
+
+/// Paths of the PEM files the cluster is started with.
+#[derive(Clone, Debug)]
+pub struct Pki {
+    /// The CA certificate every party trusts.
+    pub ca_cert: PathBuf,
+    /// The apiserver's serving certificate (IP SAN 127.0.0.1).
+    pub serving_cert: PathBuf,
+    /// Its key.
+    pub serving_key: PathBuf,
+    /// The service-account signing key.
+    pub sa_key: PathBuf,
+    /// Its public half.
+    pub sa_pub: PathBuf,
+    /// The gateway's client certificate: CN `edgegate`, group `system:masters`.
+    pub gateway_cert: PathBuf,
+    /// Its key.
+    pub gateway_key: PathBuf,
+}
+
+impl Pki {
+    /// Generates the PKI into `dir`.
+    pub fn generate(dir: &Path) -> Result<Pki> {
+        fs::create_dir_all(dir)?;
+        let write = |name: &str, pem: String| -> Result<PathBuf> {
+            let path = dir.join(name);
+            fs::write(&path, pem).with_context(|| format!("writing {}", path.display()))?;
+            Ok(path)
+        };
+
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.distinguished_name = name("edgegate-test-ca", None);
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+        let ca_cert = write("ca.crt", ca.pem())?;
+
+        let mut serving = CertificateParams::new(vec![
+            "127.0.0.1".to_owned(),
+            "localhost".to_owned(),
+            "kubernetes".to_owned(),
+            "kubernetes.default.svc".to_owned(),
+        ])?;
+        serving.distinguished_name = name("kube-apiserver", None);
+        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let serving_key_pair = KeyPair::generate()?;
+        let serving_cert = serving.signed_by(&serving_key_pair, &ca)?;
+        let serving_cert = write("apiserver.crt", serving_cert.pem())?;
+        let serving_key = write("apiserver.key", serving_key_pair.serialize_pem())?;
+
+        let mut client = CertificateParams::new(Vec::<String>::new())?;
+        client.distinguished_name = name("edgegate", Some("system:masters"));
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client_key_pair = KeyPair::generate()?;
+        let client_cert = client.signed_by(&client_key_pair, &ca)?;
+        let gateway_cert = write("gateway.crt", client_cert.pem())?;
+        let gateway_key = write("gateway.key", client_key_pair.serialize_pem())?;
+
+        let sa = KeyPair::generate()?;
+        let sa_key = write("sa.key", sa.serialize_pem())?;
+        let sa_pub = write("sa.pub", sa.public_key_pem())?;
+
+        Ok(Pki {
+            ca_cert,
+            serving_cert,
+            serving_key,
+            sa_key,
+            sa_pub,
+            gateway_cert,
+            gateway_key,
+        })
+    }
+}
+
+fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, common_name);
+    if let Some(org) = organization {
+        dn.push(DnType::OrganizationName, org);
+    }
+    dn
+}

@@ -1,0 +1,132 @@
+//! Child processes of the harness: spawned so they die with the test process, logged to a
+//! file, stopped on drop.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Polls `ready` every 100 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ready() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("timed out after {timeout:?} waiting for {what}")
+}
+
+/// A child process with its output in a log file; killed when dropped.
+#[derive(Debug)]
+pub struct Process {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts `program` with `args`, stdout and stderr appended to `log`. The child gets
+    /// SIGKILL if the thread that started it dies, so a crashed test leaves nothing behind.
+    pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> Result<Process> {
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new("setpriv")
+            .arg("--pdeathsig")
+            .arg("KILL")
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {name} ({})", program.display()))?;
+        Ok(Process {
+            name: name.to_owned(),
+            child,
+            log: log.to_owned(),
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Fails with the tail of the log if the process has exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            bail!(
+                "{} exited with {status}; its log ends with:\n{}",
+                self.name,
+                self.log_tail(40)
+            );
+        }
+        Ok(())
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
+    pub fn terminate(&mut self, grace: Duration) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !self.is_running() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+    }
+
+    /// The exit status, waiting for it.
+    pub fn wait(&mut self) -> Result<std::process::ExitStatus> {
+        Ok(self.child.wait()?)
+    }
+
+    /// The last `lines` lines of the log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// The log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

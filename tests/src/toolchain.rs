@@ -1,0 +1,71 @@
+//! The binaries the cluster runs: etcd, kube-apiserver and kubectl, provisioned on first use.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Paths of the control-plane binaries.
+#[derive(Clone, Debug)]
+pub struct Toolchain {
+    /// etcd.
+    pub etcd: PathBuf,
+    /// kube-apiserver 1.20.2, built from Debian's source package.
+    pub kube_apiserver: PathBuf,
+    /// kubectl 1.20.2, from Debian's kubernetes-client.
+    pub kubectl: PathBuf,
+}
+
+impl Toolchain {
+    /// Runs `tests/cluster/provision.sh` (which only checks when everything is in place) and
+    /// returns the binaries it vouches for. `EDGEGATE_K8S_BIN` names a directory holding
+    /// kube-apiserver and kubectl and skips provisioning.
+    pub fn provision() -> Result<Toolchain> {
+        let bin_dir = match std::env::var_os("EDGEGATE_K8S_BIN") {
+            Some(dir) => PathBuf::from(dir),
+            None => {
+                let script = concat!(env!("CARGO_MANIFEST_DIR"), "/cluster/provision.sh");
+                let output = Command::new("bash")
+                    .arg(script)
+                    .output()
+                    .context("running tests/cluster/provision.sh")?;
+                if !output.status.success() {
+                    bail!(
+                        "tests/cluster/provision.sh failed:\n{}",
+                        String::from_utf8_lossy(&output.stderr)
+                    );
+                }
+                let stdout = String::from_utf8(output.stdout)?;
+                PathBuf::from(
+                    stdout
+                        .lines()
+                        .last()
+                        .context("provision.sh printed nothing")?,
+                )
+            }
+        };
+        let etcd = which("etcd").context("etcd is not installed")?;
+        let tools = Toolchain {
+            etcd,
+            kube_apiserver: bin_dir.join("kube-apiserver"),
+            kubectl: bin_dir.join("kubectl"),
+        };
+        for path in [&tools.kube_apiserver, &tools.kubectl] {
+            if !path.is_file() {
+                bail!(
+                    "{} is missing; run tests/cluster/provision.sh",
+                    path.display()
+                );
+            }
+        }
+        Ok(tools)
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| PathBuf::from(dir).join(program))
+        .find(|path| path.is_file())
+}
