@@ -7,6 +7,7 @@
 //! A request travels top to bottom; each module imports only those below it.
 //! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
+//! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
 //! - [`metrics`]: the Prometheus registry.
 //! - [`config`] and [`cli`]: the command line and the checked configuration.
@@ -16,6 +17,7 @@ pub mod config;
 pub mod metrics;
 pub mod request;
 pub mod server;
+pub mod stream;
 pub mod upstream;
 
 pub use config::Config;

@@ -130,6 +130,12 @@ impl Metrics {
         }
     }
 
+    /// The registry, for modules that register metric families of their own (before the
+    /// metrics are shared).
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// The labels of a request, with client-chosen values bounded.
     pub fn request_labels(&self, component: &str, verb: &str, resource: &str) -> RequestLabels {
         RequestLabels {
