@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::upstream::LbMode;
 
@@ -17,9 +17,87 @@ use crate::upstream::LbMode;
 #[derive(Debug, Parser)]
 #[command(name = "edgegate", version, about, long_about)]
 pub struct Cli {
+    /// A tool to run instead of the gateway; without one, the gateway runs.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// The gateway's flags.
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// Tools that run instead of the gateway.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tools for filter authors.
+    #[command(subcommand)]
+    Filter(FilterCommand),
+}
+
+/// `edgegate filter …`.
+#[derive(Debug, Subcommand)]
+pub enum FilterCommand {
+    /// Loads a filter component as the gateway would and prints its manifest and settings.
+    Check(FilterCheckArgs),
+    /// Runs a filter on one object, or a `…List` of them, read as JSON from stdin, and
+    /// prints the decisions and the output.
+    Test(FilterTestArgs),
+}
+
+/// `edgegate filter check`.
+#[derive(Debug, Args)]
+pub struct FilterCheckArgs {
+    /// The filter component.
+    #[arg(value_name = "FILE.wasm")]
+    pub wasm: PathBuf,
+
+    /// Its options file (the NAME.toml the filter directory would hold).
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+}
+
+/// `edgegate filter test`.
+#[derive(Debug, Args)]
+pub struct FilterTestArgs {
+    /// The filter component.
+    #[arg(value_name = "FILE.wasm")]
+    pub wasm: PathBuf,
+
+    /// Its options file (the NAME.toml the filter directory would hold).
+    #[arg(long, value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+
+    /// The component sending the request (e.g. kube-proxy).
+    #[arg(long)]
+    pub component: String,
+
+    /// The resource, plural (e.g. services).
+    #[arg(long)]
+    pub resource: String,
+
+    /// The verb: get, list, watch, create, update, patch, delete or deletecollection.
+    #[arg(long)]
+    pub verb: String,
+
+    /// API group; empty for the core group.
+    #[arg(long, default_value = "")]
+    pub group: String,
+
+    /// API version.
+    #[arg(long, default_value = "v1")]
+    pub version: String,
+
+    /// Namespace of the request.
+    #[arg(long)]
+    pub namespace: Option<String>,
+
+    /// The node name the filter is given.
+    #[arg(long, default_value = "node")]
+    pub node_name: String,
+
+    /// The node pool the filter is given.
+    #[arg(long)]
+    pub node_pool: Option<String>,
 }
 
 /// Log output format.
@@ -75,6 +153,11 @@ pub struct RunArgs {
     /// Directory of the Wasm filters (NAME.wasm, optional NAME.toml), watched for changes.
     #[arg(long, value_name = "DIR")]
     pub filter_dir: Option<PathBuf>,
+
+    /// Gateway-level filter config (TOML; watched): components added or removed per
+    /// filter, and filters disabled (`disabled = ["*"]` disables all).
+    #[arg(long, value_name = "FILE")]
+    pub filter_config: Option<PathBuf>,
 
     /// How requests are spread over several --server-addr.
     #[arg(long, value_enum, default_value_t = LbMode::Rr)]
@@ -157,6 +240,34 @@ mod tests {
         assert_eq!(cli.run.lb_mode, LbMode::Rr);
         assert_eq!(cli.run.heartbeat_interval_seconds, 10);
         assert_eq!(cli.run.heartbeat_healthy_threshold, 2);
+    }
+
+    #[test]
+    fn filter_tools_are_subcommands_and_the_gateway_the_default() {
+        let cli = Cli::try_parse_from(["edgegate", "--proxy-port", "1"]).unwrap();
+        assert!(cli.command.is_none());
+        let cli = Cli::try_parse_from([
+            "edgegate", "filter", "test", "f.wasm", "--component", "kubelet", "--resource",
+            "services", "--verb", "list", "--version", "v1", "--node-pool", "p",
+        ])
+        .unwrap();
+        let Some(Command::Filter(FilterCommand::Test(args))) = cli.command else {
+            panic!("not filter test: {:?}", cli.command);
+        };
+        assert_eq!((args.resource.as_str(), args.group.as_str()), ("services", ""));
+        assert_eq!(args.node_pool.as_deref(), Some("p"));
+        let cli = Cli::try_parse_from(["edgegate", "filter", "check", "f.wasm", "--config", "f.toml"]);
+        assert!(matches!(
+            cli.unwrap().command,
+            Some(Command::Filter(FilterCommand::Check(FilterCheckArgs { config: Some(_), .. })))
+        ));
+        for args in [
+            &["edgegate", "filter", "test", "f.wasm"][..],
+            &["edgegate", "filter", "check"],
+            &["edgegate", "filter", "explode"],
+        ] {
+            assert_eq!(Cli::try_parse_from(args).unwrap_err().exit_code(), 2, "{args:?}");
+        }
     }
 
     #[test]

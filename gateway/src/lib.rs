@@ -7,6 +7,7 @@
 //! A request travels top to bottom; each module imports only those below it.
 //! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
+//! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
 //! - [`metrics`]: the Prometheus registry.
@@ -14,6 +15,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod filter;
 pub mod metrics;
 pub mod request;
 pub mod server;

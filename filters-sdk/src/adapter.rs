@@ -1,0 +1,104 @@
+//! Runs a [`Filter`] behind the world's exports: holds the configured filter, parses each
+//! object once and turns decisions into what the host receives. The wasm exports and the
+//! native test harness both go through here, so tests exercise the same path.
+
+use std::cell::RefCell;
+
+use crate::filter::Filter;
+use crate::host;
+use crate::object::Object;
+use crate::types::{Context, Decision, Level, Manifest, Output};
+
+/// The configured filter of one instance (`None` until `configure` succeeds).
+pub struct Slot<F> {
+    filter: RefCell<Option<F>>,
+}
+
+impl<F: Filter> Default for Slot<F> {
+    fn default() -> Self {
+        Slot::new()
+    }
+}
+
+impl<F: Filter> Slot<F> {
+    /// An unconfigured slot.
+    pub const fn new() -> Slot<F> {
+        Slot {
+            filter: RefCell::new(None),
+        }
+    }
+
+    /// The filter's manifest.
+    pub fn manifest(&self) -> Manifest {
+        F::manifest()
+    }
+
+    /// Parses the config and builds the filter.
+    pub fn configure(&self, config: &str) -> Result<(), String> {
+        let config = if config.trim().is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_json::from_str(config).map_err(|e| format!("config is not JSON: {e}"))?
+        };
+        let filter = F::configure(config)?;
+        *self.filter.borrow_mut() = Some(filter);
+        Ok(())
+    }
+
+    /// Decides about one object.
+    pub fn filter(&self, ctx: &Context, bytes: &[u8]) -> Output {
+        let mut objects = [parse(bytes)];
+        let decision = self.with_filter(|filter| filter.filter(ctx, &mut objects[0]));
+        let [object] = objects;
+        output(decision, &object)
+    }
+
+    /// Decides about several objects; one output per object, in order.
+    pub fn filter_batch(&self, ctx: &Context, objects: &[Vec<u8>]) -> Vec<Output> {
+        let mut parsed: Vec<Object> = objects.iter().map(|bytes| parse(bytes)).collect();
+        let decisions = self.with_filter(|filter| filter.filter_batch(ctx, &mut parsed));
+        if decisions.len() != parsed.len() {
+            fail(&format!(
+                "filter_batch returned {} decisions for {} objects",
+                decisions.len(),
+                parsed.len()
+            ));
+        }
+        decisions
+            .into_iter()
+            .zip(&parsed)
+            .map(|(decision, object)| output(decision, object))
+            .collect()
+    }
+
+    fn with_filter<T>(&self, run: impl FnOnce(&F) -> T) -> T {
+        let slot = self.filter.borrow();
+        match slot.as_ref() {
+            Some(filter) => run(filter),
+            None => fail("filter called before configure"),
+        }
+    }
+}
+
+fn parse(bytes: &[u8]) -> Object {
+    match Object::from_slice(bytes) {
+        Ok(object) => object,
+        Err(error) => fail(&format!("the object is not a Kubernetes object: {error}")),
+    }
+}
+
+fn output(decision: Decision, object: &Object) -> Output {
+    match decision {
+        Decision::Keep => Output::Keep,
+        Decision::Drop => Output::Drop,
+        Decision::Changed => Output::Replace(object.to_vec()),
+        Decision::Replace(bytes) => Output::Replace(bytes),
+    }
+}
+
+/// Something only a host bug or a broken filter causes: say why in the gateway's log, then
+/// trap, so that the host applies the filter's failure policy.
+fn fail(message: &str) -> ! {
+    host::log(Level::Error, message);
+    panic!("{message}");
+}

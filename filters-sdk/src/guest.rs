@@ -1,0 +1,164 @@
+//! The guest side of the `edgegate:filter` world (wasm builds only): the bindings generated
+//! from `wit/filter.wit`, conversions between them and the SDK's types, and the functions
+//! the `export_filter!` expansion calls.
+
+use crate::adapter::Slot;
+use crate::filter::Filter;
+use crate::types::{Context, Level, Manifest, Output, Verb};
+
+pub use wit_bindgen;
+
+/// The generated bindings.
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "wit",
+        world: "filter",
+        // The export macro is expanded in the filter's crate, which names this crate (and
+        // the wit-bindgen runtime) only through the SDK.
+        pub_export_macro: true,
+        export_macro_name: "export",
+        default_bindings_module: "edgegate_filter_sdk::__private::bindings",
+        runtime_path: "edgegate_filter_sdk::__private::wit_bindgen::rt",
+    });
+}
+
+use bindings::edgegate::filter::types as wit;
+
+pub use bindings::Guest;
+
+/// The world's imports, in the SDK's types.
+pub(crate) mod imports {
+    use super::bindings::edgegate::filter::host;
+    use super::wit;
+    use crate::types::Level;
+
+    pub(crate) fn get(
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Vec<u8>> {
+        host::get(group, version, resource, namespace, name)
+    }
+
+    pub(crate) fn list(
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: &str,
+    ) -> Vec<Vec<u8>> {
+        host::list(group, version, resource, namespace, selector)
+    }
+
+    pub(crate) fn log(level: Level, message: &str) {
+        let level = match level {
+            Level::Trace => wit::Level::Trace,
+            Level::Debug => wit::Level::Debug,
+            Level::Info => wit::Level::Info,
+            Level::Warn => wit::Level::Warn,
+            Level::Error => wit::Level::Error,
+        };
+        host::log(level, message);
+    }
+
+    pub(crate) fn count(name: &str, delta: u64) {
+        host::count(name, delta);
+    }
+}
+
+fn verb_to_wit(verb: Verb) -> wit::Verb {
+    match verb {
+        Verb::Get => wit::Verb::Get,
+        Verb::List => wit::Verb::List,
+        Verb::Watch => wit::Verb::Watch,
+        Verb::Create => wit::Verb::Create,
+        Verb::Update => wit::Verb::Update,
+        Verb::Patch => wit::Verb::Patch,
+        Verb::Delete => wit::Verb::Delete,
+        Verb::DeleteCollection => wit::Verb::DeleteCollection,
+    }
+}
+
+fn verb_from_wit(verb: wit::Verb) -> Verb {
+    match verb {
+        wit::Verb::Get => Verb::Get,
+        wit::Verb::List => Verb::List,
+        wit::Verb::Watch => Verb::Watch,
+        wit::Verb::Create => Verb::Create,
+        wit::Verb::Update => Verb::Update,
+        wit::Verb::Patch => Verb::Patch,
+        wit::Verb::Delete => Verb::Delete,
+        wit::Verb::DeleteCollection => Verb::DeleteCollection,
+    }
+}
+
+fn context_from_wit(ctx: wit::Context) -> Context {
+    Context {
+        component: ctx.component,
+        verb: verb_from_wit(ctx.verb),
+        group: ctx.group,
+        version: ctx.version,
+        resource: ctx.resource,
+        namespace: ctx.namespace,
+        node_name: ctx.node_name,
+        node_pool: ctx.node_pool,
+    }
+}
+
+fn output_to_wit(output: Output) -> wit::Decision {
+    match output {
+        Output::Keep => wit::Decision::Keep,
+        Output::Drop => wit::Decision::Drop,
+        Output::Replace(bytes) => wit::Decision::Replace(bytes),
+    }
+}
+
+/// The `manifest` export.
+pub fn manifest<F: Filter>() -> wit::Manifest {
+    let manifest: Manifest = F::manifest();
+    wit::Manifest {
+        name: manifest.name,
+        version: manifest.version,
+        matches: manifest
+            .matches
+            .into_iter()
+            .map(|m| wit::ResourceMatch {
+                group: m.group,
+                resources: m.resources,
+                verbs: m.verbs.into_iter().map(verb_to_wit).collect(),
+            })
+            .collect(),
+        components: manifest.components,
+        priority: manifest.priority,
+        config_schema: manifest.config_schema,
+    }
+}
+
+/// The `configure` export. Also routes panic messages to the gateway's log: a panic traps
+/// the call, and without this its message would go to a stderr that leads nowhere.
+pub fn configure<F: Filter>(slot: &Slot<F>, config: String) -> Result<(), String> {
+    std::panic::set_hook(Box::new(|info| {
+        imports::log(Level::Error, &format!("panic: {info}"));
+    }));
+    slot.configure(&config)
+}
+
+/// The `filter` export.
+pub fn filter<F: Filter>(slot: &Slot<F>, ctx: wit::Context, object: Vec<u8>) -> wit::Decision {
+    output_to_wit(slot.filter(&context_from_wit(ctx), &object))
+}
+
+/// The `filter-batch` export.
+pub fn filter_batch<F: Filter>(
+    slot: &Slot<F>,
+    ctx: wit::Context,
+    objects: Vec<Vec<u8>>,
+) -> Vec<wit::Decision> {
+    slot.filter_batch(&context_from_wit(ctx), &objects)
+        .into_iter()
+        .map(output_to_wit)
+        .collect()
+}

@@ -1,0 +1,52 @@
+//! What the gateway grants a filter: read-only lookups of other objects it knows (served from
+//! its cache and informers, so they work offline), logging and counters. Nothing else.
+//!
+//! In a wasm build these call the component's imports; natively they are served by the
+//! [`crate::testing::Harness`] of the calling thread (and do nothing without one).
+
+#[cfg(target_family = "wasm")]
+use crate::guest::imports as backend;
+use crate::object::Object;
+#[cfg(not(target_family = "wasm"))]
+use crate::testing::fake as backend;
+use crate::types::Level;
+
+/// One object by group, version, resource, namespace (`None` when cluster-scoped) and name;
+/// `None` if the gateway does not know it (or it is not a JSON object).
+pub fn get(
+    group: &str,
+    version: &str,
+    resource: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Option<Object> {
+    let bytes = backend::get(group, version, resource, namespace, name)?;
+    Object::from_slice(&bytes).ok()
+}
+
+/// The objects of a resource (in one namespace, or in all with `None`) whose labels match a
+/// Kubernetes label selector (`app=web,tier!=db`; empty matches all).
+///
+/// A selector that does not parse traps the call (see [`crate::selector`] for the syntax).
+pub fn list(
+    group: &str,
+    version: &str,
+    resource: &str,
+    namespace: Option<&str>,
+    label_selector: &str,
+) -> Vec<Object> {
+    backend::list(group, version, resource, namespace, label_selector)
+        .iter()
+        .filter_map(|bytes| Object::from_slice(bytes).ok())
+        .collect()
+}
+
+/// Writes a line to the gateway's log, tagged with the filter's name.
+pub fn log(level: Level, message: &str) {
+    backend::log(level, message);
+}
+
+/// Adds `delta` to the counter `name`, exported as a metric labelled with the filter.
+pub fn count(name: &str, delta: u64) {
+    backend::count(name, delta);
+}

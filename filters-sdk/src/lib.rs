@@ -1,0 +1,71 @@
+//! The edgegate filter SDK: write a filter as one trait on a struct, export it with one macro.
+//!
+//! ```
+//! use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
+//!
+//! struct Stamp;
+//!
+//! impl Filter for Stamp {
+//!     fn manifest() -> Manifest {
+//!         Manifest::new("stamp", "0.1.0")
+//!             .matches("", &["pods"], &[Verb::List, Verb::Watch])
+//!             .components(&["kubelet"])
+//!     }
+//!     fn configure(_config: serde_json::Value) -> Result<Self, String> {
+//!         Ok(Stamp)
+//!     }
+//!     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision {
+//!         object.set_annotation("example.com/node", &ctx.node_name);
+//!         Decision::Changed
+//!     }
+//! }
+//!
+//! export_filter!(Stamp);
+//! ```
+//!
+//! Built for `wasm32-wasip2` the crate is a component of the `edgegate:filter` world
+//! (`wit/filter.wit`); built natively the same code runs under [`testing::Harness`], a fake
+//! host, so filter logic is tested with plain `cargo test`.
+//!
+//! # Layout
+//! - [`filter`]: the [`Filter`] trait a filter implements.
+//! - [`types`]: the request context, the manifest and the decisions, as plain Rust types.
+//! - [`object`]: [`Object`], a Kubernetes object parsed once, with typed accessors.
+//! - [`host`]: what the gateway grants a filter: lookups, logging, counters.
+//! - [`selector`]: Kubernetes label selectors, parsed and matched (the gateway uses it too).
+//! - [`testing`]: the native test harness (not in wasm builds).
+//! - `export_filter!`: exports a [`Filter`] as the component's implementation.
+
+// The guest bindings name this crate by its public path, so that the `export_filter!` macro
+// expanded in a filter crate and the bindings inside this crate resolve the same items.
+extern crate self as edgegate_filter_sdk;
+
+mod adapter;
+mod export;
+pub mod filter;
+#[cfg(target_family = "wasm")]
+mod guest;
+pub mod host;
+pub mod object;
+pub mod selector;
+#[cfg(not(target_family = "wasm"))]
+pub mod testing;
+pub mod types;
+
+pub use filter::Filter;
+pub use object::{Object, ObjectError};
+pub use selector::{LabelSelector, SelectorError};
+pub use types::{Context, Decision, Level, Manifest, Output, ResourceMatch, Verb};
+
+/// Re-exported for filters: configs and objects are `serde_json` values.
+pub use serde_json;
+
+/// Items the `export_filter!` macro expands to; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::adapter::Slot;
+    #[cfg(target_family = "wasm")]
+    pub use crate::guest::{
+        Guest, bindings, configure, filter, filter_batch, manifest, wit_bindgen,
+    };
+}

@@ -1,0 +1,359 @@
+//! [`Object`]: one Kubernetes object, parsed once, with typed accessors for what filters
+//! touch: identity, labels, annotations, and `spec`/`status` fields by path.
+//!
+//! A path is a dot-separated list of keys, where a number indexes an array:
+//! `ports.0.port` is the first port's `port`. Keys that contain a dot are reached through
+//! [`Object::value`] or [`Object::value_mut`].
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+/// Why bytes are not an object.
+#[derive(Debug, Error)]
+pub enum ObjectError {
+    /// The bytes are not JSON.
+    #[error("not JSON: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// The JSON is not an object.
+    #[error("not a JSON object")]
+    NotAnObject,
+}
+
+/// A Kubernetes object as a JSON value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Object {
+    value: Value,
+}
+
+impl Object {
+    /// Parses JSON bytes.
+    pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {
+        Object::from_value(serde_json::from_slice(bytes)?)
+    }
+
+    /// Wraps a JSON value, which must be an object.
+    pub fn from_value(value: Value) -> Result<Object, ObjectError> {
+        if !value.is_object() {
+            return Err(ObjectError::NotAnObject);
+        }
+        Ok(Object { value })
+    }
+
+    /// The whole object.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The whole object, to change.
+    pub fn value_mut(&mut self) -> &mut Value {
+        &mut self.value
+    }
+
+    /// The object's JSON value.
+    pub fn into_value(self) -> Value {
+        self.value
+    }
+
+    /// The object encoded as JSON.
+    pub fn to_vec(&self) -> Vec<u8> {
+        // Encoding a Value (string keys only) cannot fail.
+        serde_json::to_vec(&self.value).unwrap_or_default()
+    }
+
+    /// `apiVersion`.
+    pub fn api_version(&self) -> Option<&str> {
+        self.value.get("apiVersion")?.as_str()
+    }
+
+    /// `kind`.
+    pub fn kind(&self) -> Option<&str> {
+        self.value.get("kind")?.as_str()
+    }
+
+    /// Sets `kind`.
+    pub fn set_kind(&mut self, kind: &str) {
+        self.root_mut().insert("kind".into(), kind.into());
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> Option<&str> {
+        self.metadata()?.get("name")?.as_str()
+    }
+
+    /// Sets `metadata.name`.
+    pub fn set_name(&mut self, name: &str) {
+        self.metadata_mut().insert("name".into(), name.into());
+    }
+
+    /// `metadata.namespace`.
+    pub fn namespace(&self) -> Option<&str> {
+        self.metadata()?.get("namespace")?.as_str()
+    }
+
+    /// Sets `metadata.namespace`.
+    pub fn set_namespace(&mut self, namespace: &str) {
+        self.metadata_mut()
+            .insert("namespace".into(), namespace.into());
+    }
+
+    /// `metadata.resourceVersion` (which a filter must never change).
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata()?.get("resourceVersion")?.as_str()
+    }
+
+    /// One label's value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.string_map("labels")?.get(key)?.as_str()
+    }
+
+    /// All labels (string values only).
+    pub fn labels(&self) -> BTreeMap<&str, &str> {
+        collect_strings(self.string_map("labels"))
+    }
+
+    /// Sets a label.
+    pub fn set_label(&mut self, key: &str, value: &str) {
+        self.string_map_mut("labels").insert(key.into(), value.into());
+    }
+
+    /// Removes a label, returning its value.
+    pub fn remove_label(&mut self, key: &str) -> Option<String> {
+        remove_string(self.string_map_mut("labels"), key)
+    }
+
+    /// One annotation's value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.string_map("annotations")?.get(key)?.as_str()
+    }
+
+    /// All annotations (string values only).
+    pub fn annotations(&self) -> BTreeMap<&str, &str> {
+        collect_strings(self.string_map("annotations"))
+    }
+
+    /// Sets an annotation.
+    pub fn set_annotation(&mut self, key: &str, value: &str) {
+        self.string_map_mut("annotations")
+            .insert(key.into(), value.into());
+    }
+
+    /// Removes an annotation, returning its value.
+    pub fn remove_annotation(&mut self, key: &str) -> Option<String> {
+        remove_string(self.string_map_mut("annotations"), key)
+    }
+
+    /// A field of `spec` by path (`clusterIP`, `ports.0.port`).
+    pub fn spec(&self, path: &str) -> Option<&Value> {
+        self.get(&format!("spec.{path}"))
+    }
+
+    /// A field of `spec` by path, to change.
+    pub fn spec_mut(&mut self, path: &str) -> Option<&mut Value> {
+        self.get_mut(&format!("spec.{path}"))
+    }
+
+    /// Sets a field of `spec` by path, creating missing objects on the way.
+    pub fn set_spec(&mut self, path: &str, value: Value) -> bool {
+        self.set(&format!("spec.{path}"), value)
+    }
+
+    /// A field of `status` by path.
+    pub fn status(&self, path: &str) -> Option<&Value> {
+        self.get(&format!("status.{path}"))
+    }
+
+    /// A field of `status` by path, to change.
+    pub fn status_mut(&mut self, path: &str) -> Option<&mut Value> {
+        self.get_mut(&format!("status.{path}"))
+    }
+
+    /// Sets a field of `status` by path, creating missing objects on the way.
+    pub fn set_status(&mut self, path: &str, value: Value) -> bool {
+        self.set(&format!("status.{path}"), value)
+    }
+
+    /// Any field by path from the root (`metadata.ownerReferences.0.kind`).
+    pub fn get(&self, path: &str) -> Option<&Value> {
+        path.split('.')
+            .try_fold(&self.value, |value, key| match value {
+                Value::Object(map) => map.get(key),
+                Value::Array(items) => items.get(key.parse::<usize>().ok()?),
+                _ => None,
+            })
+    }
+
+    /// Any field by path from the root, to change.
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut Value> {
+        path.split('.')
+            .try_fold(&mut self.value, |value, key| match value {
+                Value::Object(map) => map.get_mut(key),
+                Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
+                _ => None,
+            })
+    }
+
+    /// Sets any field by path, creating missing objects on the way (never array items).
+    /// Returns false, changing nothing, when the path runs through a scalar or past an
+    /// array's end.
+    pub fn set(&mut self, path: &str, value: Value) -> bool {
+        let (parent_path, last) = match path.rsplit_once('.') {
+            Some((parent, last)) => (Some(parent), last),
+            None => (None, path),
+        };
+        let mut parent = &mut self.value;
+        if let Some(parent_path) = parent_path {
+            for key in parent_path.split('.') {
+                parent = match parent {
+                    Value::Object(map) => map
+                        .entry(key)
+                        .or_insert_with(|| Value::Object(Map::new())),
+                    Value::Array(items) => {
+                        match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                            Some(item) => item,
+                            None => return false,
+                        }
+                    }
+                    _ => return false,
+                };
+            }
+        }
+        match parent {
+            Value::Object(map) => {
+                map.insert(last.to_owned(), value);
+                true
+            }
+            Value::Array(items) => match last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                Some(item) => {
+                    *item = value;
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn root_mut(&mut self) -> &mut Map<String, Value> {
+        if !self.value.is_object() {
+            self.value = Value::Object(Map::new());
+        }
+        match &mut self.value {
+            Value::Object(map) => map,
+            // Made an object just above.
+            _ => unreachable!("the root was just made an object"),
+        }
+    }
+
+    fn metadata(&self) -> Option<&Map<String, Value>> {
+        self.value.get("metadata")?.as_object()
+    }
+
+    fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+        object_entry(self.root_mut(), "metadata")
+    }
+
+    fn string_map(&self, key: &str) -> Option<&Map<String, Value>> {
+        self.metadata()?.get(key)?.as_object()
+    }
+
+    fn string_map_mut(&mut self, key: &str) -> &mut Map<String, Value> {
+        object_entry(self.metadata_mut(), key)
+    }
+}
+
+/// The object under `key`, made (or made anew, if it held something else) as needed.
+fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let entry = map
+        .entry(key)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    match entry {
+        Value::Object(map) => map,
+        _ => unreachable!("the entry was just made an object"),
+    }
+}
+
+fn collect_strings(map: Option<&Map<String, Value>>) -> BTreeMap<&str, &str> {
+    map.into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+        .collect()
+}
+
+fn remove_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {
+    match map.remove(key)? {
+        Value::String(value) => Some(value),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn service() -> Object {
+        Object::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7",
+                         "labels": {"app": "web"}},
+            "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "https", "port": 443}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn identity_and_metadata_maps() {
+        let mut object = service();
+        assert_eq!(object.kind(), Some("Service"));
+        assert_eq!(object.name(), Some("web"));
+        assert_eq!(object.namespace(), Some("default"));
+        assert_eq!(object.resource_version(), Some("7"));
+        assert_eq!(object.label("app"), Some("web"));
+        assert_eq!(object.annotation("x"), None);
+        object.set_annotation("x", "1");
+        object.set_label("tier", "front");
+        assert_eq!(object.annotations().get("x"), Some(&"1"));
+        assert_eq!(object.labels().len(), 2);
+        assert_eq!(object.remove_label("app").as_deref(), Some("web"));
+        assert_eq!(object.label("app"), None);
+        object.set_name("api");
+        object.set_namespace("prod");
+        object.set_kind("Thing");
+        assert_eq!(
+            (object.name(), object.namespace(), object.kind()),
+            (Some("api"), Some("prod"), Some("Thing"))
+        );
+    }
+
+    #[test]
+    fn paths_reach_into_objects_and_arrays() {
+        let mut object = service();
+        assert_eq!(object.spec("clusterIP"), Some(&json!("10.0.0.1")));
+        assert_eq!(object.spec("ports.0.port"), Some(&json!(443)));
+        assert_eq!(object.spec("ports.1.port"), None);
+        assert_eq!(object.spec("clusterIP.x"), None);
+        *object.spec_mut("ports.0.port").unwrap() = json!(10268);
+        assert_eq!(object.get("spec.ports.0.port"), Some(&json!(10268)));
+        assert!(object.set_status("loadBalancer.ingress", json!([])));
+        assert_eq!(object.status("loadBalancer.ingress"), Some(&json!([])));
+        assert!(object.set_spec("ports.0.name", json!("h")));
+        assert_eq!(object.spec("ports.0.name"), Some(&json!("h")));
+        assert!(!object.set_spec("ports.5.name", json!("h")));
+        assert!(!object.set_spec("clusterIP.inner", json!(1)));
+    }
+
+    #[test]
+    fn only_json_objects_are_objects() {
+        assert!(matches!(Object::from_slice(b"[1]"), Err(ObjectError::NotAnObject)));
+        assert!(matches!(Object::from_slice(b"{"), Err(ObjectError::Parse(_))));
+        let object = Object::from_slice(br#"{"kind":"Pod"}"#).unwrap();
+        assert_eq!(Object::from_slice(&object.to_vec()).unwrap(), object);
+    }
+}

@@ -1,0 +1,236 @@
+//! The native test harness: runs a [`Filter`] exactly as the component exports would (same
+//! parsing, same encoding of decisions), against a fake host whose objects the test registers
+//! and whose logs and counters it reads back. Filter logic is tested with plain `cargo test`.
+//!
+//! ```text
+//! let harness = Harness::<MyFilter>::configure(json!({"key": "value"}))?;
+//! harness.add_object("", "v1", "services", json!({...}));
+//! let ctx = Context::new("kube-proxy", Verb::List, "", "v1", "services").node_name("n1");
+//! assert_eq!(harness.filter(&ctx, &json!({...})), Output::Keep);
+//! ```
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use crate::adapter::Slot;
+use crate::filter::Filter;
+use crate::selector::LabelSelector;
+use crate::types::{Context, Level, Manifest, Output};
+
+/// Objects the fake host knows, and what the filter logged and counted.
+#[derive(Default)]
+struct FakeHost {
+    /// `(group, version, resource)` → objects as JSON.
+    objects: BTreeMap<(String, String, String), Vec<Value>>,
+    logs: Vec<(Level, String)>,
+    counters: BTreeMap<String, u64>,
+}
+
+thread_local! {
+    /// The fake host of the harness running on this thread; each test runs on its own thread.
+    static HOST: RefCell<Option<Rc<RefCell<FakeHost>>>> = const { RefCell::new(None) };
+}
+
+/// A configured filter under test, with its fake host.
+pub struct Harness<F: Filter> {
+    slot: Slot<F>,
+    host: Rc<RefCell<FakeHost>>,
+}
+
+impl<F: Filter> Harness<F> {
+    /// Configures the filter with `config` (as the gateway would after checking it against
+    /// the manifest's schema) and installs a fresh fake host for this thread.
+    pub fn configure(config: Value) -> Result<Harness<F>, String> {
+        let host = Rc::new(RefCell::new(FakeHost::default()));
+        HOST.with(|current| *current.borrow_mut() = Some(Rc::clone(&host)));
+        let slot = Slot::new();
+        slot.configure(&config.to_string())?;
+        Ok(Harness { slot, host })
+    }
+
+    /// The filter's manifest.
+    pub fn manifest(&self) -> Manifest {
+        self.slot.manifest()
+    }
+
+    /// Makes an object known to the host's `get` and `list` (by its `metadata.namespace` and
+    /// `metadata.name`).
+    pub fn add_object(&self, group: &str, version: &str, resource: &str, object: Value) {
+        self.host
+            .borrow_mut()
+            .objects
+            .entry((group.to_owned(), version.to_owned(), resource.to_owned()))
+            .or_default()
+            .push(object);
+    }
+
+    /// Runs the filter on one object, as the host's `filter` call does.
+    pub fn filter(&self, ctx: &Context, object: &Value) -> Output {
+        self.slot.filter(ctx, &object.to_string().into_bytes())
+    }
+
+    /// Runs the filter on several objects, as the host's `filter-batch` call does.
+    pub fn filter_batch(&self, ctx: &Context, objects: &[Value]) -> Vec<Output> {
+        let objects: Vec<Vec<u8>> = objects.iter().map(|o| o.to_string().into_bytes()).collect();
+        self.slot.filter_batch(ctx, &objects)
+    }
+
+    /// The lines the filter logged so far.
+    pub fn logs(&self) -> Vec<(Level, String)> {
+        self.host.borrow().logs.clone()
+    }
+
+    /// The counters the filter bumped so far.
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        self.host.borrow().counters.clone()
+    }
+}
+
+/// The host functions of [`crate::host`] in native builds: served by this thread's harness.
+pub(crate) mod fake {
+    use super::*;
+
+    fn with_host<T>(default: T, run: impl FnOnce(&mut FakeHost) -> T) -> T {
+        HOST.with(|current| match current.borrow().as_ref() {
+            Some(host) => run(&mut host.borrow_mut()),
+            None => default,
+        })
+    }
+
+    fn in_scope(object: &Value, namespace: Option<&str>) -> bool {
+        namespace.is_none_or(|ns| object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+    }
+
+    pub(crate) fn get(
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Vec<u8>> {
+        with_host(None, |host| {
+            let key = (group.to_owned(), version.to_owned(), resource.to_owned());
+            host.objects.get(&key)?.iter().find_map(|object| {
+                let named = object.pointer("/metadata/name").and_then(Value::as_str) == Some(name);
+                let scoped = match namespace {
+                    Some(_) => in_scope(object, namespace),
+                    None => object.pointer("/metadata/namespace").is_none(),
+                };
+                (named && scoped).then(|| object.to_string().into_bytes())
+            })
+        })
+    }
+
+    pub(crate) fn list(
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: &str,
+    ) -> Vec<Vec<u8>> {
+        // A bad selector traps in the gateway; here it fails the test the same way.
+        let selector = match LabelSelector::parse(selector) {
+            Ok(selector) => selector,
+            Err(error) => panic!("bad label selector {selector:?}: {error}"),
+        };
+        with_host(Vec::new(), |host| {
+            let key = (group.to_owned(), version.to_owned(), resource.to_owned());
+            host.objects
+                .get(&key)
+                .into_iter()
+                .flatten()
+                .filter(|object| in_scope(object, namespace) && selector.matches_object(object))
+                .map(|object| object.to_string().into_bytes())
+                .collect()
+        })
+    }
+
+    pub(crate) fn log(level: Level, message: &str) {
+        with_host((), |host| host.logs.push((level, message.to_owned())));
+    }
+
+    pub(crate) fn count(name: &str, delta: u64) {
+        with_host((), |host| {
+            *host.counters.entry(name.to_owned()).or_default() += delta;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::host;
+    use crate::object::Object;
+    use crate::types::{Decision, Verb};
+
+    /// Keeps objects whose `app` label names a Service that exists in the same namespace
+    /// and has pods labelled for it; logs and counts what it drops.
+    struct Lookups;
+
+    impl Filter for Lookups {
+        fn manifest() -> Manifest {
+            Manifest::new("lookups", "0.0.1").matches("", &["pods"], &[Verb::List])
+        }
+        fn configure(config: Value) -> Result<Self, String> {
+            match config.get("fail") {
+                Some(_) => Err("asked to fail".into()),
+                None => Ok(Lookups),
+            }
+        }
+        fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
+            let app = object.label("app").unwrap_or_default().to_owned();
+            let ns = object.namespace().map(str::to_owned);
+            let service = host::get("", "v1", "services", ns.as_deref(), &app);
+            let peers = host::list("", "v1", "pods", ns.as_deref(), &format!("app={app}"));
+            if service.is_some() && !peers.is_empty() {
+                object.set_annotation("peers", &peers.len().to_string());
+                return Decision::Changed;
+            }
+            host::log(Level::Info, &format!("dropping {app}"));
+            host::count("dropped", 1);
+            Decision::Drop
+        }
+    }
+
+    fn pod(name: &str, app: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": app}}})
+    }
+
+    #[test]
+    fn the_fake_host_serves_lookups_and_records_logs_and_counters() {
+        let harness = Harness::<Lookups>::configure(json!({})).unwrap();
+        harness.add_object("", "v1", "services", json!({"metadata": {"name": "web", "namespace": "default"}}));
+        harness.add_object("", "v1", "pods", pod("web-1", "web"));
+        harness.add_object("", "v1", "pods", pod("db-1", "db"));
+        let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");
+
+        let out = harness.filter(&ctx, &pod("web-2", "web"));
+        assert_eq!(out.json().unwrap()["metadata"]["annotations"]["peers"], "1");
+        assert_eq!(harness.filter(&ctx, &pod("db-2", "db")), Output::Drop);
+        let batch = harness.filter_batch(&ctx, &[pod("x", "none"), pod("web-3", "web")]);
+        assert_eq!(batch[0], Output::Drop);
+        assert!(matches!(batch[1], Output::Replace(_)));
+        assert_eq!(harness.counters().get("dropped"), Some(&2));
+        assert_eq!(harness.logs()[0], (Level::Info, "dropping db".to_owned()));
+        assert_eq!(harness.manifest().name, "lookups");
+    }
+
+    #[test]
+    fn configure_errors_reach_the_test() {
+        let error = Harness::<Lookups>::configure(json!({"fail": true})).err();
+        assert_eq!(error.as_deref(), Some("asked to fail"));
+    }
+
+    #[test]
+    #[should_panic(expected = "not a Kubernetes object")]
+    fn non_objects_trap_as_in_the_gateway() {
+        let harness = Harness::<Lookups>::configure(json!({})).unwrap();
+        let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");
+        harness.filter(&ctx, &json!([1, 2]));
+    }
+}

@@ -1,0 +1,236 @@
+//! The request context, the manifest and the decisions, as plain Rust types shared by the
+//! guest side, the native test harness and the gateway's host.
+
+use serde::Serialize;
+
+/// The Kubernetes verb of the request being served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verb {
+    /// Read one named object.
+    Get,
+    /// Read a collection.
+    List,
+    /// Stream changes.
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH.
+    Patch,
+    /// DELETE of one object.
+    Delete,
+    /// DELETE of a collection.
+    #[serde(rename = "deletecollection")]
+    DeleteCollection,
+}
+
+impl Verb {
+    /// Every verb, in the WIT order.
+    pub const ALL: [Verb; 8] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+        Verb::DeleteCollection,
+    ];
+
+    /// The verb as Kubernetes spells it (`deletecollection`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
+    /// Parses a verb as Kubernetes spells it.
+    pub fn parse(text: &str) -> Option<Verb> {
+        Verb::ALL.into_iter().find(|verb| verb.as_str() == text)
+    }
+}
+
+/// The request an object belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Context {
+    /// The sending component (`kube-proxy`).
+    pub component: String,
+    /// The verb.
+    pub verb: Verb,
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Resource, plural and lowercase.
+    pub resource: String,
+    /// Namespace of the request; `None` for cluster-wide requests.
+    pub namespace: Option<String>,
+    /// Name of the node the gateway runs on.
+    pub node_name: String,
+    /// Node pool of that node, if known.
+    pub node_pool: Option<String>,
+}
+
+impl Context {
+    /// A context for a request of `component` with `verb` on a resource; node name empty.
+    pub fn new(component: &str, verb: Verb, group: &str, version: &str, resource: &str) -> Context {
+        Context {
+            component: component.to_owned(),
+            verb,
+            group: group.to_owned(),
+            version: version.to_owned(),
+            resource: resource.to_owned(),
+            namespace: None,
+            node_name: String::new(),
+            node_pool: None,
+        }
+    }
+
+    /// Sets the request's namespace.
+    pub fn namespace(mut self, namespace: &str) -> Context {
+        self.namespace = Some(namespace.to_owned());
+        self
+    }
+
+    /// Sets the node name.
+    pub fn node_name(mut self, node_name: &str) -> Context {
+        self.node_name = node_name.to_owned();
+        self
+    }
+
+    /// Sets the node pool.
+    pub fn node_pool(mut self, node_pool: &str) -> Context {
+        self.node_pool = Some(node_pool.to_owned());
+        self
+    }
+}
+
+/// A group of resources and verbs a filter handles; versions are not distinguished.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ResourceMatch {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Resources, plural and lowercase.
+    pub resources: Vec<String>,
+    /// Verbs.
+    pub verbs: Vec<Verb>,
+}
+
+/// What a filter says about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Manifest {
+    /// Unique name; the gateway loads it from `NAME.wasm`.
+    pub name: String,
+    /// The filter's own version.
+    pub version: String,
+    /// Resources and verbs it handles.
+    pub matches: Vec<ResourceMatch>,
+    /// Components it applies to by default.
+    pub components: Vec<String>,
+    /// Order in the chain: lower runs first; ties are broken by name.
+    pub priority: i32,
+    /// JSON Schema (draft 2020-12) of its config, if it takes one.
+    pub config_schema: Option<String>,
+}
+
+impl Manifest {
+    /// A manifest matching nothing yet, priority 0, no config schema.
+    pub fn new(name: &str, version: &str) -> Manifest {
+        Manifest {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            matches: Vec::new(),
+            components: Vec::new(),
+            priority: 0,
+            config_schema: None,
+        }
+    }
+
+    /// Adds resources of one API group and the verbs handled on them.
+    pub fn matches(mut self, group: &str, resources: &[&str], verbs: &[Verb]) -> Manifest {
+        self.matches.push(ResourceMatch {
+            group: group.to_owned(),
+            resources: resources.iter().map(|r| (*r).to_owned()).collect(),
+            verbs: verbs.to_vec(),
+        });
+        self
+    }
+
+    /// Adds components the filter applies to by default.
+    pub fn components(mut self, components: &[&str]) -> Manifest {
+        self.components
+            .extend(components.iter().map(|c| (*c).to_owned()));
+        self
+    }
+
+    /// Sets the priority (lower runs first).
+    pub fn priority(mut self, priority: i32) -> Manifest {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets the JSON Schema of the config.
+    pub fn config_schema(mut self, schema: serde_json::Value) -> Manifest {
+        self.config_schema = Some(schema.to_string());
+        self
+    }
+}
+
+/// What a filter decides about one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Pass the object on unchanged: its original bytes are forwarded, nothing is re-encoded
+    /// (even if the [`crate::Object`] was touched).
+    Keep,
+    /// Leave the object out.
+    Drop,
+    /// Pass on the [`crate::Object`] as the filter changed it (it is encoded once).
+    Changed,
+    /// Pass on these JSON bytes instead.
+    Replace(Vec<u8>),
+}
+
+/// A decision as the gateway receives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The original bytes are forwarded.
+    Keep,
+    /// The object is left out.
+    Drop,
+    /// These bytes are forwarded instead.
+    Replace(Vec<u8>),
+}
+
+impl Output {
+    /// The replacement parsed as JSON, if this is a replacement of valid JSON.
+    pub fn json(&self) -> Option<serde_json::Value> {
+        match self {
+            Output::Replace(bytes) => serde_json::from_slice(bytes).ok(),
+            Output::Keep | Output::Drop => None,
+        }
+    }
+}
+
+/// Severity of a log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Very detailed.
+    Trace,
+    /// Detailed.
+    Debug,
+    /// Informational.
+    Info,
+    /// Something is off.
+    Warn,
+    /// Something failed.
+    Error,
+}

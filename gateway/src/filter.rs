@@ -1,0 +1,246 @@
+//! The WebAssembly filter host: loads the filters of `--filter-dir`, keeps them as an
+//! ordered chain that is swapped atomically when the directory changes, and filters each
+//! response object by object through pooled, sandboxed instances under per-call limits.
+//!
+//! ```text
+//! dir ──notify──▶ debounce ──▶ rescan + diff by hash ──▶ load (off the hot path) ──▶ swap
+//!                                                          │ failure: keep previous, count
+//! request ──▶ Generation::session(info, component) ──▶ Session: Transform, per object:
+//!             filter₁ → filter₂ → … (keep | drop | replace; failure → the filter's policy)
+//! ```
+//!
+//! # Layout
+//! - [`bindings`](self::bindings): the host bindings of the WIT world (generated).
+//! - `engine`: the one wasmtime engine, its linker and the epoch ticker (deadlines).
+//! - `host`: a store's state; the host imports (lookups, log, count) and the WASI subset.
+//! - `instance`: one instance and calls into it under its limits; why a call failed.
+//! - `loaded`: a loaded filter and its pool of instances.
+//! - `loader`: compile, link, manifest, settings, schema check, configure.
+//! - `chain`: a [`Generation`] of the chain, its order and which filters apply.
+//! - `session`: a [`Session`], the filtering of one response ([`crate::stream::Transform`]).
+//! - `options`: `NAME.toml` and the gateway filter config; the settings a filter runs with.
+//! - `schema`: config validation against the manifest's JSON Schema.
+//! - `dir`: reading and hashing the directory. `reload`: watching it, swapping generations.
+//! - `describe`: the live chain as JSON. `metrics`: per-filter metrics.
+//! - `author`: `edgegate filter check` and `edgegate filter test`.
+
+mod author;
+mod bindings;
+mod chain;
+mod describe;
+mod dir;
+mod engine;
+mod host;
+mod instance;
+mod loaded;
+mod loader;
+mod metrics;
+mod options;
+mod reload;
+mod schema;
+mod session;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use thiserror::Error;
+
+pub use author::{TestRequest, check, test};
+pub use chain::Generation;
+pub use edgegate_filter_sdk::LabelSelector;
+pub use instance::Failure;
+pub use metrics::FilterMetrics;
+pub use options::{Effective, Limits, OnError};
+pub use reload::Filters;
+pub use session::Session;
+
+/// Why filters could not be loaded or the filter host could not start. A load failure
+/// names the filter and the step; the previous generation keeps serving.
+#[derive(Debug, Error)]
+pub enum FilterError {
+    /// The wasmtime engine could not be built.
+    #[error("cannot build the wasm engine: {0}")]
+    Engine(String),
+    /// The compiled-code cache directory could not be made.
+    #[error("cannot use {path} for compiled filters")]
+    CompiledCache {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the filter directory could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory could not be watched.
+    #[error("cannot watch {path}: {message}")]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The gateway's filter config file is not valid.
+    #[error("filter config {path}: {message}")]
+    GatewayConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A filter's `NAME.toml` is not valid.
+    #[error("filter {name}: bad NAME.toml: {message}")]
+    Options {
+        /// The filter.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `.wasm` is not a valid component.
+    #[error("filter {name}: cannot compile: {message}")]
+    Compile {
+        /// The filter.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// A component does not fit the `edgegate:filter` world.
+    #[error("filter {name}: cannot link: {message}")]
+    Link {
+        /// The filter.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// A first instance could not be made or its manifest read.
+    #[error("filter {name}: {message}")]
+    Instantiate {
+        /// The filter.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// The config does not match the manifest's schema.
+    #[error("filter {name}: {message}")]
+    Schema {
+        /// The filter.
+        name: String,
+        /// Where the config breaks the schema.
+        message: String,
+    },
+    /// The filter's `configure` refused its config.
+    #[error("filter {name}: configure refused the config: {message}")]
+    Configure {
+        /// The filter.
+        name: String,
+        /// The filter's reason.
+        message: String,
+    },
+    /// Bad input to a filter tool (`edgegate filter …`).
+    #[error("{0}")]
+    Input(String),
+}
+
+impl FilterError {
+    /// The filter the error is about, if it is about one.
+    pub fn filter(&self) -> Option<&str> {
+        match self {
+            FilterError::Options { name, .. }
+            | FilterError::Compile { name, .. }
+            | FilterError::Link { name, .. }
+            | FilterError::Instantiate { name, .. }
+            | FilterError::Schema { name, .. }
+            | FilterError::Configure { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// Read-only lookups of other objects the gateway knows, behind the `get` and `list`
+/// imports. The server wires the cache and informers in behind it.
+pub trait Lookup: Send + Sync {
+    /// One object as JSON; `None` if unknown.
+    fn get(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Bytes>;
+
+    /// The objects of a resource (in a namespace, or all with `None`) whose labels match.
+    fn list(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Bytes>;
+}
+
+/// A [`Lookup`] that knows no objects.
+pub struct NoLookup;
+
+impl Lookup for NoLookup {
+    fn get(&self, _: &str, _: &str, _: &str, _: Option<&str>, _: &str) -> Option<Bytes> {
+        None
+    }
+
+    fn list(&self, _: &str, _: &str, _: &str, _: Option<&str>, _: &LabelSelector) -> Vec<Bytes> {
+        Vec::new()
+    }
+}
+
+/// Where the filters come from and what they run with.
+#[derive(Clone, Debug)]
+pub struct FilterSettings {
+    /// The watched filter directory; `None` serves an empty chain.
+    pub dir: Option<PathBuf>,
+    /// The gateway-level filter config file (also watched).
+    pub config_file: Option<PathBuf>,
+    /// Where compiled code is cached (outside the watched directory).
+    pub compiled_cache_dir: PathBuf,
+    /// This node's name, given to filters.
+    pub node_name: String,
+    /// This node's pool, given to filters.
+    pub node_pool: Option<String>,
+    /// Limits of filters whose `NAME.toml` sets none.
+    pub limits: Limits,
+    /// How long the directory must be quiet before it is rescanned.
+    pub debounce: Duration,
+}
+
+/// Collapses the bursts of events one copy, rename or ConfigMap swap makes (they come
+/// within milliseconds), and leaves most of the one-second reload budget to compiling.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// The compiled-code cache's folder under `--disk-cache-path`; the underscore keeps it apart
+/// from the per-component folders of the object cache.
+const COMPILED_CACHE_DIR: &str = "_compiled-filters";
+
+impl FilterSettings {
+    /// The settings the gateway's flags give.
+    pub fn from_args(args: &crate::cli::RunArgs) -> FilterSettings {
+        FilterSettings {
+            dir: args.filter_dir.clone(),
+            config_file: args.filter_config.clone(),
+            compiled_cache_dir: args.disk_cache_path.join(COMPILED_CACHE_DIR),
+            node_name: args.node_name.clone().unwrap_or_default(),
+            node_pool: args.nodepool_name.clone(),
+            limits: Limits::default(),
+            debounce: DEFAULT_DEBOUNCE,
+        }
+    }
+}

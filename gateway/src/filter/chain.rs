@@ -1,0 +1,142 @@
+//! A generation of the filter chain: the loaded filters in their deterministic order
+//! (priority, then name), and which of them apply to a request.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use edgegate_filter_sdk::Verb as SdkVerb;
+
+use super::bindings::{Context, Verb};
+use super::loaded::LoadedFilter;
+use super::session::Session;
+use crate::request::{RequestInfo, Verb as RequestVerb};
+
+/// One generation of the chain; responses hold it (by `Arc`) for their whole life.
+pub struct Generation {
+    number: u64,
+    filters: Vec<Arc<LoadedFilter>>,
+    node_name: String,
+    node_pool: Option<String>,
+}
+
+impl Generation {
+    /// A generation of `filters`, put in chain order.
+    pub(crate) fn new(
+        number: u64,
+        mut filters: Vec<Arc<LoadedFilter>>,
+        node_name: String,
+        node_pool: Option<String>,
+    ) -> Generation {
+        filters.sort_by(|a, b| {
+            (a.effective.priority, &*a.name).cmp(&(b.effective.priority, &*b.name))
+        });
+        Generation {
+            number,
+            filters,
+            node_name,
+            node_pool,
+        }
+    }
+
+    /// The generation's number (0 is the empty chain the gateway starts with).
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The names of its filters, in chain order.
+    pub fn names(&self) -> Vec<&str> {
+        self.filters.iter().map(|f| &*f.name).collect()
+    }
+
+    pub(crate) fn filters(&self) -> &[Arc<LoadedFilter>] {
+        &self.filters
+    }
+
+    /// The filtering of one response, or `None` when no filter applies to it.
+    pub fn session(&self, info: &RequestInfo, component: &str) -> Option<Session> {
+        let verb = sdk_verb(info)?;
+        let steps: Vec<Arc<LoadedFilter>> = self.applicable(info, verb, component).cloned().collect();
+        if steps.is_empty() {
+            return None;
+        }
+        let ctx = Context {
+            component: component.to_owned(),
+            verb: wit_verb(verb),
+            group: info.api_group.clone(),
+            version: info.api_version.clone(),
+            resource: info.resource.clone(),
+            namespace: (!info.namespace.is_empty()).then(|| info.namespace.clone()),
+            node_name: self.node_name.clone(),
+            node_pool: self.node_pool.clone(),
+        };
+        Some(Session::new(ctx, steps))
+    }
+
+    /// The identity of the filters that apply to a request (names, code, settings,
+    /// config), so an open watch can tell whether a new generation changes its filtering.
+    pub fn fingerprint(&self, info: &RequestInfo, component: &str) -> u64 {
+        let mut hasher = std::hash::DefaultHasher::new();
+        if let Some(verb) = sdk_verb(info) {
+            for filter in self.applicable(info, verb, component) {
+                filter.identity.hash(&mut hasher);
+            }
+        }
+        hasher.finish()
+    }
+
+    fn applicable<'a>(
+        &'a self,
+        info: &'a RequestInfo,
+        verb: SdkVerb,
+        component: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<LoadedFilter>> {
+        self.filters
+            .iter()
+            .filter(move |f| f.applies(&info.api_group, &info.resource, verb, component))
+    }
+}
+
+/// The verb filters know a request by; `None` for requests whose bodies are not the
+/// resource's objects (non-resource paths, subresources such as `log` or `exec`, proxying).
+fn sdk_verb(info: &RequestInfo) -> Option<SdkVerb> {
+    if !info.is_resource_request || !info.subresource.is_empty() {
+        return None;
+    }
+    Some(match info.verb {
+        RequestVerb::Get => SdkVerb::Get,
+        RequestVerb::List => SdkVerb::List,
+        RequestVerb::Watch => SdkVerb::Watch,
+        RequestVerb::Create => SdkVerb::Create,
+        RequestVerb::Update => SdkVerb::Update,
+        RequestVerb::Patch => SdkVerb::Patch,
+        RequestVerb::Delete => SdkVerb::Delete,
+        RequestVerb::DeleteCollection => SdkVerb::DeleteCollection,
+        RequestVerb::Proxy | RequestVerb::Unknown => return None,
+    })
+}
+
+pub(crate) fn wit_verb(verb: SdkVerb) -> Verb {
+    match verb {
+        SdkVerb::Get => Verb::Get,
+        SdkVerb::List => Verb::List,
+        SdkVerb::Watch => Verb::Watch,
+        SdkVerb::Create => Verb::Create,
+        SdkVerb::Update => Verb::Update,
+        SdkVerb::Patch => Verb::Patch,
+        SdkVerb::Delete => Verb::Delete,
+        SdkVerb::DeleteCollection => Verb::DeleteCollection,
+    }
+}
+
+pub(crate) fn sdk_verb_of(verb: Verb) -> SdkVerb {
+    match verb {
+        Verb::Get => SdkVerb::Get,
+        Verb::List => SdkVerb::List,
+        Verb::Watch => SdkVerb::Watch,
+        Verb::Create => SdkVerb::Create,
+        Verb::Update => SdkVerb::Update,
+        Verb::Patch => SdkVerb::Patch,
+        Verb::Delete => SdkVerb::Delete,
+        Verb::DeleteCollection => SdkVerb::DeleteCollection,
+    }
+}

@@ -1,0 +1,62 @@
+//! The live chain as JSON (`GET /v1/filters`): each filter's name, version, hash, priority,
+//! matches, components, policy, limits and status, and the last load error.
+
+use serde_json::{Value, json};
+
+use super::reload::Shared;
+
+/// Describes the current generation and the state of loading.
+pub(crate) fn describe(shared: &Shared) -> Value {
+    let generation = shared.current.load_full();
+    let state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+    let failure = state.last_failure.clone();
+    let error_for = |name: &str| {
+        failure
+            .as_ref()
+            .filter(|f| f.filter.as_deref() == Some(name))
+            .map(|f| f.message.clone())
+    };
+    let mut filters: Vec<Value> = generation
+        .filters()
+        .iter()
+        .map(|f| {
+            json!({
+                "name": &*f.name,
+                "manifestName": f.manifest.name,
+                "version": f.manifest.version,
+                "hash": f.hash,
+                "priority": f.effective.priority,
+                "matches": f.manifest.matches,
+                "components": f.effective.components,
+                "onError": f.effective.on_error,
+                "limits": {
+                    "memoryBytes": f.effective.limits.memory,
+                    "deadlineMs": f.effective.limits.deadline.as_millis(),
+                    "maxOutputBytes": f.effective.limits.max_output,
+                },
+                "status": "active",
+                "lastLoadError": error_for(&f.name),
+            })
+        })
+        .collect();
+    filters.extend(state.disabled.iter().map(|(name, hash)| {
+        json!({"name": name, "hash": hash, "status": "disabled", "lastLoadError": error_for(name)})
+    }));
+    if let Some(f) = &failure {
+        // A filter that failed to load and is not in the chain still gets an entry.
+        if let Some(name) = &f.filter {
+            let listed = filters.iter().any(|v| v["name"] == json!(name));
+            if !listed {
+                filters.push(json!({"name": name, "status": "failed", "lastLoadError": f.message}));
+            }
+        }
+    }
+    json!({
+        "generation": generation.number(),
+        "directory": shared.settings.dir,
+        "configFile": shared.settings.config_file,
+        "order": generation.names(),
+        "filters": filters,
+        "lastLoadError": failure.map(|f| json!({"filter": f.filter, "message": f.message})),
+    })
+}

@@ -1,0 +1,182 @@
+//! The one wasmtime [`Engine`] of the gateway, its linker, and the epoch ticker that bounds
+//! how long any filter call may run.
+//!
+//! Deadlines use epoch interruption (a counter check at loop heads and function entries,
+//! 2–3× cheaper than fuel). The ticker advances the epoch every [`EPOCH_TICK`] while at
+//! least one call is running and sleeps otherwise, so an idle edge node pays no wake-ups.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::FilterError;
+use super::bindings::{FilterWorld, FilterWorldPre};
+use super::host::{HostState, add_wasi_to_linker};
+
+/// How often the epoch advances while a call runs: a deadline is enforced to within one
+/// tick. 2 ms is well under any useful deadline (tens of ms) and, since the ticker only
+/// runs while calls are in flight, costs at most 500 wake-ups a second under load.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// The largest linear memory any filter may be given; per-filter caps (`StoreLimits`) are
+/// at most this. The pooling allocator reserves (but does not commit) this much address
+/// space per pooled memory.
+pub(crate) const MAX_MEMORY_BYTES: usize = 1 << 30;
+
+/// Component instances that may exist at once across all filters (pooled idle ones and
+/// those checked out by responses). A filter instance is a few core instances; beyond this
+/// instantiation fails and the filter's failure policy applies.
+const MAX_INSTANCES: u32 = 512;
+
+/// The engine, the linker every filter is instantiated with, and the epoch ticker.
+pub(crate) struct Runtime {
+    engine: Engine,
+    linker: Linker<HostState>,
+    ticker: Ticker,
+}
+
+impl Runtime {
+    /// Builds the engine; compiled code is cached under `compiled_cache_dir` if given.
+    pub(crate) fn new(compiled_cache_dir: Option<&Path>) -> Result<Arc<Runtime>, FilterError> {
+        let engine_error = |error: wasmtime::Error| FilterError::Engine(format!("{error:#}"));
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let mut pooling = PoolingAllocationConfig::new();
+        pooling
+            .total_component_instances(MAX_INSTANCES)
+            .total_core_instances(MAX_INSTANCES * 4)
+            .total_memories(MAX_INSTANCES * 2)
+            .total_tables(MAX_INSTANCES * 4)
+            .max_memory_size(MAX_MEMORY_BYTES);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        if let Some(dir) = compiled_cache_dir {
+            std::fs::create_dir_all(dir).map_err(|source| FilterError::CompiledCache {
+                path: dir.to_owned(),
+                source,
+            })?;
+            let mut cache = CacheConfig::new();
+            cache.with_directory(dir);
+            config.cache(Some(Cache::new(cache).map_err(engine_error)?));
+        }
+        let engine = Engine::new(&config).map_err(engine_error)?;
+        let mut linker = Linker::new(&engine);
+        add_wasi_to_linker(&mut linker).map_err(engine_error)?;
+        FilterWorld::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(engine_error)?;
+        let ticker = Ticker::start(engine.clone()).map_err(|e| FilterError::Engine(e.to_string()))?;
+        Ok(Arc::new(Runtime {
+            engine,
+            linker,
+            ticker,
+        }))
+    }
+
+    /// The engine.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Compiles a component (or finds it in the compiled-code cache).
+    pub(crate) fn compile(&self, name: &str, wasm: &[u8]) -> Result<Component, FilterError> {
+        Component::new(&self.engine, wasm).map_err(|error| FilterError::Compile {
+            name: name.to_owned(),
+            message: format!("{error:#}"),
+        })
+    }
+
+    /// Links a compiled component: imports the world does not provide (filesystem, sockets,
+    /// stdio) are linked as functions that trap.
+    pub(crate) fn prepare(
+        &self,
+        name: &str,
+        component: &Component,
+    ) -> Result<FilterWorldPre<HostState>, FilterError> {
+        let link_error = |error: wasmtime::Error| FilterError::Link {
+            name: name.to_owned(),
+            message: format!("{error:#}"),
+        };
+        let mut linker = self.linker.clone();
+        linker
+            .define_unknown_imports_as_traps(component)
+            .map_err(link_error)?;
+        let pre = linker.instantiate_pre(component).map_err(link_error)?;
+        FilterWorldPre::new(pre).map_err(link_error)
+    }
+
+    /// Marks a call as running for as long as the guard lives, so the epoch ticks.
+    pub(crate) fn enter(&self) -> CallGuard<'_> {
+        if self.ticker.active.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.ticker.thread.thread().unpark();
+        }
+        CallGuard { runtime: self }
+    }
+
+    /// Epoch ticks that make up `deadline` (at least one whole tick beyond it, since the
+    /// next tick may come at once).
+    pub(crate) fn deadline_ticks(deadline: Duration) -> u64 {
+        let tick = EPOCH_TICK.as_micros().max(1);
+        u64::try_from(deadline.as_micros().div_ceil(tick)).unwrap_or(u64::MAX / 2) + 1
+    }
+}
+
+/// A running call; the ticker sleeps again when the last guard is dropped.
+pub(crate) struct CallGuard<'a> {
+    runtime: &'a Runtime,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        self.runtime.ticker.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The thread that advances the epoch while calls are running.
+struct Ticker {
+    active: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Ticker {
+    fn start(engine: Engine) -> std::io::Result<Ticker> {
+        let active = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (active, stop) = (Arc::clone(&active), Arc::clone(&stop));
+            // A thread of its own, not a runtime task: filter calls block the runtime's
+            // workers, and a ticker scheduled on them could never stop those calls.
+            thread::Builder::new()
+                .name("edgegate-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        if active.load(Ordering::Acquire) == 0 {
+                            thread::park();
+                            continue;
+                        }
+                        thread::park_timeout(EPOCH_TICK);
+                        engine.increment_epoch();
+                    }
+                })?
+        };
+        Ok(Ticker {
+            active,
+            stop,
+            thread,
+        })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+    }
+}

@@ -1,0 +1,239 @@
+//! What a filter instance's store holds, and the host side of its imports: the world's
+//! `host` interface (lookups, log, count) and the little of WASI a `wasm32-wasip2` guest's
+//! std needs to link, with nothing granted: no preopens, environment or arguments, a frozen
+//! clock and fixed "randomness".
+//!
+//! Stdio, filesystem and socket functions are not linked at all (each import traps when
+//! called): wasmtime-wasi's synchronous stream functions block on a Tokio runtime, which
+//! would panic on the runtime worker a filter call runs on. The SDK sends panic messages to
+//! `log` instead of stderr, so nothing a well-behaved filter does reaches them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use edgegate_filter_sdk::LabelSelector;
+use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi::{
+    Deterministic, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView,
+};
+
+use super::Lookup;
+use super::bindings::{HostImports, Level, TypesHost};
+use super::metrics::FilterMetrics;
+
+/// Longest log line a filter may write; the rest is cut, so a filter cannot flood the log
+/// with one call.
+const MAX_LOG_LINE: usize = 1024;
+/// Log lines one instance may write between two calls (each call resets the budget).
+const LOG_LINES_PER_CALL: u32 = 32;
+
+/// The state of one filter instance's store.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limits: StoreLimits,
+    /// Set when the memory cap refused a growth, so the trap that follows is told apart.
+    pub(crate) memory_refused: bool,
+    filter: Arc<str>,
+    lookup: Arc<dyn Lookup>,
+    metrics: FilterMetrics,
+    log_budget: u32,
+}
+
+impl HostState {
+    /// The state of a new instance of `filter`, with its memory capped at `memory` bytes.
+    pub(crate) fn new(
+        filter: Arc<str>,
+        memory: usize,
+        lookup: Arc<dyn Lookup>,
+        metrics: FilterMetrics,
+    ) -> HostState {
+        // Fixed bytes, not entropy: a filter gets no randomness the host did not grant,
+        // and its behaviour is reproducible.
+        let fixed = || Deterministic::new(vec![0x5e, 0xed, 0x0f, 0xed]);
+        let wasi = WasiCtx::builder()
+            .wall_clock(FrozenClock)
+            .monotonic_clock(FrozenClock)
+            .secure_random(fixed())
+            .insecure_random(fixed())
+            .insecure_random_seed(0)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory)
+                .instances(64)
+                .build(),
+            memory_refused: false,
+            filter,
+            lookup,
+            metrics,
+            log_budget: LOG_LINES_PER_CALL,
+        }
+    }
+
+    /// Readies the state for the next call.
+    pub(crate) fn start_call(&mut self) {
+        self.memory_refused = false;
+        self.log_budget = LOG_LINES_PER_CALL;
+    }
+}
+
+impl ResourceLimiter for HostState {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        self.memory_refused |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
+
+/// A clock that always reads zero: filters get no time from the host.
+struct FrozenClock;
+
+impl HostWallClock for FrozenClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl HostMonotonicClock for FrozenClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Links the WASI functions a guest's std needs at start-up; see the module doc.
+pub(crate) fn add_wasi_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    fn random_ctx(state: &mut HostState) -> <WasiRandom as HasData>::Data<'_> {
+        state.wasi.random()
+    }
+    cli::environment::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;
+    cli::exit::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;
+    clocks::wall_clock::add_to_linker::<HostState, WasiClocks>(linker, HostState::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(linker, HostState::clocks)?;
+    random::random::add_to_linker::<HostState, WasiRandom>(linker, random_ctx)?;
+    random::insecure::add_to_linker::<HostState, WasiRandom>(linker, random_ctx)?;
+    random::insecure_seed::add_to_linker::<HostState, WasiRandom>(linker, random_ctx)?;
+    filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(
+        linker,
+        HostState::filesystem,
+    )?;
+    Ok(())
+}
+
+impl TypesHost for HostState {}
+
+impl HostImports for HostState {
+    fn get(
+        &mut self,
+        group: String,
+        version: String,
+        resource: String,
+        namespace: Option<String>,
+        name: String,
+    ) -> wasmtime::Result<Option<Vec<u8>>> {
+        let found = self
+            .lookup
+            .get(&group, &version, &resource, namespace.as_deref(), &name);
+        Ok(found.map(|bytes| bytes.to_vec()))
+    }
+
+    fn list(
+        &mut self,
+        group: String,
+        version: String,
+        resource: String,
+        namespace: Option<String>,
+        label_selector: String,
+    ) -> wasmtime::Result<Vec<Vec<u8>>> {
+        let selector = LabelSelector::parse(&label_selector).map_err(|error| {
+            wasmtime::format_err!("list: bad label selector {label_selector:?}: {error}")
+        })?;
+        let found: Vec<Bytes> =
+            self.lookup
+                .list(&group, &version, &resource, namespace.as_deref(), &selector);
+        Ok(found.into_iter().map(|bytes| bytes.to_vec()).collect())
+    }
+
+    fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        if self.log_budget == 0 {
+            return Ok(());
+        }
+        self.log_budget -= 1;
+        let mut message = message;
+        if message.len() > MAX_LOG_LINE {
+            let mut cut = MAX_LOG_LINE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        let filter = &*self.filter;
+        match level {
+            Level::Trace => tracing::trace!(filter, "{message}"),
+            Level::Debug => tracing::debug!(filter, "{message}"),
+            Level::Info => tracing::info!(filter, "{message}"),
+            Level::Warn => tracing::warn!(filter, "{message}"),
+            Level::Error => tracing::error!(filter, "{message}"),
+        }
+        Ok(())
+    }
+
+    fn count(&mut self, name: String, delta: u64) -> wasmtime::Result<()> {
+        self.metrics.guest_count(&self.filter, &name, delta);
+        Ok(())
+    }
+}

@@ -1,0 +1,228 @@
+//! One filter instance (a Store of its own, instantiated from the filter's `InstancePre`),
+//! and calls into it under the filter's limits: memory cap, epoch deadline, output cap.
+//! A call that fails tells why as a [`Failure`]; an instance whose call trapped must not be
+//! called again (wasmtime forbids re-entering a trapped component instance).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use wasmtime::Store;
+
+use super::Lookup;
+use super::bindings::{Context, Decision, FilterWorld, FilterWorldPre, Manifest};
+use super::engine::Runtime;
+use super::host::HostState;
+use super::metrics::FilterMetrics;
+use super::options::Limits;
+
+/// Why a call into a filter failed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum Failure {
+    /// The guest trapped (a panic, an unreachable, a bad memory access…).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The call ran past its deadline and was interrupted.
+    #[error("ran past its deadline of {0:?}")]
+    Deadline(Duration),
+    /// The guest asked for more memory than its cap and trapped.
+    #[error("hit its memory cap of {0} bytes")]
+    Memory(usize),
+    /// The replacement was larger than the output cap (the instance stays usable).
+    #[error("returned {size} bytes, over its output cap of {cap}")]
+    Oversized {
+        /// Bytes returned.
+        size: usize,
+        /// The cap.
+        cap: usize,
+    },
+    /// No instance could be made (instantiation or `configure` failed).
+    #[error("could not be instantiated: {0}")]
+    Instantiate(String),
+    /// `filter-batch` answered a different number of decisions than objects.
+    #[error("answered {got} decisions for {sent} objects")]
+    BatchLength {
+        /// Decisions received.
+        got: usize,
+        /// Objects sent.
+        sent: usize,
+    },
+}
+
+impl Failure {
+    /// The metric label of the failure.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Failure::Trap(_) | Failure::BatchLength { .. } => "trap",
+            Failure::Deadline(_) => "deadline",
+            Failure::Memory(_) => "memory",
+            Failure::Oversized { .. } => "oversized",
+            Failure::Instantiate(_) => "instantiate",
+        }
+    }
+
+    /// Whether the instance must be thrown away.
+    pub(crate) fn poisons(&self) -> bool {
+        !matches!(self, Failure::Oversized { .. })
+    }
+}
+
+/// A live instance of a filter.
+pub(crate) struct Instance {
+    store: Store<HostState>,
+    world: FilterWorld,
+}
+
+/// Makes instances of one filter and calls them under its limits.
+pub(crate) struct Factory {
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: Limits,
+    pre: FilterWorldPre<HostState>,
+    runtime: Arc<Runtime>,
+    lookup: Arc<dyn Lookup>,
+    pub(crate) metrics: FilterMetrics,
+}
+
+impl Factory {
+    /// A factory for instances of a prepared component.
+    pub(crate) fn new(
+        name: Arc<str>,
+        limits: Limits,
+        pre: FilterWorldPre<HostState>,
+        runtime: Arc<Runtime>,
+        lookup: Arc<dyn Lookup>,
+        metrics: FilterMetrics,
+    ) -> Factory {
+        Factory {
+            name,
+            limits,
+            pre,
+            runtime,
+            lookup,
+            metrics,
+        }
+    }
+
+    /// A new, unconfigured instance.
+    pub(crate) fn instantiate(&self) -> Result<Instance, Failure> {
+        let state = HostState::new(
+            Arc::clone(&self.name),
+            self.limits.memory,
+            Arc::clone(&self.lookup),
+            self.metrics.clone(),
+        );
+        let mut store = Store::new(self.runtime.engine(), state);
+        store.limiter(|state| state);
+        store.epoch_deadline_trap();
+        store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.deadline));
+        let _running = self.runtime.enter();
+        match self.pre.instantiate(&mut store) {
+            Ok(world) => Ok(Instance { store, world }),
+            Err(error) => Err(Failure::Instantiate(format!("{error:#}"))),
+        }
+    }
+
+    /// A new instance, configured with `config` (JSON text).
+    pub(crate) fn configured(&self, config: &str) -> Result<Instance, Failure> {
+        let mut instance = self.instantiate()?;
+        match self.configure(&mut instance, config)? {
+            Ok(()) => Ok(instance),
+            Err(message) => Err(Failure::Instantiate(format!("configure: {message}"))),
+        }
+    }
+
+    /// Reads the manifest.
+    pub(crate) fn manifest(&self, instance: &mut Instance) -> Result<Manifest, Failure> {
+        self.guarded(instance, 1, |world, store| world.call_manifest(store))
+    }
+
+    /// Calls `configure`: the outer error is a failed call, the inner one the filter's
+    /// refusal of the config.
+    pub(crate) fn configure(
+        &self,
+        instance: &mut Instance,
+        config: &str,
+    ) -> Result<Result<(), String>, Failure> {
+        self.guarded(instance, 1, |world, store| world.call_configure(store, config))
+    }
+
+    /// Decides about one object.
+    pub(crate) fn filter(
+        &self,
+        instance: &mut Instance,
+        ctx: &Context,
+        object: &[u8],
+    ) -> Result<Decision, Failure> {
+        let started = Instant::now();
+        let decision = self.guarded(instance, 1, |world, store| {
+            world.call_filter(store, ctx, object)
+        });
+        self.metrics
+            .call(&self.name, started.elapsed().as_secs_f64());
+        decision
+    }
+
+    /// Decides about several objects in one call (the deadline grows with their number).
+    pub(crate) fn filter_batch(
+        &self,
+        instance: &mut Instance,
+        ctx: &Context,
+        objects: &[Vec<u8>],
+    ) -> Result<Vec<Decision>, Failure> {
+        let started = Instant::now();
+        let count = u32::try_from(objects.len()).unwrap_or(u32::MAX);
+        let decisions = self.guarded(instance, count, |world, store| {
+            world.call_filter_batch(store, ctx, objects)
+        });
+        self.metrics
+            .call(&self.name, started.elapsed().as_secs_f64());
+        let decisions = decisions?;
+        if decisions.len() != objects.len() {
+            return Err(Failure::BatchLength {
+                got: decisions.len(),
+                sent: objects.len(),
+            });
+        }
+        Ok(decisions)
+    }
+
+    /// Checks a replacement against the output cap.
+    pub(crate) fn check_output(&self, decision: &Decision) -> Result<(), Failure> {
+        match decision {
+            Decision::Replace(bytes) if bytes.len() > self.limits.max_output => {
+                Err(Failure::Oversized {
+                    size: bytes.len(),
+                    cap: self.limits.max_output,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs one call with the deadline of `units` objects and sorts out how it failed.
+    fn guarded<T>(
+        &self,
+        instance: &mut Instance,
+        units: u32,
+        call: impl FnOnce(&FilterWorld, &mut Store<HostState>) -> wasmtime::Result<T>,
+    ) -> Result<T, Failure> {
+        let deadline = self.limits.deadline.saturating_mul(units.max(1));
+        instance.store.data_mut().start_call();
+        instance
+            .store
+            .set_epoch_deadline(Runtime::deadline_ticks(deadline));
+        let result = {
+            let _running = self.runtime.enter();
+            call(&instance.world, &mut instance.store)
+        };
+        result.map_err(|error| {
+            if matches!(error.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
+                Failure::Deadline(deadline)
+            } else if instance.store.data().memory_refused {
+                Failure::Memory(self.limits.memory)
+            } else {
+                Failure::Trap(format!("{error:#}"))
+            }
+        })
+    }
+}

@@ -1,0 +1,166 @@
+//! Per-filter metrics: calls, decisions, failures by kind, call latency, the counters filters
+//! bump themselves, the live generation and load failures. Cheap to clone (shared families).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Counter names one filter may create through `count`; later names are counted as `other`,
+/// so a filter cannot grow the registry without limit.
+const MAX_GUEST_COUNTERS: usize = 32;
+
+/// Labels naming a filter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FilterLabels {
+    /// The filter's name.
+    pub filter: String,
+}
+
+/// Labels of a filter and one kind of outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The filter's name.
+    pub filter: String,
+    /// `keep`, `drop` or `replace` for decisions; `trap`, `deadline`, `memory`,
+    /// `oversized` or `instantiate` for failures.
+    pub kind: &'static str,
+}
+
+/// Labels of a counter a filter bumps itself.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuestCounterLabels {
+    /// The filter's name.
+    pub filter: String,
+    /// The counter's name as the filter gave it.
+    pub name: String,
+}
+
+/// The filter metrics.
+#[derive(Clone)]
+pub struct FilterMetrics {
+    pub(crate) calls: Family<FilterLabels, Counter>,
+    pub(crate) decisions: Family<OutcomeLabels, Counter>,
+    pub(crate) failures: Family<OutcomeLabels, Counter>,
+    pub(crate) latency: Family<FilterLabels, Histogram>,
+    pub(crate) guest: Family<GuestCounterLabels, Counter>,
+    pub(crate) generation: Gauge,
+    pub(crate) load_failures: Counter,
+    guest_names: Arc<Mutex<HashMap<String, HashSet<String>>>>,
+}
+
+impl FilterMetrics {
+    /// Metrics that are not registered anywhere (CLI tools, tests); see [`Self::register`].
+    pub fn new() -> FilterMetrics {
+        FilterMetrics {
+            calls: Family::default(),
+            decisions: Family::default(),
+            failures: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            guest: Family::default(),
+            generation: Gauge::default(),
+            load_failures: Counter::default(),
+            guest_names: Arc::default(),
+        }
+    }
+
+    /// Registers every family under `filter_` in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        let registry = registry.sub_registry_with_prefix("filter");
+        registry.register("calls", "Calls into a filter", self.calls.clone());
+        registry.register(
+            "decisions",
+            "Filter decisions by kind (keep, drop, replace)",
+            self.decisions.clone(),
+        );
+        registry.register(
+            "failures",
+            "Failed filter calls by kind (trap, deadline, memory, oversized, instantiate)",
+            self.failures.clone(),
+        );
+        registry.register(
+            "call_duration_seconds",
+            "Duration of one call into a filter",
+            self.latency.clone(),
+        );
+        registry.register(
+            "guest",
+            "Counters a filter bumps through its count import",
+            self.guest.clone(),
+        );
+        registry.register(
+            "generation",
+            "Number of the filter generation being served",
+            self.generation.clone(),
+        );
+        registry.register(
+            "load_failures",
+            "Filter directory loads that failed (the previous generation kept serving)",
+            self.load_failures.clone(),
+        );
+    }
+
+    pub(crate) fn decision(&self, filter: &str, kind: &'static str) {
+        self.decisions
+            .get_or_create(&OutcomeLabels {
+                filter: filter.to_owned(),
+                kind,
+            })
+            .inc();
+    }
+
+    pub(crate) fn failure(&self, filter: &str, kind: &'static str) {
+        self.failures
+            .get_or_create(&OutcomeLabels {
+                filter: filter.to_owned(),
+                kind,
+            })
+            .inc();
+    }
+
+    pub(crate) fn call(&self, filter: &str, seconds: f64) {
+        let labels = FilterLabels {
+            filter: filter.to_owned(),
+        };
+        self.calls.get_or_create(&labels).inc();
+        self.latency.get_or_create(&labels).observe(seconds);
+    }
+
+    pub(crate) fn guest_count(&self, filter: &str, name: &str, delta: u64) {
+        let name = {
+            let mut names = self
+                .guest_names
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let seen = names.entry(filter.to_owned()).or_default();
+            if seen.contains(name) || seen.len() < MAX_GUEST_COUNTERS {
+                seen.insert(name.to_owned());
+                name.to_owned()
+            } else {
+                "other".to_owned()
+            }
+        };
+        self.guest
+            .get_or_create(&GuestCounterLabels {
+                filter: filter.to_owned(),
+                name,
+            })
+            .inc_by(delta);
+    }
+}
+
+impl Default for FilterMetrics {
+    fn default() -> Self {
+        FilterMetrics::new()
+    }
+}
+
+/// Buckets from 10 µs (a keep on a small object) to about 1.3 s (past any deadline).
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(10e-6, 4.0, 9))
+}

@@ -1,0 +1,281 @@
+//! What the operator says about filters: a filter's own `NAME.toml` beside its `.wasm`, and
+//! the gateway-level filter config file (`--filter-config`, YurtHub's `yurt-hub-cfg`), merged
+//! over the manifest's defaults into the settings a filter runs with.
+//!
+//! ```toml
+//! # NAME.toml
+//! priority = 10                      # overrides the manifest's
+//! enabled = true
+//! add-components = ["coredns"]
+//! remove-components = ["kubectl"]
+//! on-error = "keep"                  # or "drop", "fail"
+//! [limits]
+//! memory-mib = 64
+//! deadline-ms = 100
+//! max-output-kib = 3072
+//! [config]                           # passed to `configure` as JSON
+//! annotation = "example.com/node"
+//! ```
+//!
+//! ```toml
+//! # --filter-config FILE
+//! disabled = ["nodestamp"]           # or ["*"] for all
+//! [filters.servicetopology]
+//! add-components = ["nginx-ingress-controller"]
+//! remove-components = []
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::engine::MAX_MEMORY_BYTES;
+use edgegate_filter_sdk::Manifest;
+
+/// What happens to an object when a filter fails on it (trap, deadline, memory, oversized
+/// output, no instance).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Pass the object on as this filter received it (fail-open).
+    #[default]
+    Keep,
+    /// Leave the object out.
+    Drop,
+    /// End the response with a `Status` 500 (fail-closed).
+    Fail,
+}
+
+/// Per-call limits of a filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Limits {
+    /// Cap of the instance's linear memory, in bytes.
+    pub memory: usize,
+    /// Longest one call may run (a batch gets this per object).
+    pub deadline: Duration,
+    /// Largest replacement a call may return, in bytes.
+    pub max_output: usize,
+}
+
+impl Default for Limits {
+    /// 64 MiB holds a JSON parse of the largest object etcd stores (1.5 MiB) many times
+    /// over; 100 ms is far beyond what a JSON edit of one object takes, yet bounds what a
+    /// runaway filter costs; 3 MiB is kube-apiserver's own request body limit.
+    fn default() -> Self {
+        Limits {
+            memory: 64 << 20,
+            deadline: Duration::from_millis(100),
+            max_output: 3 << 20,
+        }
+    }
+}
+
+/// `[limits]` of a `NAME.toml`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct LimitsFile {
+    memory_mib: Option<u64>,
+    deadline_ms: Option<u64>,
+    max_output_kib: Option<u64>,
+}
+
+/// A filter's `NAME.toml`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct FilterFile {
+    priority: Option<i32>,
+    enabled: Option<bool>,
+    #[serde(default)]
+    add_components: Vec<String>,
+    #[serde(default)]
+    remove_components: Vec<String>,
+    on_error: Option<OnError>,
+    #[serde(default)]
+    limits: LimitsFile,
+    config: Option<toml::Table>,
+}
+
+/// One filter's entry in the gateway config file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct GatewayFilterEntry {
+    #[serde(default)]
+    add_components: Vec<String>,
+    #[serde(default)]
+    remove_components: Vec<String>,
+}
+
+/// The gateway-level filter config file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct GatewayFile {
+    #[serde(default)]
+    disabled: Vec<String>,
+    #[serde(default)]
+    filters: BTreeMap<String, GatewayFilterEntry>,
+}
+
+impl FilterFile {
+    /// Parses a `NAME.toml`.
+    pub(crate) fn parse(text: &str) -> Result<FilterFile, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// Whether the file disables the filter.
+    pub(crate) fn disabled(&self) -> bool {
+        self.enabled == Some(false)
+    }
+
+    /// The `[config]` table as JSON (`{}` when absent).
+    pub(crate) fn config_json(&self) -> serde_json::Value {
+        match &self.config {
+            // A TOML table is always representable as JSON.
+            Some(table) => serde_json::to_value(table).unwrap_or_default(),
+            None => serde_json::Value::Object(Default::default()),
+        }
+    }
+
+    /// Limits over `defaults`; `None` if a value is out of range.
+    pub(crate) fn limits(&self, defaults: Limits) -> Result<Limits, String> {
+        let mut limits = defaults;
+        if let Some(mib) = self.limits.memory_mib {
+            let bytes = usize::try_from(mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+            if mib == 0 || bytes > MAX_MEMORY_BYTES {
+                return Err(format!(
+                    "limits.memory-mib must be 1..={}",
+                    MAX_MEMORY_BYTES >> 20
+                ));
+            }
+            limits.memory = bytes;
+        }
+        if let Some(ms) = self.limits.deadline_ms {
+            // A minute is far past any sane filter; it also keeps tick arithmetic small.
+            if ms == 0 || ms > 60_000 {
+                return Err("limits.deadline-ms must be 1..=60000".into());
+            }
+            limits.deadline = Duration::from_millis(ms);
+        }
+        if let Some(kib) = self.limits.max_output_kib {
+            if kib == 0 || kib > (1 << 20) {
+                return Err("limits.max-output-kib must be 1..=1048576".into());
+            }
+            limits.max_output = usize::try_from(kib << 10).unwrap_or(usize::MAX);
+        }
+        Ok(limits)
+    }
+}
+
+impl GatewayFile {
+    /// Parses the gateway config file.
+    pub(crate) fn parse(text: &str) -> Result<GatewayFile, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// Whether the file disables the filter `name` (by name or with `*`).
+    pub(crate) fn disables(&self, name: &str) -> bool {
+        self.disabled.iter().any(|d| d == "*" || d == name)
+    }
+}
+
+/// Everything a loaded filter runs with.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Effective {
+    /// Order in the chain.
+    pub priority: i32,
+    /// Components it applies to.
+    pub components: BTreeSet<String>,
+    /// Failure policy.
+    pub on_error: OnError,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// The config passed to `configure`.
+    pub config: serde_json::Value,
+}
+
+/// Merges the manifest's defaults, the filter's file and the gateway config.
+pub(crate) fn effective(
+    name: &str,
+    manifest: &Manifest,
+    file: &FilterFile,
+    gateway: &GatewayFile,
+    default_limits: Limits,
+) -> Result<Effective, String> {
+    let mut components: BTreeSet<String> = manifest.components.iter().cloned().collect();
+    components.extend(file.add_components.iter().cloned());
+    for removed in &file.remove_components {
+        components.remove(removed);
+    }
+    if let Some(entry) = gateway.filters.get(name) {
+        components.extend(entry.add_components.iter().cloned());
+        for removed in &entry.remove_components {
+            components.remove(removed);
+        }
+    }
+    Ok(Effective {
+        priority: file.priority.unwrap_or(manifest.priority),
+        components,
+        on_error: file.on_error.unwrap_or_default(),
+        limits: file.limits(default_limits)?,
+        config: file.config_json(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_and_gateway_override_the_manifest() {
+        let manifest = Manifest::new("f", "1").components(&["kubelet", "kubectl"]).priority(5);
+        let file = FilterFile::parse(
+            r#"
+            priority = -3
+            add-components = ["coredns"]
+            remove-components = ["kubectl"]
+            on-error = "fail"
+            [limits]
+            memory-mib = 16
+            deadline-ms = 20
+            max-output-kib = 4
+            [config]
+            key = "v"
+            list = [1, 2]
+            "#,
+        )
+        .unwrap();
+        let gateway = GatewayFile::parse(
+            r#"
+            disabled = ["other"]
+            [filters.f]
+            add-components = ["kube-proxy"]
+            remove-components = ["kubelet"]
+            "#,
+        )
+        .unwrap();
+        let e = effective("f", &manifest, &file, &gateway, Limits::default()).unwrap();
+        assert_eq!(e.priority, -3);
+        assert_eq!(e.components.iter().collect::<Vec<_>>(), ["coredns", "kube-proxy"]);
+        assert_eq!(e.on_error, OnError::Fail);
+        assert_eq!(e.limits.memory, 16 << 20);
+        assert_eq!(e.limits.deadline, Duration::from_millis(20));
+        assert_eq!(e.limits.max_output, 4096);
+        assert_eq!(e.config, serde_json::json!({"key": "v", "list": [1, 2]}));
+        assert!(gateway.disables("other") && !gateway.disables("f"));
+        assert!(GatewayFile::parse("disabled = [\"*\"]").unwrap().disables("f"));
+    }
+
+    #[test]
+    fn defaults_and_bad_values() {
+        let manifest = Manifest::new("f", "1").priority(7);
+        let e = effective("f", &manifest, &FilterFile::default(), &GatewayFile::default(), Limits::default())
+            .unwrap();
+        assert_eq!((e.priority, e.on_error), (7, OnError::Keep));
+        assert_eq!(e.config, serde_json::json!({}));
+        let zero = FilterFile::parse("[limits]\ndeadline-ms = 0").unwrap();
+        assert!(zero.limits(Limits::default()).is_err());
+        assert!(FilterFile::parse("on-error = \"explode\"").is_err());
+        assert!(FilterFile::parse("unknown = 1").is_err());
+        assert!(FilterFile::parse("enabled = false").unwrap().disabled());
+    }
+}

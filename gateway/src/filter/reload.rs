@@ -1,0 +1,258 @@
+//! [`Filters`]: the live chain and its hot reload. The directory (and the gateway filter
+//! config file) are watched; after a quiet spell they are rescanned and diffed by content
+//! hash, and a changed state is loaded off the hot path and swapped in atomically with a new
+//! generation number. On any failure the previous generation keeps serving.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use tokio::sync::{Notify, watch};
+use wasmtime::component::Component;
+
+use super::chain::Generation;
+use super::dir::{self, FilterFiles};
+use super::engine::Runtime;
+use super::loader::Loader;
+use super::metrics::FilterMetrics;
+use super::options::GatewayFile;
+use super::{FilterError, FilterSettings, Lookup};
+use crate::metrics::Metrics;
+
+/// The last load that failed.
+#[derive(Clone, Debug)]
+pub(crate) struct LoadFailure {
+    /// The filter it is about, if one.
+    pub(crate) filter: Option<String>,
+    /// What went wrong.
+    pub(crate) message: String,
+}
+
+/// What the directory held at the last load attempt: names → (hash, toml), and the
+/// gateway config text.
+type Snapshot = (BTreeMap<String, (String, Option<String>)>, Option<String>);
+
+/// Reload bookkeeping; its lock also serialises reloads.
+#[derive(Default)]
+pub(crate) struct ReloadState {
+    loaded: Option<Snapshot>,
+    failed: Option<Snapshot>,
+    compiled: HashMap<String, Component>,
+    pub(crate) disabled: BTreeMap<String, String>,
+    pub(crate) last_failure: Option<LoadFailure>,
+}
+
+/// What the reload task and the handle share.
+pub(crate) struct Shared {
+    pub(crate) settings: FilterSettings,
+    loader: Loader,
+    pub(crate) current: ArcSwap<Generation>,
+    numbers: watch::Sender<u64>,
+    pub(crate) state: Mutex<ReloadState>,
+}
+
+/// The filter host: the live generation, its reload task and directory watch.
+pub struct Filters {
+    pub(crate) shared: Arc<Shared>,
+    /// Dropping it stops the watch.
+    _watcher: Option<Debouncer<RecommendedWatcher, RecommendedCache>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Filters {
+    /// Starts the host: registers its metrics, loads the directory (an initial failure is
+    /// logged and counted, and the empty chain serves until a good load), and watches it.
+    pub async fn start(
+        settings: FilterSettings,
+        lookup: Arc<dyn Lookup>,
+        metrics: &mut Metrics,
+    ) -> Result<Filters, FilterError> {
+        let filter_metrics = FilterMetrics::new();
+        filter_metrics.register(metrics.registry_mut());
+        Filters::start_with(settings, lookup, filter_metrics).await
+    }
+
+    /// [`Filters::start`] with metrics the caller registers (or not).
+    pub async fn start_with(
+        settings: FilterSettings,
+        lookup: Arc<dyn Lookup>,
+        metrics: FilterMetrics,
+    ) -> Result<Filters, FilterError> {
+        let cache_dir = settings.compiled_cache_dir.clone();
+        let runtime = tokio::task::spawn_blocking(move || Runtime::new(Some(&cache_dir)))
+            .await
+            .map_err(|e| FilterError::Engine(e.to_string()))??;
+        let loader = Loader {
+            runtime,
+            lookup,
+            metrics,
+            default_limits: settings.limits,
+        };
+        let empty = Generation::new(0, Vec::new(), settings.node_name.clone(), settings.node_pool.clone());
+        let shared = Arc::new(Shared {
+            settings,
+            loader,
+            current: ArcSwap::from_pointee(empty),
+            numbers: watch::channel(0).0,
+            state: Mutex::new(ReloadState::default()),
+        });
+        let Some(dir) = shared.settings.dir.clone() else {
+            return Ok(Filters { shared, _watcher: None, task: None });
+        };
+        let wake = Arc::new(Notify::new());
+        let watcher = watch_paths(&dir, shared.settings.config_file.as_deref(), Arc::clone(&wake), &shared.settings)?;
+        let initial = Arc::clone(&shared);
+        let _ = tokio::task::spawn_blocking(move || initial.reload()).await;
+        let task = tokio::spawn({
+            let shared = Arc::clone(&shared);
+            async move {
+                loop {
+                    wake.notified().await;
+                    let shared = Arc::clone(&shared);
+                    if let Err(error) = tokio::task::spawn_blocking(move || shared.reload()).await {
+                        tracing::error!(%error, "filter reload panicked");
+                    }
+                }
+            }
+        });
+        Ok(Filters {
+            shared,
+            _watcher: Some(watcher),
+            task: Some(task),
+        })
+    }
+
+    /// The generation serving now; a response keeps it for its whole life.
+    pub fn current(&self) -> Arc<Generation> {
+        self.shared.current.load_full()
+    }
+
+    /// Generation numbers, announced as each new generation is swapped in.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.shared.numbers.subscribe()
+    }
+
+    /// The live chain as JSON, for `GET /v1/filters`.
+    pub fn describe(&self) -> serde_json::Value {
+        super::describe::describe(&self.shared)
+    }
+}
+
+impl Drop for Filters {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Shared {
+    /// Rescans and, if anything changed, loads and swaps in a new generation. Blocking.
+    pub(crate) fn reload(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match self.try_reload(&mut state) {
+            Ok(Some(number)) => tracing::info!(generation = number, filters = ?self.current.load().names(), "filter generation loaded"),
+            Ok(None) => {}
+            Err((snapshot, error)) => {
+                let message = crate::error_chain(&error);
+                tracing::error!(error = %message, "filter load failed; the previous generation keeps serving");
+                self.loader.metrics.load_failures.inc();
+                state.failed = snapshot;
+                state.last_failure = Some(LoadFailure {
+                    filter: error.filter().map(str::to_owned),
+                    message,
+                });
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn try_reload(&self, state: &mut ReloadState) -> Result<Option<u64>, (Option<Snapshot>, FilterError)> {
+        let Some(dir) = &self.settings.dir else {
+            return Ok(None);
+        };
+        let files = dir::scan(dir).map_err(|e| (None, e))?;
+        let gateway_text = match &self.settings.config_file {
+            Some(path) => Some(std::fs::read_to_string(path).map_err(|source| {
+                (None, FilterError::Read { path: path.clone(), source })
+            })?),
+            None => None,
+        };
+        let snapshot = snapshot_of(&files, gateway_text.clone());
+        if state.loaded.as_ref() == Some(&snapshot) || state.failed.as_ref() == Some(&snapshot) {
+            return Ok(None);
+        }
+        let fail = |error| (Some(snapshot.clone()), error);
+        let gateway = match (&gateway_text, &self.settings.config_file) {
+            (Some(text), Some(path)) => GatewayFile::parse(text).map_err(|e| {
+                fail(FilterError::GatewayConfig { path: path.clone(), message: e.to_string() })
+            })?,
+            _ => GatewayFile::default(),
+        };
+        let loaded = self.loader.load_all(&files, &gateway, &state.compiled).map_err(fail)?;
+        let number = self.current.load().number() + 1;
+        let generation = Generation::new(
+            number,
+            loaded.filters,
+            self.settings.node_name.clone(),
+            self.settings.node_pool.clone(),
+        );
+        self.current.store(Arc::new(generation));
+        self.loader.metrics.generation.set(i64::try_from(number).unwrap_or(i64::MAX));
+        self.numbers.send_replace(number);
+        state.loaded = Some(snapshot);
+        state.failed = None;
+        state.compiled = loaded.compiled;
+        state.disabled = loaded.disabled;
+        state.last_failure = None;
+        Ok(Some(number))
+    }
+}
+
+fn snapshot_of(files: &BTreeMap<String, FilterFiles>, gateway: Option<String>) -> Snapshot {
+    let files = files
+        .iter()
+        .map(|(name, f)| (name.clone(), (f.hash.clone(), f.toml.clone())))
+        .collect();
+    (files, gateway)
+}
+
+/// Watches the directory, and the folder of the gateway config file, waking the reload
+/// task after each quiet spell. Any event wakes it: the rescan decides what changed.
+fn watch_paths(
+    dir: &Path,
+    config_file: Option<&Path>,
+    wake: Arc<Notify>,
+    settings: &FilterSettings,
+) -> Result<Debouncer<RecommendedWatcher, RecommendedCache>, FilterError> {
+    let watch_error = |path: &Path, error: notify_debouncer_full::notify::Error| FilterError::Watch {
+        path: path.to_owned(),
+        message: error.to_string(),
+    };
+    let mut debouncer = new_debouncer(settings.debounce, None, move |result: DebounceEventResult| {
+        match result {
+            Ok(_) => wake.notify_one(),
+            Err(errors) => {
+                for error in errors {
+                    tracing::warn!(%error, "filter directory watch error");
+                }
+                // A missed event must not leave a stale chain: rescan anyway.
+                wake.notify_one();
+            }
+        }
+    })
+    .map_err(|e| watch_error(dir, e))?;
+    debouncer
+        .watch(dir, RecursiveMode::NonRecursive)
+        .map_err(|e| watch_error(dir, e))?;
+    if let Some(file) = config_file {
+        let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        debouncer
+            .watch(parent, RecursiveMode::NonRecursive)
+            .map_err(|e| watch_error(parent, e))?;
+    }
+    Ok(debouncer)
+}
