@@ -8,11 +8,13 @@
 //! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
 //! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
+//! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
 //! - [`metrics`]: the Prometheus registry.
 //! - [`config`] and [`cli`]: the command line and the checked configuration.
 
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod filter;
@@ -23,6 +25,9 @@ pub mod stream;
 pub mod upstream;
 
 pub use config::Config;
+
+/// A boxed error from a body, a connection or a pipeline stage.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// An error and its causes on one line, `outer: cause: root cause`, for logs and `Status`
 /// messages.

@@ -16,8 +16,7 @@ use thiserror::Error;
 
 use super::Credentials;
 
-/// A boxed error from a body or a connection.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::BoxError;
 
 /// The body type requests are sent with.
 pub type RequestBody = UnsyncBoxBody<Bytes, BoxError>;

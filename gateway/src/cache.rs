@@ -1,0 +1,37 @@
+//! The local cache: which responses are cached, the store they go to (crash-safe, one
+//! writer, many readers), the tee the response pipeline writes through, and the queries the
+//! local proxy answers from it.
+//!
+//! Keys follow YurtHub: `<component>/<resource>.<version>.<group|core>/<namespace>/<name>`.
+//! The unit of replacement is a list set (a resource for a component, in a namespace, with
+//! its selectors): a list replaces exactly its set, in one transaction.
+
+mod gc;
+mod key;
+mod metrics;
+mod policy;
+mod read;
+mod redb_store;
+mod selection;
+mod selector;
+mod store;
+mod tee;
+mod writer;
+
+pub use gc::collect_garbage;
+pub use key::{ResourceKey, SetKey};
+pub use metrics::CacheMetrics;
+pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS, ListQuery};
+pub use read::{Listing, ReadError, list, watch_backlog};
+pub use redb_store::RedbStore;
+pub use selection::{Selection, SelectionError};
+pub use store::{Objects, SetMeta, Store, StoreError, WriteOp};
+pub use tee::CacheTee;
+pub use writer::Cache;
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,79 @@
+//! The cache's metrics.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+
+/// Counters of the cache, cheap to clone (they share their values).
+#[derive(Clone, Debug, Default)]
+pub struct CacheMetrics {
+    /// Lists committed.
+    pub commits: Counter,
+    /// Lists not committed because they broke off or the writer was behind.
+    pub aborted: Counter,
+    /// Object bytes written.
+    pub bytes: Counter,
+    /// Objects the tee could not hand to the writer for lack of room.
+    pub refused: Counter,
+    /// Failed store transactions.
+    pub write_errors: Counter,
+    /// Objects whose metadata could not be read, so they could not be keyed.
+    pub unreadable: Counter,
+    /// Requests answered from the cache.
+    pub hits: Counter,
+    /// Requests the cache could not answer.
+    pub misses: Counter,
+    /// Components removed by garbage collection.
+    pub collected: Counter,
+}
+
+impl CacheMetrics {
+    /// Registers the counters under `edgegate_cache_*`.
+    pub fn register(&self, registry: &mut Registry) {
+        let cache = registry.sub_registry_with_prefix("cache");
+        cache.register(
+            "commits",
+            "Lists committed to the cache",
+            self.commits.clone(),
+        );
+        cache.register(
+            "aborted_lists",
+            "Lists not committed: broke off, or the writer was behind",
+            self.aborted.clone(),
+        );
+        cache.register(
+            "written_bytes",
+            "Object bytes written to the cache",
+            self.bytes.clone(),
+        );
+        cache.register(
+            "refused_objects",
+            "Objects not cached because the writer was behind",
+            self.refused.clone(),
+        );
+        cache.register(
+            "write_errors",
+            "Failed cache transactions",
+            self.write_errors.clone(),
+        );
+        cache.register(
+            "unreadable_objects",
+            "Objects without readable metadata",
+            self.unreadable.clone(),
+        );
+        cache.register(
+            "hits",
+            "Requests answered from the cache",
+            self.hits.clone(),
+        );
+        cache.register(
+            "misses",
+            "Requests the cache could not answer",
+            self.misses.clone(),
+        );
+        cache.register(
+            "collected_components",
+            "Components removed by garbage collection",
+            self.collected.clone(),
+        );
+    }
+}

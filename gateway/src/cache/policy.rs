@@ -1,0 +1,243 @@
+//! What is cached: responses to the components in `--cache-agents`, for resource requests
+//! that read or write whole objects, as YurtHub decides it.
+
+use std::collections::BTreeSet;
+
+use super::key::{ResourceKey, SetKey};
+use crate::request::{RequestInfo, Verb};
+
+/// YurtHub's default cache agents: the node components that must keep working offline.
+pub const DEFAULT_CACHE_AGENTS: &[&str] = &[
+    "kubelet",
+    "kube-proxy",
+    "flanneld",
+    "coredns",
+    "raven-agent-ds",
+    "yurt-tunnel-agent",
+    "yurt-lb-agent",
+    "node-servant",
+    "yurthub",
+    "edgegate",
+];
+
+/// Resources never cached: reviews and requests whose answers are decisions, not state.
+const NEVER_CACHED: &[&str] = &[
+    "subjectaccessreviews",
+    "selfsubjectaccessreviews",
+    "selfsubjectrulesreviews",
+    "localsubjectaccessreviews",
+    "tokenreviews",
+    "certificatesigningrequests",
+    "events",
+];
+
+/// Where a response goes in the cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CacheTarget {
+    /// A list (page): replaces its set when complete. `continue_from` is the request's
+    /// `continue` token for the pages after the first.
+    List {
+        /// The set the list replaces.
+        set: SetKey,
+        /// The `continue` token of the request, if it asks for a later page.
+        continue_from: Option<String>,
+    },
+    /// A watch: its events update the set.
+    Watch(SetKey),
+    /// One object (get, create, update, patch, or their `status`).
+    Object(ResourceKey),
+}
+
+/// The components whose responses are cached.
+#[derive(Clone, Debug)]
+pub struct CachePolicy {
+    all: bool,
+    agents: BTreeSet<String>,
+}
+
+impl CachePolicy {
+    /// A policy for `agents` (`*` caches every component).
+    pub fn new<S: AsRef<str>>(agents: &[S]) -> CachePolicy {
+        let agents: BTreeSet<String> = agents
+            .iter()
+            .map(|a| a.as_ref().trim().to_ascii_lowercase())
+            .filter(|a| !a.is_empty())
+            .collect();
+        CachePolicy {
+            all: agents.contains("*"),
+            agents,
+        }
+    }
+
+    /// Whether responses to `component` are cached.
+    pub fn caches_component(&self, component: &str) -> bool {
+        !component.is_empty() && (self.all || self.agents.contains(component))
+    }
+
+    /// Where the response to this request goes in the cache, if anywhere.
+    pub fn target(
+        &self,
+        component: &str,
+        info: &RequestInfo,
+        query: Option<&str>,
+    ) -> Option<CacheTarget> {
+        if !self.caches_component(component)
+            || !info.is_resource_request
+            || !(info.subresource.is_empty() || info.subresource == "status")
+            || NEVER_CACHED.contains(&info.resource.as_str())
+        {
+            return None;
+        }
+        let resource = ResourceKey {
+            component: component.to_owned(),
+            resource: info.resource.clone(),
+            version: info.api_version.clone(),
+            group: info.api_group.clone(),
+        };
+        match info.verb {
+            Verb::Get | Verb::Create | Verb::Update | Verb::Patch => {
+                Some(CacheTarget::Object(resource))
+            }
+            Verb::List | Verb::Watch => {
+                let query = ListQuery::parse(query);
+                let set = SetKey::new(resource, &info.namespace, &query.labels, &query.fields);
+                Some(if info.verb == Verb::Watch {
+                    CacheTarget::Watch(set)
+                } else {
+                    CacheTarget::List {
+                        set,
+                        continue_from: query.continue_token,
+                    }
+                })
+            }
+            Verb::Delete | Verb::DeleteCollection | Verb::Proxy | Verb::Unknown => None,
+        }
+    }
+}
+
+/// The list options of a query that matter to the cache and the local proxy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// `labelSelector`.
+    pub labels: String,
+    /// `fieldSelector`.
+    pub fields: String,
+    /// `continue`, if non-empty.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`, if non-empty.
+    pub resource_version: Option<String>,
+    /// `timeoutSeconds`, if given and valid.
+    pub timeout_seconds: Option<u64>,
+}
+
+impl ListQuery {
+    /// Reads the list options of a raw query string.
+    pub fn parse(query: Option<&str>) -> ListQuery {
+        let mut parsed = ListQuery::default();
+        let Some(query) = query else { return parsed };
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            match key.as_ref() {
+                "labelSelector" => parsed.labels = value.into_owned(),
+                "fieldSelector" => parsed.fields = value.into_owned(),
+                "continue" if !value.is_empty() => parsed.continue_token = Some(value.into_owned()),
+                "resourceVersion" if !value.is_empty() => {
+                    parsed.resource_version = Some(value.into_owned());
+                }
+                "timeoutSeconds" => parsed.timeout_seconds = value.parse().ok(),
+                _ => {}
+            }
+        }
+        parsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Method;
+
+    fn target(
+        component: &str,
+        method: Method,
+        path: &str,
+        query: Option<&str>,
+    ) -> Option<CacheTarget> {
+        let policy = CachePolicy::new(DEFAULT_CACHE_AGENTS);
+        let info = RequestInfo::parse(&method, path, query);
+        policy.target(component, &info, query)
+    }
+
+    #[test]
+    fn lists_and_watches_of_cache_agents_are_cached_by_set() {
+        let Some(CacheTarget::List { set, continue_from }) = target(
+            "kube-proxy",
+            Method::GET,
+            "/api/v1/services",
+            Some("labelSelector=%21service.kubernetes.io%2Fheadless&limit=500&continue=abc"),
+        ) else {
+            panic!("a kube-proxy list is cached");
+        };
+        assert_eq!(set.resource.to_string(), "kube-proxy/services.v1.core");
+        assert_eq!(set.label_selector, "!service.kubernetes.io/headless");
+        assert_eq!(continue_from.as_deref(), Some("abc"));
+        assert!(matches!(
+            target("kubelet", Method::GET, "/api/v1/pods", Some("watch=true&fieldSelector=spec.nodeName%3Dedge")),
+            Some(CacheTarget::Watch(set)) if set.field_selector == "spec.nodeName=edge"
+        ));
+    }
+
+    #[test]
+    fn objects_and_their_status_are_cached_by_name() {
+        for (method, path) in [
+            (
+                Method::GET,
+                "/api/v1/namespaces/kube-system/configmaps/kube-proxy",
+            ),
+            (Method::PATCH, "/api/v1/nodes/edge-1/status"),
+            (Method::POST, "/api/v1/namespaces/default/pods"),
+        ] {
+            assert!(
+                matches!(
+                    target("kubelet", method, path, None),
+                    Some(CacheTarget::Object(_))
+                ),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_components_verbs_and_resources_are_not_cached() {
+        assert_eq!(target("kubectl", Method::GET, "/api/v1/pods", None), None);
+        assert_eq!(target("", Method::GET, "/api/v1/pods", None), None);
+        assert_eq!(
+            target(
+                "kubelet",
+                Method::DELETE,
+                "/api/v1/namespaces/d/pods/p",
+                None
+            ),
+            None
+        );
+        assert_eq!(
+            target(
+                "kubelet",
+                Method::GET,
+                "/api/v1/namespaces/d/pods/p/log",
+                None
+            ),
+            None
+        );
+        assert_eq!(
+            target(
+                "kubelet",
+                Method::POST,
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                None
+            ),
+            None
+        );
+        assert_eq!(target("kubelet", Method::GET, "/healthz", None), None);
+        assert!(CachePolicy::new(&["*"]).caches_component("anything"));
+    }
+}

@@ -1,0 +1,303 @@
+//! The default store: one redb file, crash-safe (copy-on-write B-trees, checksummed commits).
+//!
+//! A list's items are staged in their own table as they stream (non-durable commits, so
+//! staging costs no fsync), and one durable transaction moves them in and removes the set's
+//! stale members. redb recovers to the last durable commit, and every commit is atomic, so a
+//! kill at any moment leaves each set as its old list or its new one; staging left by a crash
+//! is cleared at open.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::key::SetKey;
+use super::selection::Selection;
+use super::store::{Objects, SetMeta, Store, StoreError, WriteOp};
+use crate::stream::{Meta, compare_versions};
+
+/// Objects by YurtHub key.
+const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
+/// Items of lists still streaming, by list and object key.
+const STAGING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("staging");
+/// Committed list sets: encoded set key → [`SetMeta`] as JSON.
+const SETS: TableDefinition<&str, &[u8]> = TableDefinition::new("sets");
+/// Components → last use (unix seconds).
+const COMPONENTS: TableDefinition<&str, u64> = TableDefinition::new("components");
+
+/// Page cache of the database: enough for the hot part of a node's cache, small enough
+/// for an edge node.
+const CACHE_BYTES: usize = 16 << 20;
+
+/// The redb store.
+pub struct RedbStore {
+    db: Database,
+    path: PathBuf,
+}
+
+fn engine(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Engine(Box::new(error))
+}
+
+impl RedbStore {
+    /// Opens (or creates) the store in `dir`. A file that cannot be opened is moved aside and
+    /// a fresh one created, so a damaged cache never keeps the node from running.
+    pub fn open(dir: &Path) -> Result<RedbStore, StoreError> {
+        let open_error = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
+            path: dir.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| open_error(Box::new(e)))?;
+        let path = dir.join("edgegate.redb");
+        let db = match Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+        {
+            Ok(db) => db,
+            Err(error) => {
+                let aside = path.with_extension(format!("redb.damaged-{}", super::now()));
+                tracing::error!(%error, aside = %aside.display(), "the cache cannot be opened; moving it aside and starting empty");
+                std::fs::rename(&path, &aside).map_err(|e| open_error(Box::new(e)))?;
+                Database::builder()
+                    .set_cache_size(CACHE_BYTES)
+                    .create(&path)
+                    .map_err(|e| open_error(Box::new(e)))?
+            }
+        };
+        let store = RedbStore { db, path };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates the tables and clears staging left by a crash.
+    fn init(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write().map_err(engine)?;
+        {
+            txn.open_table(OBJECTS).map_err(engine)?;
+            txn.open_table(SETS).map_err(engine)?;
+            txn.open_table(COMPONENTS).map_err(engine)?;
+            let mut staging = txn.open_table(STAGING).map_err(engine)?;
+            staging.retain(|_, _| false).map_err(engine)?;
+        }
+        txn.commit().map_err(engine)
+    }
+}
+
+/// The smallest string greater than every string starting with `prefix`.
+fn prefix_end(prefix: &str) -> String {
+    let mut end = prefix.to_owned();
+    while let Some(last) = end.pop() {
+        if let Some(next) = char::from_u32(last as u32 + 1) {
+            end.push(next);
+            return end;
+        }
+    }
+    String::from(char::MAX)
+}
+
+impl Store for RedbStore {
+    fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let table = txn.open_table(OBJECTS).map_err(engine)?;
+        let value = table.get(key).map_err(engine)?;
+        Ok(value.map(|v| Bytes::copy_from_slice(v.value())))
+    }
+
+    fn scan(&self, prefix: &str) -> Result<Objects, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let table = txn.open_table(OBJECTS).map_err(engine)?;
+        let end = prefix_end(prefix);
+        let range = table.range(prefix..end.as_str()).map_err(engine)?;
+        Ok(Box::new(range.map(|entry| {
+            let (key, value) = entry.map_err(engine)?;
+            Ok((
+                key.value().to_owned(),
+                Bytes::copy_from_slice(value.value()),
+            ))
+        })))
+    }
+
+    fn sets(&self, prefix: &str) -> Result<Vec<(SetKey, SetMeta)>, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let table = txn.open_table(SETS).map_err(engine)?;
+        let end = prefix_end(prefix);
+        let mut sets = Vec::new();
+        for entry in table.range(prefix..end.as_str()).map_err(engine)? {
+            let (key, value) = entry.map_err(engine)?;
+            let set = SetKey::decode(key.value())
+                .ok_or_else(|| StoreError::Corrupt(key.value().to_owned()))?;
+            let meta = serde_json::from_slice(value.value())
+                .map_err(|_| StoreError::Corrupt(key.value().to_owned()))?;
+            sets.push((set, meta));
+        }
+        Ok(sets)
+    }
+
+    fn components(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let table = txn.open_table(COMPONENTS).map_err(engine)?;
+        table
+            .iter()
+            .map_err(engine)?
+            .map(|entry| {
+                let (k, v) = entry.map_err(engine)?;
+                Ok((k.value().to_owned(), v.value()))
+            })
+            .collect()
+    }
+
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(engine)?;
+        let durability = if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        txn.set_durability(durability).map_err(engine)?;
+        {
+            let mut objects = txn.open_table(OBJECTS).map_err(engine)?;
+            let mut staging = txn.open_table(STAGING).map_err(engine)?;
+            let mut sets = txn.open_table(SETS).map_err(engine)?;
+            let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
+            for op in ops {
+                match op {
+                    WriteOp::Stage { list, key, object } => {
+                        staging
+                            .insert((*list, key.as_str()), object.as_ref())
+                            .map_err(engine)?;
+                    }
+                    WriteOp::Commit { list, set, meta } => {
+                        commit(&mut objects, &mut staging, *list, set)?;
+                        let meta = serde_json::to_vec(meta).map_err(engine)?;
+                        sets.insert(set.encode().as_str(), meta.as_slice())
+                            .map_err(engine)?;
+                    }
+                    WriteOp::Abort { list } => {
+                        staging
+                            .retain_in((*list, "")..(*list + 1, ""), |_, _| false)
+                            .map_err(engine)?;
+                    }
+                    WriteOp::Upsert { key, object } => {
+                        let stale = objects
+                            .get(key.as_str())
+                            .map_err(engine)?
+                            .is_some_and(|stored| newer_than(stored.value(), object));
+                        if !stale {
+                            objects
+                                .insert(key.as_str(), object.as_ref())
+                                .map_err(engine)?;
+                        }
+                    }
+                    WriteOp::Remove { key } => {
+                        objects.remove(key.as_str()).map_err(engine)?;
+                    }
+                    WriteOp::Synced {
+                        set,
+                        resource_version,
+                    } => {
+                        let key = set.encode();
+                        let current = sets
+                            .get(key.as_str())
+                            .map_err(engine)?
+                            .map(|v| v.value().to_vec());
+                        if let Some(current) = current {
+                            let mut meta: SetMeta = serde_json::from_slice(&current)
+                                .map_err(|_| StoreError::Corrupt(key.clone()))?;
+                            if compare_versions(resource_version, &meta.resource_version)
+                                .is_none_or(|o| o.is_gt())
+                            {
+                                meta.resource_version.clone_from(resource_version);
+                                let meta = serde_json::to_vec(&meta).map_err(engine)?;
+                                sets.insert(key.as_str(), meta.as_slice()).map_err(engine)?;
+                            }
+                        }
+                    }
+                    WriteOp::Touch { component, at } => {
+                        components.insert(component.as_str(), *at).map_err(engine)?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(engine)
+    }
+
+    fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
+        let prefix = format!("{component}/");
+        let end = prefix_end(&prefix);
+        let mut removed = 0u64;
+        let txn = self.db.begin_write().map_err(engine)?;
+        {
+            let mut objects = txn.open_table(OBJECTS).map_err(engine)?;
+            objects
+                .retain_in(prefix.as_str()..end.as_str(), |_, _| {
+                    removed += 1;
+                    false
+                })
+                .map_err(engine)?;
+            let mut sets = txn.open_table(SETS).map_err(engine)?;
+            sets.retain_in(prefix.as_str()..end.as_str(), |_, _| false)
+                .map_err(engine)?;
+            let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
+            components.remove(component).map_err(engine)?;
+        }
+        txn.commit().map_err(engine)?;
+        Ok(removed)
+    }
+}
+
+/// Moves list `list`'s staged items into `objects`, replacing the members of `set` that the
+/// list no longer holds.
+fn commit(
+    objects: &mut redb::Table<&str, &[u8]>,
+    staging: &mut redb::Table<(u64, &str), &[u8]>,
+    list: u64,
+    set: &SetKey,
+) -> Result<(), StoreError> {
+    let prefix = set.resource.namespace_prefix(&set.namespace);
+    let end = prefix_end(&prefix);
+    match Selection::of_set(set) {
+        Ok(selection) => {
+            let staged = &*staging;
+            objects
+                .retain_in(prefix.as_str()..end.as_str(), |key, value| {
+                    // Keep what the new list holds (overwritten below) and what the set's
+                    // selectors never covered; on a read error, keep.
+                    staged
+                        .get((list, key))
+                        .map_or(true, |found| found.is_some())
+                        || !selection.matches(value)
+                })
+                .map_err(engine)?;
+        }
+        Err(error) => {
+            tracing::warn!(%error, set = %set.encode(), "not removing stale members of a set whose selector cannot be read");
+        }
+    }
+    for entry in staging.range((list, "")..(list + 1, "")).map_err(engine)? {
+        let (key, value) = entry.map_err(engine)?;
+        objects
+            .insert(key.value().1, value.value())
+            .map_err(engine)?;
+    }
+    staging
+        .retain_in((list, "")..(list + 1, ""), |_, _| false)
+        .map_err(engine)?;
+    Ok(())
+}
+
+/// Whether the stored object has a newer resourceVersion than the incoming one.
+fn newer_than(stored: &[u8], incoming: &[u8]) -> bool {
+    let (Ok(stored), Ok(incoming)) = (Meta::parse(stored), Meta::parse(incoming)) else {
+        return false;
+    };
+    compare_versions(&stored.resource_version, &incoming.resource_version)
+        .is_some_and(|o| o.is_gt())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,243 @@
+use super::*;
+use crate::cache::key::ResourceKey;
+
+fn services() -> ResourceKey {
+    ResourceKey {
+        component: "kube-proxy".into(),
+        resource: "services".into(),
+        version: "v1".into(),
+        group: String::new(),
+    }
+}
+
+fn svc(ns: &str, name: &str, rv: u32, labels: &str) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","resourceVersion":"{rv}","labels":{{{labels}}}}}}}"#
+    ))
+}
+
+fn stage(list: u64, ns: &str, name: &str, rv: u32, labels: &str) -> WriteOp {
+    WriteOp::Stage {
+        list,
+        key: services().object_key(ns, name),
+        object: svc(ns, name, rv, labels),
+    }
+}
+
+fn commit(list: u64, set: &SetKey, rv: &str) -> WriteOp {
+    WriteOp::Commit {
+        list,
+        set: set.clone(),
+        meta: SetMeta {
+            resource_version: rv.into(),
+            list_kind: "ServiceList".into(),
+            api_version: "v1".into(),
+            committed_at: 1,
+            items: 0,
+        },
+    }
+}
+
+fn names(store: &RedbStore, prefix: &str) -> Vec<String> {
+    store
+        .scan(prefix)
+        .unwrap()
+        .map(|entry| entry.unwrap().0)
+        .collect()
+}
+
+#[test]
+fn a_committed_list_replaces_its_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    store
+        .apply(
+            &[
+                stage(1, "a", "x", 1, ""),
+                stage(1, "b", "y", 1, ""),
+                commit(1, &all, "10"),
+            ],
+            true,
+        )
+        .unwrap();
+    assert_eq!(
+        names(&store, &services().prefix()),
+        [
+            "kube-proxy/services.v1.core/a/x",
+            "kube-proxy/services.v1.core/b/y"
+        ]
+    );
+
+    // The next list no longer holds b/y: it is gone; a/x is overwritten.
+    store
+        .apply(&[stage(2, "a", "x", 5, ""), commit(2, &all, "20")], true)
+        .unwrap();
+    assert_eq!(
+        names(&store, &services().prefix()),
+        ["kube-proxy/services.v1.core/a/x"]
+    );
+    let stored = store
+        .get("kube-proxy/services.v1.core/a/x")
+        .unwrap()
+        .unwrap();
+    assert_eq!(Meta::parse(&stored).unwrap().resource_version, "5");
+    let sets = store.sets(&SetKey::resource_prefix(&services())).unwrap();
+    assert_eq!(sets.len(), 1);
+    assert_eq!(sets[0].1.resource_version, "20");
+}
+
+#[test]
+fn an_empty_list_leaves_an_empty_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    store
+        .apply(&[stage(1, "a", "x", 1, ""), commit(1, &all, "1")], true)
+        .unwrap();
+    store.apply(&[commit(2, &all, "2")], true).unwrap();
+    assert!(names(&store, &services().prefix()).is_empty());
+    assert_eq!(store.sets("").unwrap().len(), 1);
+}
+
+#[test]
+fn a_list_with_a_selector_replaces_only_what_it_selects() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    store
+        .apply(
+            &[
+                stage(1, "a", "web", 1, r#""app":"web""#),
+                stage(1, "a", "db", 1, r#""app":"db""#),
+                commit(1, &all, "1"),
+            ],
+            true,
+        )
+        .unwrap();
+    let web = SetKey::new(services(), "a", "app=web", "");
+    // The web list comes back empty: web is gone, db (never selected) stays.
+    store.apply(&[commit(2, &web, "2")], true).unwrap();
+    assert_eq!(
+        names(&store, &services().prefix()),
+        ["kube-proxy/services.v1.core/a/db"]
+    );
+}
+
+#[test]
+fn an_aborted_list_leaves_the_old_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    store
+        .apply(&[stage(1, "a", "x", 1, ""), commit(1, &all, "1")], true)
+        .unwrap();
+    store.apply(&[stage(2, "a", "new", 2, "")], false).unwrap();
+    store.apply(&[WriteOp::Abort { list: 2 }], true).unwrap();
+    assert_eq!(
+        names(&store, &services().prefix()),
+        ["kube-proxy/services.v1.core/a/x"]
+    );
+    let txn = store.db.begin_read().unwrap();
+    let staging = txn.open_table(STAGING).unwrap();
+    assert_eq!(staging.iter().unwrap().count(), 0);
+}
+
+#[test]
+fn staging_left_by_a_crash_is_cleared_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = RedbStore::open(dir.path()).unwrap();
+        store.apply(&[stage(7, "a", "half", 1, "")], true).unwrap();
+    }
+    let store = RedbStore::open(dir.path()).unwrap();
+    let txn = store.db.begin_read().unwrap();
+    let staging = txn.open_table(STAGING).unwrap();
+    assert_eq!(staging.iter().unwrap().count(), 0);
+}
+
+#[test]
+fn upserts_never_go_back_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let key = services().object_key("a", "x");
+    let upsert = |rv| WriteOp::Upsert {
+        key: key.clone(),
+        object: svc("a", "x", rv, ""),
+    };
+    store.apply(&[upsert(5), upsert(3)], false).unwrap();
+    let version = |store: &RedbStore| {
+        Meta::parse(&store.get(&key).unwrap().unwrap())
+            .unwrap()
+            .resource_version
+            .into_owned()
+    };
+    assert_eq!(version(&store), "5");
+    store.apply(&[upsert(5), upsert(9)], false).unwrap();
+    assert_eq!(version(&store), "9");
+    store
+        .apply(&[WriteOp::Remove { key: key.clone() }], true)
+        .unwrap();
+    assert!(store.get(&key).unwrap().is_none());
+}
+
+#[test]
+fn synced_versions_only_advance_and_only_for_listed_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    let other = SetKey::new(services(), "b", "", "");
+    let synced = |set: &SetKey, rv: &str| WriteOp::Synced {
+        set: set.clone(),
+        resource_version: rv.into(),
+    };
+    store
+        .apply(
+            &[
+                commit(1, &all, "10"),
+                synced(&all, "15"),
+                synced(&all, "12"),
+                synced(&other, "99"),
+            ],
+            true,
+        )
+        .unwrap();
+    let sets = store.sets("").unwrap();
+    assert_eq!(sets.len(), 1);
+    assert_eq!(sets[0].1.resource_version, "15");
+}
+
+#[test]
+fn removing_a_component_removes_all_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    store
+        .apply(
+            &[
+                stage(1, "a", "x", 1, ""),
+                commit(1, &all, "1"),
+                WriteOp::Touch {
+                    component: "kube-proxy".into(),
+                    at: 3,
+                },
+                WriteOp::Upsert {
+                    key: "kubelet/pods.v1.core/a/p".into(),
+                    object: svc("a", "p", 1, ""),
+                },
+            ],
+            true,
+        )
+        .unwrap();
+    assert_eq!(store.components().unwrap(), [("kube-proxy".to_owned(), 3)]);
+    assert_eq!(store.remove_component("kube-proxy").unwrap(), 1);
+    assert!(store.sets("").unwrap().is_empty());
+    assert!(store.components().unwrap().is_empty());
+    assert_eq!(names(&store, ""), ["kubelet/pods.v1.core/a/p"]);
+}
+
+#[test]
+fn prefix_end_bounds_the_prefix() {
+    assert_eq!(prefix_end("a/"), "a0");
+    assert!("a/zzz" < prefix_end("a/").as_str());
+}

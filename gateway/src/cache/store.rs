@@ -1,0 +1,118 @@
+//! The store behind the cache: the trait every store implements (the embedded redb store
+//! now, a shared etcd store for node pools later), and the writes the writer batches.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::key::SetKey;
+
+/// A store operation failed.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The database could not be opened.
+    #[error("cannot open the cache at {path}")]
+    Open {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A read or write failed in the storage engine.
+    #[error("cache storage failed")]
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Stored metadata could not be read back.
+    #[error("corrupt cache metadata under {0}")]
+    Corrupt(String),
+}
+
+/// What is known of a committed list set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetMeta {
+    /// The resourceVersion the set is synced to: its list's, advanced by its watch events.
+    pub resource_version: String,
+    /// The list's `kind`, e.g. `ServiceList`, to answer offline lists with.
+    pub list_kind: String,
+    /// The list's `apiVersion`.
+    pub api_version: String,
+    /// When the set's list was committed (unix seconds).
+    pub committed_at: u64,
+    /// How many items that list held.
+    pub items: u64,
+}
+
+/// One write, as the writer hands them to the store in batches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOp {
+    /// An item of list `list`, held apart until the list commits.
+    Stage {
+        /// The list being received.
+        list: u64,
+        /// The object's key.
+        key: String,
+        /// The object.
+        object: Bytes,
+    },
+    /// List `list` is complete: its staged items replace `set`.
+    Commit {
+        /// The list.
+        list: u64,
+        /// The set it replaces.
+        set: SetKey,
+        /// The set's new metadata.
+        meta: SetMeta,
+    },
+    /// List `list` broke off: its staged items are discarded.
+    Abort {
+        /// The list.
+        list: u64,
+    },
+    /// An object, stored unless the stored one has a newer resourceVersion.
+    Upsert {
+        /// The object's key.
+        key: String,
+        /// The object.
+        object: Bytes,
+    },
+    /// An object is gone.
+    Remove {
+        /// The object's key.
+        key: String,
+    },
+    /// A set is synced to a resourceVersion (a bookmark or an event of its watch); ignored
+    /// for sets that were never listed.
+    Synced {
+        /// The set.
+        set: SetKey,
+        /// Its resourceVersion.
+        resource_version: String,
+    },
+    /// A component was served at `at` (unix seconds); drives garbage collection.
+    Touch {
+        /// The component.
+        component: String,
+        /// When.
+        at: u64,
+    },
+}
+
+/// Stored objects under a prefix, in key order.
+pub type Objects = Box<dyn Iterator<Item = Result<(String, Bytes), StoreError>> + Send>;
+
+/// A cache store. Reads may run on any thread at any time; writes come from one writer.
+pub trait Store: Send + Sync {
+    /// One object by key.
+    fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError>;
+    /// The objects whose keys start with `prefix`, in key order.
+    fn scan(&self, prefix: &str) -> Result<Objects, StoreError>;
+    /// The committed sets whose encoded keys start with `prefix`.
+    fn sets(&self, prefix: &str) -> Result<Vec<(SetKey, SetMeta)>, StoreError>;
+    /// Every component with its last use (unix seconds).
+    fn components(&self) -> Result<Vec<(String, u64)>, StoreError>;
+    /// Applies a batch of writes in one transaction; `durable` makes it (and every batch
+    /// before it) survive a crash before this returns.
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<(), StoreError>;
+    /// Removes everything cached for `component`; returns how many objects went.
+    fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
+}

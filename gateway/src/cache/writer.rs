@@ -1,0 +1,382 @@
+//! The one writer: a thread that takes what every response's tee sends, turns it into store
+//! writes, and applies them in batches — non-durable for staging and watch events, durable
+//! for every list commit and at least once a second while anything is unflushed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::key::{ResourceKey, SetKey};
+use super::metrics::CacheMetrics;
+use super::policy::{CachePolicy, CacheTarget};
+use super::store::{SetMeta, Store, WriteOp};
+use super::tee::CacheTee;
+use crate::stream::{Event, EventType, ListEnd, Meta};
+
+/// Bytes of objects on their way to the store. A tee that finds no room gives up on its
+/// response (the client is not held up); the bound keeps a slow disk from costing memory.
+const IN_FLIGHT_BYTES: usize = 16 << 20;
+/// Writes applied in one transaction at most.
+const MAX_BATCH: usize = 1024;
+/// Longest time non-durable writes stay unflushed.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// A later page of a paginated list must arrive within this time (kube-apiserver's continue
+/// tokens expire after about five minutes).
+const PAGE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What a tee sends the writer.
+pub(crate) enum Op {
+    /// A list item, to stage under list `list`.
+    Item {
+        list: u64,
+        resource: Arc<ResourceKey>,
+        object: Bytes,
+        room: OwnedSemaphorePermit,
+    },
+    /// List `list` ended on its last page: commit it to `set`.
+    Commit {
+        list: u64,
+        set: Arc<SetKey>,
+        end: ListEnd,
+        items: u64,
+    },
+    /// List `list` broke off.
+    Abort { list: u64 },
+    /// A watch event of `set`, as the client received it.
+    Event {
+        set: Arc<SetKey>,
+        event: Event,
+        room: OwnedSemaphorePermit,
+    },
+    /// A single-object response.
+    Object {
+        resource: Arc<ResourceKey>,
+        object: Bytes,
+        room: OwnedSemaphorePermit,
+    },
+    /// A component was served.
+    Touch { component: String, at: u64 },
+    /// Answer once everything sent before is durable.
+    Flush(Sender<()>),
+}
+
+/// A paginated list waiting for its next page.
+struct PendingPages {
+    list: u64,
+    items: u64,
+    since: Instant,
+}
+
+/// The cache: its policy, its store for readers, and the writer every tee feeds.
+pub struct Cache {
+    policy: CachePolicy,
+    store: Arc<dyn Store>,
+    ops: Mutex<Option<Sender<Op>>>,
+    room: Arc<Semaphore>,
+    next_list: AtomicU64,
+    pages: Mutex<HashMap<String, PendingPages>>,
+    touched: Mutex<HashMap<String, u64>>,
+    metrics: CacheMetrics,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// How often a component's last use is written: GC works in days, so hourly is plenty.
+const TOUCH_EVERY_SECS: u64 = 3600;
+
+impl Cache {
+    /// Starts the writer over `store`.
+    pub fn start(store: Arc<dyn Store>, policy: CachePolicy, metrics: CacheMetrics) -> Arc<Cache> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = {
+            let store = store.clone();
+            let metrics = metrics.clone();
+            std::thread::Builder::new()
+                .name("cache-writer".into())
+                .spawn(move || run(store, rx, metrics))
+                .ok()
+        };
+        if writer.is_none() {
+            tracing::error!("cannot start the cache writer thread; nothing will be cached");
+        }
+        Arc::new(Cache {
+            policy,
+            store,
+            ops: Mutex::new(writer.is_some().then_some(tx)),
+            room: Arc::new(Semaphore::new(IN_FLIGHT_BYTES)),
+            next_list: AtomicU64::new(1),
+            pages: Mutex::new(HashMap::new()),
+            touched: Mutex::new(HashMap::new()),
+            metrics,
+            writer: Mutex::new(writer),
+        })
+    }
+
+    /// What is cached.
+    pub fn policy(&self) -> &CachePolicy {
+        &self.policy
+    }
+
+    /// The store, for readers.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The cache's metrics.
+    pub fn metrics(&self) -> &CacheMetrics {
+        &self.metrics
+    }
+
+    /// A tee for one response to `component`.
+    pub fn tee(self: &Arc<Self>, component: &str, target: CacheTarget) -> Option<CacheTee> {
+        self.touch(component);
+        CacheTee::new(self.clone(), target)
+    }
+
+    /// Records that `component` was served (for garbage collection).
+    pub fn touch(&self, component: &str) {
+        let now = super::now();
+        let mut touched = self.touched.lock().unwrap_or_else(|p| p.into_inner());
+        let due = touched
+            .get(component)
+            .is_none_or(|last| now.saturating_sub(*last) >= TOUCH_EVERY_SECS);
+        if due {
+            touched.insert(component.to_owned(), now);
+            drop(touched);
+            self.send(Op::Touch {
+                component: component.to_owned(),
+                at: now,
+            });
+        }
+    }
+
+    /// Blocks until everything sent so far is durable. For shutdown and tests.
+    pub fn flush(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.send(Op::Flush(tx)) {
+            let _ = rx.recv_timeout(Duration::from_secs(30));
+        }
+    }
+
+    /// Flushes and stops the writer.
+    pub fn close(&self) {
+        self.flush();
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
+        }
+    }
+
+    pub(crate) fn new_list(&self) -> u64 {
+        self.next_list.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Room for `bytes` more in flight, or `None` (and a count) when the writer is behind.
+    pub(crate) fn room(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let permits = u32::try_from(bytes.max(1)).ok()?;
+        let room = self.room.clone().try_acquire_many_owned(permits).ok();
+        if room.is_none() {
+            self.metrics.refused.inc();
+        }
+        room
+    }
+
+    /// Sends an op to the writer; false when the writer is gone.
+    pub(crate) fn send(&self, op: Op) -> bool {
+        let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        ops.as_ref().is_some_and(|tx| tx.send(op).is_ok())
+    }
+
+    /// Parks a list whose page ended with `token`, for the request of the next page.
+    pub(crate) fn park_pages(&self, token: String, list: u64, items: u64) {
+        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        let expired: Vec<String> = pages
+            .iter()
+            .filter(|(_, p)| p.since.elapsed() > PAGE_TIMEOUT)
+            .map(|(t, _)| t.clone())
+            .collect();
+        for token in expired {
+            if let Some(stale) = pages.remove(&token) {
+                self.send(Op::Abort { list: stale.list });
+                self.metrics.aborted.inc();
+            }
+        }
+        pages.insert(
+            token,
+            PendingPages {
+                list,
+                items,
+                since: Instant::now(),
+            },
+        );
+    }
+
+    /// The list a request with `continue=token` continues, and its item count so far.
+    pub(crate) fn resume_pages(&self, token: &str) -> Option<(u64, u64)> {
+        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        pages.remove(token).map(|p| (p.list, p.items))
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+/// The writer loop: runs until every sender is gone.
+fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
+    let mut unflushed = false;
+    let mut last_durable = Instant::now();
+    loop {
+        let first = match rx.recv_timeout(FLUSH_EVERY) {
+            Ok(op) => Some(op),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut batch = Vec::new();
+        // Room stays taken until the writes are applied: the bound covers the whole way.
+        let mut held = Vec::new();
+        let mut flushes = Vec::new();
+        let mut durable = false;
+        for op in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| rx.try_recv().ok()))
+            .take(MAX_BATCH)
+        {
+            match op {
+                Op::Flush(reply) => {
+                    durable = true;
+                    flushes.push(reply);
+                }
+                op => durable |= write_ops(op, &mut batch, &mut held, &metrics),
+            }
+        }
+        durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;
+        if batch.is_empty() && !durable {
+            continue;
+        }
+        match store.apply(&batch, durable) {
+            Ok(()) => {
+                unflushed = !durable;
+                if durable {
+                    last_durable = Instant::now();
+                }
+            }
+            Err(error) => {
+                metrics.write_errors.inc();
+                tracing::error!(error = %crate::error_chain(&error), writes = batch.len(), "cache write failed");
+            }
+        }
+        drop(held);
+        for reply in flushes {
+            let _ = reply.send(());
+        }
+    }
+    if unflushed && let Err(error) = store.apply(&[], true) {
+        tracing::error!(error = %crate::error_chain(&error), "final cache flush failed");
+    }
+}
+
+/// Turns one op into store writes; returns whether they must be durable.
+fn write_ops(
+    op: Op,
+    batch: &mut Vec<WriteOp>,
+    held: &mut Vec<OwnedSemaphorePermit>,
+    metrics: &CacheMetrics,
+) -> bool {
+    match op {
+        Op::Item {
+            list,
+            resource,
+            object,
+            room,
+        } => {
+            held.push(room);
+            if let Some(key) = key_of(&resource, &object, metrics) {
+                batch.push(WriteOp::Stage { list, key, object });
+            }
+        }
+        Op::Commit {
+            list,
+            set,
+            end,
+            items,
+        } => {
+            metrics.commits.inc();
+            batch.push(WriteOp::Commit {
+                list,
+                set: (*set).clone(),
+                meta: SetMeta {
+                    resource_version: end.resource_version,
+                    list_kind: end.kind,
+                    api_version: end.api_version,
+                    committed_at: super::now(),
+                    items,
+                },
+            });
+            return true;
+        }
+        Op::Abort { list } => batch.push(WriteOp::Abort { list }),
+        Op::Event { set, event, room } => {
+            held.push(room);
+            event_ops(&set, event, batch, metrics);
+        }
+        Op::Object {
+            resource,
+            object,
+            room,
+        } => {
+            held.push(room);
+            if let Some(key) = key_of(&resource, &object, metrics) {
+                batch.push(WriteOp::Upsert { key, object });
+            }
+        }
+        Op::Touch { component, at } => batch.push(WriteOp::Touch { component, at }),
+        Op::Flush(_) => return true,
+    }
+    false
+}
+
+/// The key of an object of `resource`, counting its bytes; `None` (counted) when its
+/// metadata cannot be read.
+fn key_of(resource: &ResourceKey, object: &Bytes, metrics: &CacheMetrics) -> Option<String> {
+    let Ok(meta) = Meta::parse(object) else {
+        metrics.unreadable.inc();
+        return None;
+    };
+    metrics.bytes.inc_by(object.len() as u64);
+    Some(resource.object_key(&meta.namespace, &meta.name))
+}
+
+/// A watch event's writes: the object upserted or removed, and the set's synced version.
+fn event_ops(set: &SetKey, event: Event, batch: &mut Vec<WriteOp>, metrics: &CacheMetrics) {
+    let Ok(meta) = Meta::parse(&event.object) else {
+        metrics.unreadable.inc();
+        return;
+    };
+    let key = set.resource.object_key(&meta.namespace, &meta.name);
+    let resource_version = meta.resource_version.into_owned();
+    match event.kind {
+        EventType::Added | EventType::Modified => {
+            metrics.bytes.inc_by(event.object.len() as u64);
+            batch.push(WriteOp::Upsert {
+                key,
+                object: event.object,
+            });
+        }
+        EventType::Deleted => batch.push(WriteOp::Remove { key }),
+        EventType::Bookmark => {}
+        EventType::Error => return,
+    }
+    if !resource_version.is_empty() {
+        batch.push(WriteOp::Synced {
+            set: set.clone(),
+            resource_version,
+        });
+    }
+}

@@ -1,0 +1,341 @@
+//! Splitting a JSON list body (`{"kind":"…List","metadata":{…},"items":[{…},{…}]}`) into its
+//! head, each item, and its tail, as bytes arrive. Memory is bounded by the largest item: an
+//! item is handed out as soon as its closing brace arrives, and bytes are copied once, from
+//! the network chunk into the framing buffer.
+
+use bytes::{Buf, Bytes, BytesMut};
+use memchr::memchr2;
+
+use super::FrameError;
+
+/// One piece of a list body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListFrame {
+    /// Everything up to and including the `[` that opens `items` (kind, apiVersion,
+    /// metadata). A body with no `items` array is one `Head` holding it all.
+    Head(Bytes),
+    /// One item: a complete JSON object.
+    Item(Bytes),
+    /// Everything from the `]` that closes `items` to the end.
+    Tail(Bytes),
+}
+
+/// Where the scan is in the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Before the items array: looking for the top-level `items` key.
+    Head,
+    /// Inside the items array.
+    Items,
+    /// After the items array: the rest is the tail.
+    Tail,
+    /// Everything has been handed out.
+    Done,
+}
+
+/// Splits a list body into [`ListFrame`]s; push bytes as they arrive, take frames out.
+#[derive(Debug)]
+pub struct ListFramer {
+    buf: BytesMut,
+    /// The next byte of `buf` to scan.
+    pos: usize,
+    phase: Phase,
+    depth: u32,
+    in_string: bool,
+    /// A backslash ended the last chunk inside a string: the next byte is escaped.
+    escape_pending: bool,
+    /// At depth 1, the next string is a key.
+    expect_key: bool,
+    /// Start of the depth-1 key being read.
+    key_start: Option<usize>,
+    /// The last depth-1 key read was `items` and its value has not begun.
+    items_key: bool,
+    /// Start of the item being read.
+    item_start: Option<usize>,
+}
+
+impl Default for ListFramer {
+    fn default() -> Self {
+        ListFramer::new()
+    }
+}
+
+impl ListFramer {
+    /// A framer at the start of a body.
+    pub fn new() -> ListFramer {
+        ListFramer {
+            buf: BytesMut::new(),
+            pos: 0,
+            phase: Phase::Head,
+            depth: 0,
+            in_string: false,
+            escape_pending: false,
+            expect_key: false,
+            key_start: None,
+            items_key: false,
+            item_start: None,
+        }
+    }
+
+    /// Appends bytes that arrived.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// Bytes held but not yet handed out: at most one partial item (or the head) plus a chunk.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete frame, or `None` until more bytes arrive.
+    pub fn next_frame(&mut self) -> Result<Option<ListFrame>, FrameError> {
+        if self.phase == Phase::Tail || self.phase == Phase::Done {
+            return Ok(None);
+        }
+        let mut i = self.pos;
+        while i < self.buf.len() {
+            if self.in_string {
+                if self.escape_pending {
+                    self.escape_pending = false;
+                    i += 1;
+                    continue;
+                }
+                let Some(offset) = memchr2(b'"', b'\\', &self.buf[i..]) else {
+                    i = self.buf.len();
+                    break;
+                };
+                i += offset;
+                if self.buf[i] == b'\\' {
+                    if i + 1 >= self.buf.len() {
+                        self.escape_pending = true;
+                        i = self.buf.len();
+                        break;
+                    }
+                    i += 2;
+                    continue;
+                }
+                self.in_string = false;
+                if let Some(start) = self.key_start.take() {
+                    self.items_key = &self.buf[start..i] == b"items";
+                }
+                i += 1;
+                continue;
+            }
+            let byte = self.buf[i];
+            match self.phase {
+                Phase::Head => {
+                    if let Some(frame) = self.head_byte(byte, i)? {
+                        return Ok(Some(frame));
+                    }
+                }
+                Phase::Items => {
+                    if let Some(frame) = self.items_byte(byte, i)? {
+                        return Ok(Some(frame));
+                    }
+                }
+                Phase::Tail | Phase::Done => break,
+            }
+            i += 1;
+        }
+        self.pos = i;
+        Ok(None)
+    }
+
+    /// Ends the body: the tail, or the whole body as a head when it held no items array.
+    pub fn finish(&mut self) -> Result<Option<ListFrame>, FrameError> {
+        match self.phase {
+            Phase::Items => Err(FrameError::Truncated),
+            Phase::Tail => {
+                self.phase = Phase::Done;
+                Ok(Some(ListFrame::Tail(self.buf.split().freeze())))
+            }
+            Phase::Head => {
+                self.phase = Phase::Done;
+                if self.depth != 0 || self.in_string {
+                    return Err(FrameError::Truncated);
+                }
+                Ok(Some(ListFrame::Head(self.buf.split().freeze())))
+            }
+            Phase::Done => Ok(None),
+        }
+    }
+
+    fn head_byte(&mut self, byte: u8, i: usize) -> Result<Option<ListFrame>, FrameError> {
+        match byte {
+            b'"' => {
+                self.in_string = true;
+                if self.depth == 1 && self.expect_key {
+                    self.key_start = Some(i + 1);
+                    self.expect_key = false;
+                } else if self.depth == 1 {
+                    self.items_key = false;
+                }
+            }
+            b'[' if self.depth == 1 && self.items_key => {
+                self.items_key = false;
+                self.depth = 2;
+                self.phase = Phase::Items;
+                self.pos = 0;
+                return Ok(Some(ListFrame::Head(self.buf.split_to(i + 1).freeze())));
+            }
+            b'{' | b'[' => {
+                self.depth += 1;
+                self.expect_key = self.depth == 1 && byte == b'{';
+            }
+            b'}' | b']' => {
+                self.depth = self.depth.checked_sub(1).ok_or(FrameError::Malformed)?;
+            }
+            b',' if self.depth == 1 => {
+                self.expect_key = true;
+                self.items_key = false;
+            }
+            b':' | b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ if self.depth == 1 => self.items_key = false,
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    fn items_byte(&mut self, byte: u8, i: usize) -> Result<Option<ListFrame>, FrameError> {
+        match (byte, self.depth) {
+            (b'"', d) if d > 2 => self.in_string = true,
+            (b'{' | b'[', d) if d > 2 => self.depth += 1,
+            (b'}' | b']', d) if d > 3 => self.depth -= 1,
+            (b'}', 3) => {
+                self.depth = 2;
+                let start = self.item_start.take().ok_or(FrameError::Malformed)?;
+                self.buf.advance(start);
+                let item = self.buf.split_to(i + 1 - start).freeze();
+                self.pos = 0;
+                return Ok(Some(ListFrame::Item(item)));
+            }
+            (b']', 3) => return Err(FrameError::Malformed),
+            (b'{', 2) => {
+                self.depth = 3;
+                self.item_start = Some(i);
+            }
+            (b']', 2) => {
+                self.depth = 1;
+                self.buf.advance(i);
+                self.pos = 0;
+                self.phase = Phase::Tail;
+            }
+            (b',' | b' ' | b'\t' | b'\r' | b'\n', 2) => {}
+            (_, 2) => return Err(FrameError::NonObjectItem),
+            _ => {}
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames_of(body: &[u8], chunk: usize) -> Result<Vec<ListFrame>, FrameError> {
+        let mut framer = ListFramer::new();
+        let mut frames = Vec::new();
+        for piece in body.chunks(chunk.max(1)) {
+            framer.push(piece);
+            while let Some(frame) = framer.next_frame()? {
+                frames.push(frame);
+            }
+        }
+        if let Some(frame) = framer.finish()? {
+            frames.push(frame);
+        }
+        Ok(frames)
+    }
+
+    fn text(frames: &[ListFrame]) -> Vec<String> {
+        frames
+            .iter()
+            .map(|f| match f {
+                ListFrame::Head(b) => format!("H:{}", String::from_utf8_lossy(b)),
+                ListFrame::Item(b) => format!("I:{}", String::from_utf8_lossy(b)),
+                ListFrame::Tail(b) => format!("T:{}", String::from_utf8_lossy(b)),
+            })
+            .collect()
+    }
+
+    const LIST: &str = r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42","items":"decoy"},"items":[{"metadata":{"name":"a"},"data":{"k":"}]\"{["}},
+ {"metadata":{"name":"b","labels":{"items":"x"}},"data":{"nested":[{"x":[1,2]}]}}],"extra":{"items":[{"no":1}]}}"#;
+
+    #[test]
+    fn splits_head_items_and_tail_at_every_chunk_size() {
+        let want = vec![
+            r#"H:{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42","items":"decoy"},"items":["#.to_owned(),
+            r#"I:{"metadata":{"name":"a"},"data":{"k":"}]\"{["}}"#.to_owned(),
+            r#"I:{"metadata":{"name":"b","labels":{"items":"x"}},"data":{"nested":[{"x":[1,2]}]}}"#.to_owned(),
+            r#"T:],"extra":{"items":[{"no":1}]}}"#.to_owned(),
+        ];
+        for chunk in 1..=LIST.len() {
+            assert_eq!(
+                text(&frames_of(LIST.as_bytes(), chunk).unwrap()),
+                want,
+                "chunk {chunk}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_list_has_a_head_and_a_tail() {
+        let frames = frames_of(br#"{"kind":"PodList","items":[],"metadata":{}}"#, 3).unwrap();
+        assert_eq!(
+            text(&frames),
+            [r#"H:{"kind":"PodList","items":["#, r#"T:],"metadata":{}}"#]
+        );
+    }
+
+    #[test]
+    fn a_body_without_items_is_all_head() {
+        let frames = frames_of(br#"{"kind":"Status","code":500,"items":null}"#, 4).unwrap();
+        assert_eq!(
+            text(&frames),
+            [r#"H:{"kind":"Status","code":500,"items":null}"#]
+        );
+    }
+
+    #[test]
+    fn malformed_bodies_are_errors_not_panics() {
+        assert_eq!(
+            frames_of(br#"{"items":[{"a":1}"#, 2),
+            Err(FrameError::Truncated)
+        );
+        assert_eq!(
+            frames_of(br#"{"items":["x"]}"#, 2),
+            Err(FrameError::NonObjectItem)
+        );
+        assert_eq!(
+            frames_of(br#"{"items":[{"a":1]]}"#, 2),
+            Err(FrameError::Malformed)
+        );
+        assert_eq!(frames_of(br#"}}}"#, 1), Err(FrameError::Malformed));
+        assert_eq!(frames_of(br#"{"kind":"x""#, 1), Err(FrameError::Truncated));
+        for garbage in [&b"\xff\xfe\x00"[..], b"[[[[", b"\"\\", b"{\"items\":[{\"\\"] {
+            let _ = frames_of(garbage, 1);
+        }
+    }
+
+    #[test]
+    fn memory_holds_one_item_not_the_list() {
+        let item = format!(
+            r#"{{"metadata":{{"name":"x"}},"data":{{"v":"{}"}}}}"#,
+            "y".repeat(1000)
+        );
+        let mut framer = ListFramer::new();
+        framer.push(br#"{"kind":"List","items":["#);
+        let mut peak = 0;
+        let mut items = 0;
+        for _ in 0..10_000 {
+            framer.push(item.as_bytes());
+            framer.push(b",");
+            while let Some(frame) = framer.next_frame().unwrap() {
+                items += usize::from(matches!(frame, ListFrame::Item(_)));
+            }
+            peak = peak.max(framer.buffered());
+        }
+        assert_eq!(items, 10_000);
+        assert!(peak <= item.len() + 1, "peak {peak}");
+    }
+}

@@ -1,0 +1,102 @@
+//! The little of an object the gateway itself needs (name, namespace, resourceVersion,
+//! labels), read without building the whole document: serde skips every other field.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::FrameError;
+
+/// An object's metadata, borrowed from its bytes where no unescaping was needed.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct Meta<'a> {
+    /// `metadata.name`.
+    #[serde(borrow, default)]
+    pub name: Cow<'a, str>,
+    /// `metadata.namespace`; empty for cluster-scoped objects.
+    #[serde(borrow, default)]
+    pub namespace: Cow<'a, str>,
+    /// `metadata.resourceVersion`.
+    #[serde(borrow, default, rename = "resourceVersion")]
+    pub resource_version: Cow<'a, str>,
+    /// `metadata.labels`.
+    #[serde(borrow, default)]
+    pub labels: BTreeMap<Cow<'a, str>, Cow<'a, str>>,
+    /// `metadata.continue`, on lists.
+    #[serde(borrow, default, rename = "continue")]
+    pub continue_token: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    metadata: Meta<'a>,
+}
+
+impl<'a> Meta<'a> {
+    /// Reads the metadata of an object or a list.
+    pub fn parse(bytes: &'a [u8]) -> Result<Meta<'a>, FrameError> {
+        serde_json::from_slice::<Head<'a>>(bytes)
+            .map(|head| head.metadata)
+            .map_err(|_| FrameError::BadObject)
+    }
+
+    /// `namespace/name`, or `name` for cluster-scoped objects: the key a client's store uses.
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.to_string()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// Compares two resourceVersions: they are opaque strings to clients, but kube-apiserver
+/// backed by etcd issues decimal numbers, so when both parse they are compared as numbers.
+/// `None` when they cannot be ordered.
+pub fn compare_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
+    let (a, b) = (a.parse::<u64>().ok()?, b.parse::<u64>().ok()?);
+    Some(a.cmp(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_metadata_and_skips_the_rest() {
+        let bytes = br#"{"kind":"Pod","spec":{"containers":[{"name":"c"}]},"metadata":{"name":"p","namespace":"ns","resourceVersion":"17","labels":{"app":"web","tier":"fe\u0021"},"uid":"u"}}"#;
+        let meta = Meta::parse(bytes).unwrap();
+        assert_eq!(meta.name, "p");
+        assert_eq!(meta.namespace, "ns");
+        assert_eq!(meta.resource_version, "17");
+        assert_eq!(meta.labels.get("tier").map(|v| v.as_ref()), Some("fe!"));
+        assert_eq!(meta.key(), "ns/p");
+        assert!(matches!(meta.name, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn cluster_scoped_and_list_metadata() {
+        let node = Meta::parse(br#"{"metadata":{"name":"edge-1"}}"#).unwrap();
+        assert_eq!(node.key(), "edge-1");
+        let list = Meta::parse(
+            br#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"abc"},"items":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (list.resource_version.as_ref(), list.continue_token.as_ref()),
+            ("5", "abc")
+        );
+        assert!(Meta::parse(b"[1,2]").is_err());
+        assert!(Meta::parse(br#"{"metadata":{"name":7}}"#).is_err());
+    }
+
+    #[test]
+    fn resource_versions_compare_as_numbers() {
+        use std::cmp::Ordering::*;
+        assert_eq!(compare_versions("9", "10"), Some(Less));
+        assert_eq!(compare_versions("10", "10"), Some(Equal));
+        assert_eq!(compare_versions("abc", "10"), None);
+    }
+}

@@ -1,0 +1,362 @@
+//! The response pipeline: upstream body → frames → transform → re-encoded bytes for the
+//! client, teed into a [`Sink`]. It is a pull stream: it reads upstream only as fast as the
+//! client takes bytes, and dropping it (client gone) drops the upstream exchange.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::{self, Stream};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+
+use super::list::{ListFrame, ListFramer};
+use super::object::Meta;
+use super::sink::{ListEnd, Sink};
+use super::transform::{Transform, Verdict};
+use super::visibility::Visibility;
+use super::watch::{Event, EventType, WatchFramer};
+use super::{FrameError, StreamError};
+use crate::BoxError;
+
+/// List items handed to the transform at once: enough to amortise a call into a filter,
+/// few enough that no list is held whole.
+const BATCH: usize = 64;
+
+/// What a response is sent through besides the framing.
+pub struct Pipeline {
+    /// The filter chain for this request, if any filter applies.
+    pub transform: Option<Box<dyn Transform>>,
+    /// The cache tee, if the response is cached.
+    pub sink: Option<Box<dyn Sink>>,
+    /// Ends an open watch cleanly when it resolves (filter chain changed, cloud came back,
+    /// shutdown); the client then re-lists.
+    pub stop: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+/// The client's body for a list response.
+pub fn list<B>(
+    upstream: B,
+    pipeline: Pipeline,
+) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    let state = ListState {
+        upstream,
+        framer: ListFramer::new(),
+        pipeline,
+        out: BytesMut::new(),
+        head: Bytes::new(),
+        sent: 0,
+        batch: Vec::with_capacity(BATCH),
+        done: false,
+    };
+    stream::unfold(state, |mut state| async move {
+        match state.next_chunk().await {
+            Ok(Some(bytes)) => Some((Ok(Frame::data(bytes)), state)),
+            Ok(None) => None,
+            Err(error) => {
+                state.fail(&error);
+                Some((Err(error), state))
+            }
+        }
+    })
+}
+
+struct ListState<B> {
+    upstream: B,
+    framer: ListFramer,
+    pipeline: Pipeline,
+    out: BytesMut,
+    /// The list's head, kept to read its metadata at the end.
+    head: Bytes,
+    /// Items sent so far (a comma precedes every item but the first).
+    sent: usize,
+    batch: Vec<Bytes>,
+    done: bool,
+}
+
+impl<B> ListState<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BoxError> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            self.drain()?;
+            if !self.out.is_empty() {
+                return Ok(Some(self.out.split().freeze()));
+            }
+            match self.upstream.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.framer.push(&data);
+                    }
+                }
+                Some(Err(error)) => return Err(StreamError::Upstream(error.into()).into()),
+                None => {
+                    self.finish()?;
+                    self.done = true;
+                    if !self.out.is_empty() {
+                        return Ok(Some(self.out.split().freeze()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn drain(&mut self) -> Result<(), BoxError> {
+        while let Some(frame) = self.framer.next_frame()? {
+            match frame {
+                ListFrame::Head(head) => {
+                    self.out.extend_from_slice(&head);
+                    self.head = head;
+                }
+                ListFrame::Item(item) => {
+                    self.batch.push(item);
+                    if self.batch.len() == BATCH {
+                        self.flush_batch()?;
+                    }
+                }
+                ListFrame::Tail(tail) => self.out.extend_from_slice(&tail),
+            }
+        }
+        self.flush_batch()
+    }
+
+    fn flush_batch(&mut self) -> Result<(), BoxError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let items = std::mem::take(&mut self.batch);
+        let verdicts = match self.pipeline.transform.as_mut() {
+            Some(transform) => transform.apply_batch(&items)?,
+            None => vec![Verdict::Keep; items.len()],
+        };
+        if verdicts.len() != items.len() {
+            return Err(StreamError::VerdictCount.into());
+        }
+        for (item, verdict) in items.iter().zip(verdicts) {
+            let object = match verdict {
+                Verdict::Keep => item.clone(),
+                Verdict::Replace(bytes) => bytes,
+                Verdict::Drop => continue,
+            };
+            if self.sent > 0 {
+                self.out.extend_from_slice(b",");
+            }
+            self.out.extend_from_slice(&object);
+            self.sent += 1;
+            if let Some(sink) = self.pipeline.sink.as_mut() {
+                sink.list_item(&object);
+            }
+        }
+        self.batch = items;
+        self.batch.clear();
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), BoxError> {
+        let tail = match self.framer.finish()? {
+            Some(ListFrame::Tail(tail)) => {
+                self.out.extend_from_slice(&tail);
+                tail
+            }
+            Some(ListFrame::Head(whole)) => {
+                self.out.extend_from_slice(&whole);
+                self.head = whole;
+                Bytes::new()
+            }
+            _ => Bytes::new(),
+        };
+        // Head and tail together are the list without its items: small, and valid JSON.
+        let mut skeleton = Vec::with_capacity(self.head.len() + tail.len());
+        skeleton.extend_from_slice(&self.head);
+        skeleton.extend_from_slice(&tail);
+        let list: ListSkeleton<'_> =
+            serde_json::from_slice(&skeleton).map_err(|_| FrameError::BadObject)?;
+        if let Some(sink) = self.pipeline.sink.as_mut() {
+            sink.list_end(ListEnd {
+                kind: list.kind.into_owned(),
+                api_version: list.api_version.into_owned(),
+                resource_version: list.metadata.resource_version.into_owned(),
+                continue_token: list.metadata.continue_token.into_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, error: &BoxError) {
+        self.done = true;
+        tracing::warn!(%error, "list stream broke off");
+        if let Some(sink) = self.pipeline.sink.as_mut() {
+            sink.abort(&error.to_string());
+        }
+    }
+}
+
+/// A list without its items: what its end tells the cache.
+#[derive(serde::Deserialize)]
+struct ListSkeleton<'a> {
+    #[serde(borrow, default)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default, rename = "apiVersion")]
+    api_version: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    metadata: Meta<'a>,
+}
+
+/// The client's body for a watch response.
+pub fn watch<B>(
+    upstream: B,
+    pipeline: Pipeline,
+) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    let state = WatchState {
+        upstream,
+        framer: WatchFramer::new(),
+        pipeline,
+        visibility: Visibility::default(),
+        out: BytesMut::new(),
+        done: false,
+    };
+    stream::unfold(state, |mut state| async move {
+        match state.next_chunk().await {
+            Ok(Some(bytes)) => Some((Ok(Frame::data(bytes)), state)),
+            Ok(None) => None,
+            Err(error) => {
+                state.done = true;
+                tracing::warn!(%error, "watch stream broke off");
+                if let Some(sink) = state.pipeline.sink.as_mut() {
+                    sink.abort(&error.to_string());
+                }
+                Some((Err(error), state))
+            }
+        }
+    })
+}
+
+struct WatchState<B> {
+    upstream: B,
+    framer: WatchFramer,
+    pipeline: Pipeline,
+    visibility: Visibility,
+    out: BytesMut,
+    done: bool,
+}
+
+impl<B> WatchState<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BoxError> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            self.drain()?;
+            if !self.out.is_empty() {
+                return Ok(Some(self.out.split().freeze()));
+            }
+            let upstream = &mut self.upstream;
+            let next = match self.pipeline.stop.as_mut() {
+                Some(stop) => tokio::select! {
+                    frame = upstream.frame() => Some(frame),
+                    () = stop => None,
+                },
+                None => Some(upstream.frame().await),
+            };
+            match next {
+                // Told to stop: end cleanly so the client re-lists.
+                None => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                Some(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.framer.push(&data);
+                    }
+                }
+                Some(Some(Err(error))) => return Err(StreamError::Upstream(error.into()).into()),
+                Some(None) => {
+                    self.framer.finish()?;
+                    self.done = true;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    fn drain(&mut self) -> Result<(), BoxError> {
+        while let Some(frame) = self.framer.next_frame()? {
+            let event = Event::parse(&frame)?;
+            let passes_untouched = matches!(event.kind, EventType::Bookmark | EventType::Error)
+                || self.pipeline.transform.is_none();
+            if passes_untouched {
+                self.out.extend_from_slice(&frame);
+                self.out.extend_from_slice(b"\n");
+                if let Some(sink) = self.pipeline.sink.as_mut() {
+                    sink.event(&event);
+                }
+                continue;
+            }
+            let verdict = match self.pipeline.transform.as_mut() {
+                Some(transform) => match transform.apply(&event.object) {
+                    Ok(verdict) => verdict,
+                    Err(error) => {
+                        // A fail-closed filter failed: the watch ends with an ERROR event.
+                        self.out.extend_from_slice(&error_event(&error.message));
+                        self.done = true;
+                        if let Some(sink) = self.pipeline.sink.as_mut() {
+                            sink.abort(&error.message);
+                        }
+                        return Ok(());
+                    }
+                },
+                None => Verdict::Keep,
+            };
+            let key = Meta::parse(&event.object)?.key();
+            let Some(sent) = self.visibility.apply(key, &event, verdict) else {
+                continue;
+            };
+            if sent == event {
+                self.out.extend_from_slice(&frame);
+                self.out.extend_from_slice(b"\n");
+            } else {
+                sent.encode(&mut self.out);
+            }
+            if let Some(sink) = self.pipeline.sink.as_mut() {
+                sink.event(&sent);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A watch ERROR event carrying a `Status` 500.
+fn error_event(message: &str) -> Vec<u8> {
+    let status = serde_json::json!({
+        "type": "ERROR",
+        "object": {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": "InternalError",
+            "code": 500,
+        }
+    });
+    let mut bytes = status.to_string().into_bytes();
+    bytes.push(b'\n');
+    bytes
+}

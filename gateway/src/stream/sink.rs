@@ -1,0 +1,34 @@
+//! Where the filtered stream is teed besides the client. The cache implements [`Sink`]; the
+//! pipeline calls it with exactly what the client was sent.
+
+use bytes::Bytes;
+
+use super::watch::Event;
+
+/// The end of a list page, with what its metadata said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListEnd {
+    /// The list's `kind`, e.g. `ServiceList`.
+    pub kind: String,
+    /// The list's `apiVersion`.
+    pub api_version: String,
+    /// `metadata.resourceVersion` of the list.
+    pub resource_version: String,
+    /// `metadata.continue`: non-empty when more pages follow.
+    pub continue_token: String,
+}
+
+/// Receives the objects of one response after the filter chain. Calls must not block: an
+/// implementation that cannot keep up gives up on the response rather than hold the client.
+pub trait Sink: Send {
+    /// One list item as the client received it.
+    fn list_item(&mut self, object: &Bytes);
+    /// The list (page) ended completely.
+    fn list_end(&mut self, end: ListEnd);
+    /// One watch event as the client received it (BOOKMARK and ERROR included).
+    fn event(&mut self, event: &Event);
+    /// The object of a single-object response (get, create, update, patch).
+    fn object(&mut self, object: &Bytes);
+    /// The response broke off; nothing of it may be committed.
+    fn abort(&mut self, reason: &str);
+}

@@ -1,0 +1,230 @@
+//! The watch visibility rule: per watch stream, what the client has been shown of each
+//! object, so that filter verdicts turn into the right event types.
+//!
+//! | shown before | verdict now | the client gets |
+//! |---|---|---|
+//! | visible | visible | MODIFIED with the new object |
+//! | hidden | visible | ADDED |
+//! | visible | dropped | DELETED with the last visible object |
+//! | hidden | dropped | nothing |
+//! | never seen in this stream | visible | the upstream type |
+//! | never seen, upstream ADDED | dropped | nothing |
+//! | never seen, upstream MODIFIED | dropped | DELETED with the upstream object, once |
+//!
+//! A watch usually resumes a list the client made earlier, so an object first met in a
+//! MODIFIED event may well be in the client's store: it is told once that it is gone.
+//! A synthesized DELETED carries the event's resourceVersion, as kube-apiserver's watch cache
+//! does, so a client resuming from it does not go back in time.
+//! Memory: one entry per object that changed while the stream was open.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::object::Meta;
+use super::transform::Verdict;
+use super::watch::{Event, EventType};
+
+/// What the client was last shown of an object.
+#[derive(Debug)]
+enum Shown {
+    /// It has the object, as these bytes.
+    Visible(Bytes),
+    /// It does not have it.
+    Hidden,
+}
+
+/// The visibility state of one watch stream.
+#[derive(Debug, Default)]
+pub struct Visibility {
+    shown: HashMap<String, Shown>,
+}
+
+impl Visibility {
+    /// Turns an upstream ADDED, MODIFIED or DELETED event and the chain's verdict on its
+    /// object into the event the client gets, if any. `key` is the object's `namespace/name`.
+    pub fn apply(&mut self, key: String, upstream: &Event, verdict: Verdict) -> Option<Event> {
+        let visible = match verdict {
+            Verdict::Keep => Some(upstream.object.clone()),
+            Verdict::Replace(bytes) => Some(bytes),
+            Verdict::Drop => None,
+        };
+        let before = self.shown.remove(&key);
+        if upstream.kind == EventType::Deleted {
+            return match (before, visible) {
+                (Some(Shown::Hidden), _) => None,
+                (_, Some(object)) => Some(deleted(object)),
+                (Some(Shown::Visible(last)), None) => {
+                    Some(deleted(with_version_of(&last, &upstream.object)))
+                }
+                (None, None) => Some(deleted(upstream.object.clone())),
+            };
+        }
+        match visible {
+            Some(object) => {
+                let kind = match before {
+                    Some(Shown::Visible(_)) => EventType::Modified,
+                    Some(Shown::Hidden) => EventType::Added,
+                    None => upstream.kind,
+                };
+                self.shown.insert(key, Shown::Visible(object.clone()));
+                Some(Event { kind, object })
+            }
+            None => {
+                self.shown.insert(key, Shown::Hidden);
+                match before {
+                    Some(Shown::Visible(last)) => {
+                        Some(deleted(with_version_of(&last, &upstream.object)))
+                    }
+                    Some(Shown::Hidden) => None,
+                    None if upstream.kind == EventType::Modified => {
+                        Some(deleted(upstream.object.clone()))
+                    }
+                    None => None,
+                }
+            }
+        }
+    }
+
+    /// How many objects the stream remembers.
+    pub fn len(&self) -> usize {
+        self.shown.len()
+    }
+
+    /// Whether the stream remembers nothing yet.
+    pub fn is_empty(&self) -> bool {
+        self.shown.is_empty()
+    }
+}
+
+fn deleted(object: Bytes) -> Event {
+    Event {
+        kind: EventType::Deleted,
+        object,
+    }
+}
+
+/// `last` with the resourceVersion of `current`; `last` unchanged if either cannot be read.
+fn with_version_of(last: &Bytes, current: &Bytes) -> Bytes {
+    let Ok(meta) = Meta::parse(current) else {
+        return last.clone();
+    };
+    let Ok(mut object) = serde_json::from_slice::<serde_json::Value>(last) else {
+        return last.clone();
+    };
+    let Some(metadata) = object
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return last.clone();
+    };
+    metadata.insert(
+        "resourceVersion".to_owned(),
+        serde_json::Value::String(meta.resource_version.into_owned()),
+    );
+    serde_json::to_vec(&object).map_or_else(|_| last.clone(), Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(rv: u32, flag: &str) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"metadata":{{"name":"s","namespace":"n","resourceVersion":"{rv}"}},"flag":"{flag}"}}"#
+        ))
+    }
+
+    fn event(kind: EventType, rv: u32, flag: &str) -> Event {
+        Event {
+            kind,
+            object: object(rv, flag),
+        }
+    }
+
+    fn run(
+        v: &mut Visibility,
+        kind: EventType,
+        rv: u32,
+        flag: &str,
+        verdict: Verdict,
+    ) -> Option<(EventType, String)> {
+        v.apply("n/s".into(), &event(kind, rv, flag), verdict)
+            .map(|e| {
+                let value: serde_json::Value = serde_json::from_slice(&e.object).unwrap();
+                (
+                    e.kind,
+                    format!(
+                        "{}@{}",
+                        value["flag"].as_str().unwrap(),
+                        value["metadata"]["resourceVersion"].as_str().unwrap()
+                    ),
+                )
+            })
+    }
+
+    use EventType::*;
+    use Verdict::{Drop, Keep};
+
+    #[test]
+    fn an_object_that_stops_passing_is_deleted_exactly_once_then_added_back() {
+        let mut v = Visibility::default();
+        assert_eq!(
+            run(&mut v, Added, 1, "ok", Keep),
+            Some((Added, "ok@1".into()))
+        );
+        assert_eq!(
+            run(&mut v, Modified, 2, "ok", Keep),
+            Some((Modified, "ok@2".into()))
+        );
+        // Stops passing: DELETED with the last visible object at the event's version.
+        assert_eq!(
+            run(&mut v, Modified, 3, "bad", Drop),
+            Some((Deleted, "ok@3".into()))
+        );
+        assert_eq!(run(&mut v, Modified, 4, "bad", Drop), None);
+        assert_eq!(
+            run(&mut v, Modified, 5, "ok", Keep),
+            Some((Added, "ok@5".into()))
+        );
+        assert_eq!(
+            run(&mut v, Deleted, 6, "ok", Keep),
+            Some((Deleted, "ok@6".into()))
+        );
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn never_visible_objects_produce_nothing() {
+        let mut v = Visibility::default();
+        assert_eq!(run(&mut v, Added, 1, "bad", Drop), None);
+        assert_eq!(run(&mut v, Modified, 2, "bad", Drop), None);
+        assert_eq!(run(&mut v, Deleted, 3, "bad", Drop), None);
+    }
+
+    #[test]
+    fn an_object_first_met_failing_in_a_modified_event_is_deleted_once() {
+        let mut v = Visibility::default();
+        assert_eq!(
+            run(&mut v, Modified, 7, "bad", Drop),
+            Some((Deleted, "bad@7".into()))
+        );
+        assert_eq!(run(&mut v, Modified, 8, "bad", Drop), None);
+    }
+
+    #[test]
+    fn a_replaced_object_is_what_the_client_sees_and_remembers() {
+        let mut v = Visibility::default();
+        let replaced = object(1, "rewritten");
+        let got = v.apply(
+            "n/s".into(),
+            &event(Added, 1, "orig"),
+            Verdict::Replace(replaced.clone()),
+        );
+        assert_eq!(got.map(|e| e.object), Some(replaced));
+        assert_eq!(
+            run(&mut v, Modified, 2, "bad", Drop),
+            Some((Deleted, "rewritten@2".into()))
+        );
+    }
+}
