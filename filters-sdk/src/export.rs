@@ -22,7 +22,9 @@ macro_rules! export_filter {
                     $crate::__private::manifest::<$filter>()
                 }
 
-                fn configure(config: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
+                fn configure(
+                    config: ::std::string::String,
+                ) -> ::std::result::Result<(), ::std::string::String> {
                     SLOT.with(|slot| $crate::__private::configure(slot, config))
                 }
 
@@ -39,7 +41,7 @@ macro_rules! export_filter {
                 ) -> ::std::vec::Vec<$crate::__private::bindings::Decision> {
                     SLOT.with(|slot| $crate::__private::filter_batch(slot, ctx, objects))
                 }
-            }
+    }
 
             $crate::__private::bindings::export!(Exports with_types_in $crate::__private::bindings);
         };

@@ -115,7 +115,8 @@ impl Object {
 
     /// Sets a label.
     pub fn set_label(&mut self, key: &str, value: &str) {
-        self.string_map_mut("labels").insert(key.into(), value.into());
+        self.string_map_mut("labels")
+            .insert(key.into(), value.into());
     }
 
     /// Removes a label, returning its value.
@@ -206,9 +207,9 @@ impl Object {
         if let Some(parent_path) = parent_path {
             for key in parent_path.split('.') {
                 parent = match parent {
-                    Value::Object(map) => map
-                        .entry(key)
-                        .or_insert_with(|| Value::Object(Map::new())),
+                    Value::Object(map) => {
+                        map.entry(key).or_insert_with(|| Value::Object(Map::new()))
+                    }
                     Value::Array(items) => {
                         match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
                             Some(item) => item,
@@ -224,13 +225,15 @@ impl Object {
                 map.insert(last.to_owned(), value);
                 true
             }
-            Value::Array(items) => match last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-                Some(item) => {
-                    *item = value;
-                    true
+            Value::Array(items) => {
+                match last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                    Some(item) => {
+                        *item = value;
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
-            },
+            }
             _ => false,
         }
     }
@@ -265,9 +268,7 @@ impl Object {
 
 /// The object under `key`, made (or made anew, if it held something else) as needed.
 fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let entry = map
-        .entry(key)
-        .or_insert_with(|| Value::Object(Map::new()));
+    let entry = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
     if !entry.is_object() {
         *entry = Value::Object(Map::new());
     }
@@ -351,8 +352,14 @@ mod tests {
 
     #[test]
     fn only_json_objects_are_objects() {
-        assert!(matches!(Object::from_slice(b"[1]"), Err(ObjectError::NotAnObject)));
-        assert!(matches!(Object::from_slice(b"{"), Err(ObjectError::Parse(_))));
+        assert!(matches!(
+            Object::from_slice(b"[1]"),
+            Err(ObjectError::NotAnObject)
+        ));
+        assert!(matches!(
+            Object::from_slice(b"{"),
+            Err(ObjectError::Parse(_))
+        ));
         let object = Object::from_slice(br#"{"kind":"Pod"}"#).unwrap();
         assert_eq!(Object::from_slice(&object.to_vec()).unwrap(), object);
     }

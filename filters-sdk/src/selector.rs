@@ -327,7 +327,10 @@ mod tests {
         assert!(matches("app==web", &web));
         assert!(!matches("app=db", &web));
         assert!(matches("app!=db", &web));
-        assert!(matches("env!=prod", &web), "!= holds when the label is absent");
+        assert!(
+            matches("env!=prod", &web),
+            "!= holds when the label is absent"
+        );
         assert!(!matches("app!=web", &web));
         assert!(matches("app in (db, web)", &web));
         assert!(!matches("app in (db)", &web));
@@ -341,15 +344,27 @@ mod tests {
         assert!(!matches("!app", &web));
         assert!(matches(" app = web , tier in (front) , !env ", &web));
         assert!(!matches("app=web,tier=back", &web));
-        assert!(matches("example.com/role=edge", &[("example.com/role", "edge")]));
+        assert!(matches(
+            "example.com/role=edge",
+            &[("example.com/role", "edge")]
+        ));
         assert!(matches("empty=", &[("empty", "")]));
     }
 
     #[test]
     fn bad_selectors_say_why() {
         for bad in [
-            "app=web,", "=web", "app in web", "app in ()", "app in (a b)", "app >", "app=(x)",
-            "app=web)", "a b", "app=w@b", "!",
+            "app=web,",
+            "=web",
+            "app in web",
+            "app in ()",
+            "app in (a b)",
+            "app >",
+            "app=(x)",
+            "app=web)",
+            "a b",
+            "app=w@b",
+            "!",
         ] {
             let error = LabelSelector::parse(bad).unwrap_err();
             assert!(!error.to_string().is_empty(), "{bad}");
@@ -373,7 +388,10 @@ mod tests {
         let text = "a in (x,y),b notin (z),c,!d";
         let selector = LabelSelector::parse(text).unwrap();
         assert_eq!(selector.to_string(), text);
-        assert_eq!(LabelSelector::parse(&selector.to_string()).unwrap(), selector);
+        assert_eq!(
+            LabelSelector::parse(&selector.to_string()).unwrap(),
+            selector
+        );
         assert_eq!(selector.requirements().len(), 4);
     }
 }

@@ -101,7 +101,12 @@ pub(crate) mod fake {
     }
 
     fn in_scope(object: &Value, namespace: Option<&str>) -> bool {
-        namespace.is_none_or(|ns| object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns))
+        namespace.is_none_or(|ns| {
+            object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                == Some(ns)
+        })
     }
 
     pub(crate) fn get(
@@ -204,7 +209,12 @@ mod tests {
     #[test]
     fn the_fake_host_serves_lookups_and_records_logs_and_counters() {
         let harness = Harness::<Lookups>::configure(json!({})).unwrap();
-        harness.add_object("", "v1", "services", json!({"metadata": {"name": "web", "namespace": "default"}}));
+        harness.add_object(
+            "",
+            "v1",
+            "services",
+            json!({"metadata": {"name": "web", "namespace": "default"}}),
+        );
         harness.add_object("", "v1", "pods", pod("web-1", "web"));
         harness.add_object("", "v1", "pods", pod("db-1", "db"));
         let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");

@@ -247,26 +247,50 @@ mod tests {
         let cli = Cli::try_parse_from(["edgegate", "--proxy-port", "1"]).unwrap();
         assert!(cli.command.is_none());
         let cli = Cli::try_parse_from([
-            "edgegate", "filter", "test", "f.wasm", "--component", "kubelet", "--resource",
-            "services", "--verb", "list", "--version", "v1", "--node-pool", "p",
+            "edgegate",
+            "filter",
+            "test",
+            "f.wasm",
+            "--component",
+            "kubelet",
+            "--resource",
+            "services",
+            "--verb",
+            "list",
+            "--version",
+            "v1",
+            "--node-pool",
+            "p",
         ])
         .unwrap();
         let Some(Command::Filter(FilterCommand::Test(args))) = cli.command else {
             panic!("not filter test: {:?}", cli.command);
         };
-        assert_eq!((args.resource.as_str(), args.group.as_str()), ("services", ""));
+        assert_eq!(
+            (args.resource.as_str(), args.group.as_str()),
+            ("services", "")
+        );
         assert_eq!(args.node_pool.as_deref(), Some("p"));
-        let cli = Cli::try_parse_from(["edgegate", "filter", "check", "f.wasm", "--config", "f.toml"]);
+        let cli = Cli::try_parse_from([
+            "edgegate", "filter", "check", "f.wasm", "--config", "f.toml",
+        ]);
         assert!(matches!(
             cli.unwrap().command,
-            Some(Command::Filter(FilterCommand::Check(FilterCheckArgs { config: Some(_), .. })))
+            Some(Command::Filter(FilterCommand::Check(FilterCheckArgs {
+                config: Some(_),
+                ..
+            })))
         ));
         for args in [
             &["edgegate", "filter", "test", "f.wasm"][..],
             &["edgegate", "filter", "check"],
             &["edgegate", "filter", "explode"],
         ] {
-            assert_eq!(Cli::try_parse_from(args).unwrap_err().exit_code(), 2, "{args:?}");
+            assert_eq!(
+                Cli::try_parse_from(args).unwrap_err().exit_code(),
+                2,
+                "{args:?}"
+            );
         }
     }
 

@@ -228,7 +228,7 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// The compiled-code cache's folder under `--disk-cache-path`; the underscore keeps it apart
 /// from the per-component folders of the object cache.
-const COMPILED_CACHE_DIR: &str = "_compiled-filters";
+pub const COMPILED_CACHE_DIR: &str = "_compiled-filters";
 
 impl FilterSettings {
     /// The settings the gateway's flags give.

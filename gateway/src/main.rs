@@ -64,7 +64,9 @@ fn filter_tool(command: FilterCommand) -> ExitCode {
                     },
                     &input,
                 ),
-                Err(error) => Err(filter::FilterError::Input(format!("cannot read stdin: {error}"))),
+                Err(error) => Err(filter::FilterError::Input(format!(
+                    "cannot read stdin: {error}"
+                ))),
             }
         }
     };

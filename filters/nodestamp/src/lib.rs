@@ -8,8 +8,8 @@
 //!  "resources": ["pods", "configmaps"]}
 //! ```
 
-use serde_json::{Value, json};
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter, host};
+use serde_json::{Value, json};
 
 /// Where the node name goes unless configured otherwise.
 const DEFAULT_ANNOTATION: &str = "edgegate.io/node";
@@ -27,8 +27,16 @@ pub struct NodeStamp {
 impl Filter for NodeStamp {
     fn manifest() -> Manifest {
         Manifest::new("nodestamp", env!("CARGO_PKG_VERSION"))
-            .matches("", &["pods", "configmaps", "services"], &[Verb::Get, Verb::List, Verb::Watch])
-            .matches("apps", &["deployments", "daemonsets"], &[Verb::Get, Verb::List, Verb::Watch])
+            .matches(
+                "",
+                &["pods", "configmaps", "services"],
+                &[Verb::Get, Verb::List, Verb::Watch],
+            )
+            .matches(
+                "apps",
+                &["deployments", "daemonsets"],
+                &[Verb::Get, Verb::List, Verb::Watch],
+            )
             // kubectl only by default: node agents see unannotated objects unless the
             // gateway config adds them.
             .components(&["kubectl"])
@@ -46,12 +54,22 @@ impl Filter for NodeStamp {
 
     fn configure(config: Value) -> Result<Self, String> {
         let text = |key: &str, default: &str| {
-            config.get(key).and_then(Value::as_str).unwrap_or(default).to_owned()
+            config
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or(default)
+                .to_owned()
         };
         let resources = config
             .get("resources")
             .and_then(Value::as_array)
-            .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
         Ok(NodeStamp {
             annotation: text("annotation", DEFAULT_ANNOTATION),
@@ -104,11 +122,17 @@ mod tests {
     #[test]
     fn stamps_the_node_name_and_keeps_the_rest() {
         let harness = Harness::<NodeStamp>::configure(json!({})).unwrap();
-        let out = harness.filter(&ctx("pods"), &pod(json!({"a": "b"}))).json().unwrap();
+        let out = harness
+            .filter(&ctx("pods"), &pod(json!({"a": "b"})))
+            .json()
+            .unwrap();
         assert_eq!(out["metadata"]["annotations"][DEFAULT_ANNOTATION], "edge-1");
         assert_eq!(out["metadata"]["annotations"]["a"], "b");
         assert_eq!(out["metadata"]["resourceVersion"], "42");
-        assert_eq!(out["metadata"]["annotations"].get(DEFAULT_POOL_ANNOTATION), None);
+        assert_eq!(
+            out["metadata"]["annotations"].get(DEFAULT_POOL_ANNOTATION),
+            None
+        );
         assert_eq!(harness.counters().get("stamped"), Some(&1));
     }
 
@@ -117,7 +141,10 @@ mod tests {
         let harness = Harness::<NodeStamp>::configure(json!({})).unwrap();
         let ctx = ctx("pods").node_pool("hangzhou");
         let out = harness.filter(&ctx, &pod(json!({}))).json().unwrap();
-        assert_eq!(out["metadata"]["annotations"][DEFAULT_POOL_ANNOTATION], "hangzhou");
+        assert_eq!(
+            out["metadata"]["annotations"][DEFAULT_POOL_ANNOTATION],
+            "hangzhou"
+        );
     }
 
     #[test]
@@ -126,7 +153,10 @@ mod tests {
         let stamped = pod(json!({DEFAULT_ANNOTATION: "edge-1"}));
         assert_eq!(harness.filter(&ctx("pods"), &stamped), Output::Keep);
         let other_node = pod(json!({DEFAULT_ANNOTATION: "edge-2"}));
-        assert!(matches!(harness.filter(&ctx("pods"), &other_node), Output::Replace(_)));
+        assert!(matches!(
+            harness.filter(&ctx("pods"), &other_node),
+            Output::Replace(_)
+        ));
         assert_eq!(harness.counters().get("stamped"), Some(&1));
     }
 
@@ -135,8 +165,14 @@ mod tests {
         let config = json!({"annotation": "example.com/seen-by", "resources": ["configmaps"]});
         let harness = Harness::<NodeStamp>::configure(config).unwrap();
         assert_eq!(harness.filter(&ctx("pods"), &pod(json!({}))), Output::Keep);
-        let out = harness.filter(&ctx("configmaps"), &pod(json!({}))).json().unwrap();
-        assert_eq!(out["metadata"]["annotations"]["example.com/seen-by"], "edge-1");
+        let out = harness
+            .filter(&ctx("configmaps"), &pod(json!({})))
+            .json()
+            .unwrap();
+        assert_eq!(
+            out["metadata"]["annotations"]["example.com/seen-by"],
+            "edge-1"
+        );
     }
 
     #[test]
@@ -155,7 +191,8 @@ mod tests {
         let manifest = NodeStamp::manifest();
         assert_eq!(manifest.name, "nodestamp");
         assert_eq!(manifest.components, ["kubectl"]);
-        let schema: Value = serde_json::from_str(manifest.config_schema.as_deref().unwrap()).unwrap();
+        let schema: Value =
+            serde_json::from_str(manifest.config_schema.as_deref().unwrap()).unwrap();
         assert_eq!(schema["additionalProperties"], false);
     }
 }

@@ -78,13 +78,22 @@ pub fn check(wasm: &Path, options: Option<&Path>) -> Result<String, FilterError>
 pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> {
     let verb = Verb::parse(&request.verb).ok_or_else(|| {
         let known: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
-        FilterError::Input(format!("unknown verb {:?}; one of {}", request.verb, known.join(", ")))
+        FilterError::Input(format!(
+            "unknown verb {:?}; one of {}",
+            request.verb,
+            known.join(", ")
+        ))
     })?;
     let input: Value = serde_json::from_slice(input)
         .map_err(|e| FilterError::Input(format!("stdin is not JSON: {e}")))?;
     let filter = Arc::new(load(&request.wasm, request.options.as_deref())?);
     let name = filter.name.to_string();
-    let generation = Generation::new(1, vec![filter], request.node_name.clone(), request.node_pool.clone());
+    let generation = Generation::new(
+        1,
+        vec![filter],
+        request.node_name.clone(),
+        request.node_pool.clone(),
+    );
     let info = request_info(request, verb);
     let Some(mut session) = generation.session(&info, &request.component) else {
         return Err(FilterError::Input(format!(
@@ -93,7 +102,10 @@ pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> 
         )));
     };
     let failed = |e: crate::stream::TransformError| {
-        FilterError::Input(format!("the response would fail (on-error = \"fail\"): {}", e.message))
+        FilterError::Input(format!(
+            "the response would fail (on-error = \"fail\"): {}",
+            e.message
+        ))
     };
     let list_items = match (&input["kind"], &input["items"]) {
         (Value::String(kind), Value::Array(items)) if kind.ends_with("List") => Some(items.clone()),
@@ -103,7 +115,9 @@ pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> 
         let bytes = Bytes::from(input.to_string());
         let verdict = session.apply(&bytes).map_err(failed)?;
         let output = result_of(&verdict, &input);
-        return Ok(pretty(&json!({"decision": kind_of(&verdict), "output": output})));
+        return Ok(pretty(
+            &json!({"decision": kind_of(&verdict), "output": output}),
+        ));
     };
     let objects: Vec<Bytes> = items.iter().map(|i| Bytes::from(i.to_string())).collect();
     let verdicts = session.apply_batch(&objects).map_err(failed)?;
@@ -148,7 +162,13 @@ fn load(wasm: &Path, options: Option<&Path>) -> Result<LoadedFilter, FilterError
         metrics: FilterMetrics::new(),
         default_limits: Limits::default(),
     };
-    loader.load(&name, &component, &sha256(&bytes), &file, &GatewayFile::default())
+    loader.load(
+        &name,
+        &component,
+        &sha256(&bytes),
+        &file,
+        &GatewayFile::default(),
+    )
 }
 
 fn request_info(request: &TestRequest, verb: Verb) -> RequestInfo {
@@ -164,7 +184,11 @@ fn request_info(request: &TestRequest, verb: Verb) -> RequestInfo {
             Verb::Delete => RequestVerb::Delete,
             Verb::DeleteCollection => RequestVerb::DeleteCollection,
         },
-        api_prefix: if request.group.is_empty() { "api" } else { "apis" },
+        api_prefix: if request.group.is_empty() {
+            "api"
+        } else {
+            "apis"
+        },
         api_group: request.group.clone(),
         api_version: request.version.clone(),
         namespace: request.namespace.clone().unwrap_or_default(),

@@ -55,7 +55,8 @@ impl Generation {
     /// The filtering of one response, or `None` when no filter applies to it.
     pub fn session(&self, info: &RequestInfo, component: &str) -> Option<Session> {
         let verb = sdk_verb(info)?;
-        let steps: Vec<Arc<LoadedFilter>> = self.applicable(info, verb, component).cloned().collect();
+        let steps: Vec<Arc<LoadedFilter>> =
+            self.applicable(info, verb, component).cloned().collect();
         if steps.is_empty() {
             return None;
         }

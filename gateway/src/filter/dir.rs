@@ -16,7 +16,16 @@ const MAX_WASM_BYTES: u64 = 64 << 20;
 const MAX_TOML_BYTES: u64 = 1 << 20;
 
 /// Name endings of files being written by editors, downloads and copy tools.
-const TEMP_SUFFIXES: [&str; 8] = ["~", ".tmp", ".swp", ".swx", ".part", ".partial", ".crdownload", ".bak"];
+const TEMP_SUFFIXES: [&str; 8] = [
+    "~",
+    ".tmp",
+    ".swp",
+    ".swx",
+    ".part",
+    ".partial",
+    ".crdownload",
+    ".bak",
+];
 
 /// One filter's files.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,7 +128,15 @@ mod tests {
 
     #[test]
     fn temp_and_hidden_files_are_ignored() {
-        for name in [".x.wasm", "..data", "a.wasm~", "a.wasm.tmp", ".a.wasm.swp", "a.wasm.part", "#a.wasm#"] {
+        for name in [
+            ".x.wasm",
+            "..data",
+            "a.wasm~",
+            "a.wasm.tmp",
+            ".a.wasm.swp",
+            "a.wasm.part",
+            "#a.wasm#",
+        ] {
             assert!(ignored(name), "{name}");
         }
         for name in ["a.wasm", "a.toml", "node-stamp.wasm"] {

@@ -7,12 +7,14 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+};
 
 use super::FilterError;
 use super::bindings::{FilterWorld, FilterWorldPre};
@@ -38,6 +40,8 @@ pub(crate) struct Runtime {
     engine: Engine,
     linker: Linker<HostState>,
     ticker: Ticker,
+    /// Components compiled so far (cache hits included), to show reuse.
+    compiles: AtomicU64,
 }
 
 impl Runtime {
@@ -71,11 +75,13 @@ impl Runtime {
             |state| state,
         )
         .map_err(engine_error)?;
-        let ticker = Ticker::start(engine.clone()).map_err(|e| FilterError::Engine(e.to_string()))?;
+        let ticker =
+            Ticker::start(engine.clone()).map_err(|e| FilterError::Engine(e.to_string()))?;
         Ok(Arc::new(Runtime {
             engine,
             linker,
             ticker,
+            compiles: AtomicU64::new(0),
         }))
     }
 
@@ -86,6 +92,7 @@ impl Runtime {
 
     /// Compiles a component (or finds it in the compiled-code cache).
     pub(crate) fn compile(&self, name: &str, wasm: &[u8]) -> Result<Component, FilterError> {
+        self.compiles.fetch_add(1, Ordering::Relaxed);
         Component::new(&self.engine, wasm).map_err(|error| FilterError::Compile {
             name: name.to_owned(),
             message: format!("{error:#}"),
@@ -109,6 +116,12 @@ impl Runtime {
             .map_err(link_error)?;
         let pre = linker.instantiate_pre(component).map_err(link_error)?;
         FilterWorldPre::new(pre).map_err(link_error)
+    }
+
+    /// How many components this runtime was asked to compile.
+    #[cfg(test)]
+    pub(crate) fn compiles(&self) -> u64 {
+        self.compiles.load(Ordering::Relaxed)
     }
 
     /// Marks a call as running for as long as the guard lives, so the epoch ticks.

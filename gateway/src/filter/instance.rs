@@ -143,7 +143,9 @@ impl Factory {
         instance: &mut Instance,
         config: &str,
     ) -> Result<Result<(), String>, Failure> {
-        self.guarded(instance, 1, |world, store| world.call_configure(store, config))
+        self.guarded(instance, 1, |world, store| {
+            world.call_configure(store, config)
+        })
     }
 
     /// Decides about one object.
@@ -216,7 +218,10 @@ impl Factory {
             call(&instance.world, &mut instance.store)
         };
         result.map_err(|error| {
-            if matches!(error.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
+            if matches!(
+                error.downcast_ref::<wasmtime::Trap>(),
+                Some(wasmtime::Trap::Interrupt)
+            ) {
                 Failure::Deadline(deadline)
             } else if instance.store.data().memory_refused {
                 Failure::Memory(self.limits.memory)

@@ -44,7 +44,12 @@ impl LoadedFilter {
         let config_text = effective.config.to_string();
         let mut hasher = std::hash::DefaultHasher::new();
         (&*factory.name, &hash, &config_text).hash(&mut hasher);
-        (effective.priority, &effective.components, effective.on_error).hash(&mut hasher);
+        (
+            effective.priority,
+            &effective.components,
+            effective.on_error,
+        )
+            .hash(&mut hasher);
         effective.limits.hash(&mut hasher);
         LoadedFilter {
             name: Arc::clone(&factory.name),

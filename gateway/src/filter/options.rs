@@ -227,7 +227,9 @@ mod tests {
 
     #[test]
     fn file_and_gateway_override_the_manifest() {
-        let manifest = Manifest::new("f", "1").components(&["kubelet", "kubectl"]).priority(5);
+        let manifest = Manifest::new("f", "1")
+            .components(&["kubelet", "kubectl"])
+            .priority(5);
         let file = FilterFile::parse(
             r#"
             priority = -3
@@ -255,21 +257,34 @@ mod tests {
         .unwrap();
         let e = effective("f", &manifest, &file, &gateway, Limits::default()).unwrap();
         assert_eq!(e.priority, -3);
-        assert_eq!(e.components.iter().collect::<Vec<_>>(), ["coredns", "kube-proxy"]);
+        assert_eq!(
+            e.components.iter().collect::<Vec<_>>(),
+            ["coredns", "kube-proxy"]
+        );
         assert_eq!(e.on_error, OnError::Fail);
         assert_eq!(e.limits.memory, 16 << 20);
         assert_eq!(e.limits.deadline, Duration::from_millis(20));
         assert_eq!(e.limits.max_output, 4096);
         assert_eq!(e.config, serde_json::json!({"key": "v", "list": [1, 2]}));
         assert!(gateway.disables("other") && !gateway.disables("f"));
-        assert!(GatewayFile::parse("disabled = [\"*\"]").unwrap().disables("f"));
+        assert!(
+            GatewayFile::parse("disabled = [\"*\"]")
+                .unwrap()
+                .disables("f")
+        );
     }
 
     #[test]
     fn defaults_and_bad_values() {
         let manifest = Manifest::new("f", "1").priority(7);
-        let e = effective("f", &manifest, &FilterFile::default(), &GatewayFile::default(), Limits::default())
-            .unwrap();
+        let e = effective(
+            "f",
+            &manifest,
+            &FilterFile::default(),
+            &GatewayFile::default(),
+            Limits::default(),
+        )
+        .unwrap();
         assert_eq!((e.priority, e.on_error), (7, OnError::Keep));
         assert_eq!(e.config, serde_json::json!({}));
         let zero = FilterFile::parse("[limits]\ndeadline-ms = 0").unwrap();

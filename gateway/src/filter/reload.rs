@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use notify_debouncer_full::notify::{RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::notify::{EventKind, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use tokio::sync::{Notify, watch};
 use wasmtime::component::Component;
@@ -48,7 +48,7 @@ pub(crate) struct ReloadState {
 /// What the reload task and the handle share.
 pub(crate) struct Shared {
     pub(crate) settings: FilterSettings,
-    loader: Loader,
+    pub(crate) loader: Loader,
     pub(crate) current: ArcSwap<Generation>,
     numbers: watch::Sender<u64>,
     pub(crate) state: Mutex<ReloadState>,
@@ -91,7 +91,12 @@ impl Filters {
             metrics,
             default_limits: settings.limits,
         };
-        let empty = Generation::new(0, Vec::new(), settings.node_name.clone(), settings.node_pool.clone());
+        let empty = Generation::new(
+            0,
+            Vec::new(),
+            settings.node_name.clone(),
+            settings.node_pool.clone(),
+        );
         let shared = Arc::new(Shared {
             settings,
             loader,
@@ -100,10 +105,19 @@ impl Filters {
             state: Mutex::new(ReloadState::default()),
         });
         let Some(dir) = shared.settings.dir.clone() else {
-            return Ok(Filters { shared, _watcher: None, task: None });
+            return Ok(Filters {
+                shared,
+                _watcher: None,
+                task: None,
+            });
         };
         let wake = Arc::new(Notify::new());
-        let watcher = watch_paths(&dir, shared.settings.config_file.as_deref(), Arc::clone(&wake), &shared.settings)?;
+        let watcher = watch_paths(
+            &dir,
+            shared.settings.config_file.as_deref(),
+            Arc::clone(&wake),
+            &shared.settings,
+        )?;
         let initial = Arc::clone(&shared);
         let _ = tokio::task::spawn_blocking(move || initial.reload()).await;
         let task = tokio::spawn({
@@ -154,7 +168,9 @@ impl Shared {
     pub(crate) fn reload(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match self.try_reload(&mut state) {
-            Ok(Some(number)) => tracing::info!(generation = number, filters = ?self.current.load().names(), "filter generation loaded"),
+            Ok(Some(number)) => {
+                tracing::info!(generation = number, filters = ?self.current.load().names(), "filter generation loaded")
+            }
             Ok(None) => {}
             Err((snapshot, error)) => {
                 let message = crate::error_chain(&error);
@@ -170,14 +186,23 @@ impl Shared {
     }
 
     #[allow(clippy::type_complexity)]
-    fn try_reload(&self, state: &mut ReloadState) -> Result<Option<u64>, (Option<Snapshot>, FilterError)> {
+    fn try_reload(
+        &self,
+        state: &mut ReloadState,
+    ) -> Result<Option<u64>, (Option<Snapshot>, FilterError)> {
         let Some(dir) = &self.settings.dir else {
             return Ok(None);
         };
         let files = dir::scan(dir).map_err(|e| (None, e))?;
         let gateway_text = match &self.settings.config_file {
             Some(path) => Some(std::fs::read_to_string(path).map_err(|source| {
-                (None, FilterError::Read { path: path.clone(), source })
+                (
+                    None,
+                    FilterError::Read {
+                        path: path.clone(),
+                        source,
+                    },
+                )
             })?),
             None => None,
         };
@@ -188,11 +213,17 @@ impl Shared {
         let fail = |error| (Some(snapshot.clone()), error);
         let gateway = match (&gateway_text, &self.settings.config_file) {
             (Some(text), Some(path)) => GatewayFile::parse(text).map_err(|e| {
-                fail(FilterError::GatewayConfig { path: path.clone(), message: e.to_string() })
+                fail(FilterError::GatewayConfig {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })
             })?,
             _ => GatewayFile::default(),
         };
-        let loaded = self.loader.load_all(&files, &gateway, &state.compiled).map_err(fail)?;
+        let loaded = self
+            .loader
+            .load_all(&files, &gateway, &state.compiled)
+            .map_err(fail)?;
         let number = self.current.load().number() + 1;
         let generation = Generation::new(
             number,
@@ -201,7 +232,10 @@ impl Shared {
             self.settings.node_pool.clone(),
         );
         self.current.store(Arc::new(generation));
-        self.loader.metrics.generation.set(i64::try_from(number).unwrap_or(i64::MAX));
+        self.loader
+            .metrics
+            .generation
+            .set(i64::try_from(number).unwrap_or(i64::MAX));
         self.numbers.send_replace(number);
         state.loaded = Some(snapshot);
         state.failed = None;
@@ -228,28 +262,45 @@ fn watch_paths(
     wake: Arc<Notify>,
     settings: &FilterSettings,
 ) -> Result<Debouncer<RecommendedWatcher, RecommendedCache>, FilterError> {
-    let watch_error = |path: &Path, error: notify_debouncer_full::notify::Error| FilterError::Watch {
-        path: path.to_owned(),
-        message: error.to_string(),
-    };
-    let mut debouncer = new_debouncer(settings.debounce, None, move |result: DebounceEventResult| {
-        match result {
-            Ok(_) => wake.notify_one(),
-            Err(errors) => {
-                for error in errors {
-                    tracing::warn!(%error, "filter directory watch error");
+    let watch_error =
+        |path: &Path, error: notify_debouncer_full::notify::Error| FilterError::Watch {
+            path: path.to_owned(),
+            message: error.to_string(),
+        };
+    let mut debouncer = new_debouncer(
+        settings.debounce,
+        None,
+        move |result: DebounceEventResult| {
+            match result {
+                // Reads (ours included: a rescan reads every file) change nothing; waking
+                // on them would rescan forever.
+                Ok(events) => {
+                    if events
+                        .iter()
+                        .any(|e| !matches!(e.kind, EventKind::Access(_)))
+                    {
+                        wake.notify_one();
+                    }
                 }
-                // A missed event must not leave a stale chain: rescan anyway.
-                wake.notify_one();
+                Err(errors) => {
+                    for error in errors {
+                        tracing::warn!(%error, "filter directory watch error");
+                    }
+                    // A missed event must not leave a stale chain: rescan anyway.
+                    wake.notify_one();
+                }
             }
-        }
-    })
+        },
+    )
     .map_err(|e| watch_error(dir, e))?;
     debouncer
         .watch(dir, RecursiveMode::NonRecursive)
         .map_err(|e| watch_error(dir, e))?;
     if let Some(file) = config_file {
-        let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         debouncer
             .watch(parent, RecursiveMode::NonRecursive)
             .map_err(|e| watch_error(parent, e))?;

@@ -24,7 +24,10 @@ pub(crate) fn check(schema: Option<&str>, config: &Value) -> Result<(), String> 
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!("config does not match the schema: {}", problems.join("; ")))
+        Err(format!(
+            "config does not match the schema: {}",
+            problems.join("; ")
+        ))
     }
 }
 
@@ -42,14 +45,21 @@ mod tests {
         assert!(check(Some(SCHEMA), &json!({"bytes": 3})).is_ok());
         assert!(check(None, &json!({"anything": true})).is_ok());
         let error = check(Some(SCHEMA), &json!({"bytes": "lots"})).unwrap_err();
-        assert!(error.contains("/bytes") && error.contains("integer"), "{error}");
+        assert!(
+            error.contains("/bytes") && error.contains("integer"),
+            "{error}"
+        );
         let error = check(Some(SCHEMA), &json!({"other": 1})).unwrap_err();
         assert!(error.contains("other"), "{error}");
     }
 
     #[test]
     fn broken_schemas_are_reported() {
-        assert!(check(Some("{"), &json!({})).unwrap_err().contains("not JSON"));
+        assert!(
+            check(Some("{"), &json!({}))
+                .unwrap_err()
+                .contains("not JSON")
+        );
         let error = check(Some(r#"{"type": 12}"#), &json!({})).unwrap_err();
         assert!(error.contains("not a valid JSON Schema"), "{error}");
     }

@@ -160,19 +160,27 @@ impl Step {
             return objects.iter().map(|o| self.decide(ctx, o)).collect();
         }
         let owned: Vec<Vec<u8>> = objects.iter().map(|o| o.to_vec()).collect();
-        let decisions =
-            self.with_instance(|filter, instance| filter.factory().filter_batch(instance, ctx, &owned));
+        let decisions = self
+            .with_instance(|filter, instance| filter.factory().filter_batch(instance, ctx, &owned));
         match decisions {
             Ok(decisions) => decisions
                 .into_iter()
-                .map(|decision| match self.filter.factory().check_output(&decision) {
-                    Ok(()) => Ok(self.outcome(decision)),
-                    Err(failure) => self.policy(Some(failure)),
-                })
+                .map(
+                    |decision| match self.filter.factory().check_output(&decision) {
+                        Ok(()) => Ok(self.outcome(decision)),
+                        Err(failure) => self.policy(Some(failure)),
+                    },
+                )
                 .collect(),
             Err(failure) => {
-                self.filter.factory().metrics.failure(&self.filter.name, failure.kind());
-                tracing::debug!(filter = &*self.filter.name, "batch failed ({failure}); retrying one by one");
+                self.filter
+                    .factory()
+                    .metrics
+                    .failure(&self.filter.name, failure.kind());
+                tracing::debug!(
+                    filter = &*self.filter.name,
+                    "batch failed ({failure}); retrying one by one"
+                );
                 objects.iter().map(|o| self.decide(ctx, o)).collect()
             }
         }
@@ -197,9 +205,14 @@ impl Transform for Session {
         // Per object: None once dropped, else the bytes it has now (None inside = original).
         let mut current: Vec<Option<Option<Bytes>>> = vec![Some(None); objects.len()];
         for step in &mut self.steps {
-            let live: Vec<usize> = (0..objects.len()).filter(|&i| current[i].is_some()).collect();
+            let live: Vec<usize> = (0..objects.len())
+                .filter(|&i| current[i].is_some())
+                .collect();
             for chunk in chunks(&live, |i| current_bytes(objects, &current, i).len()) {
-                let inputs: Vec<&Bytes> = chunk.iter().map(|&i| current_bytes(objects, &current, i)).collect();
+                let inputs: Vec<&Bytes> = chunk
+                    .iter()
+                    .map(|&i| current_bytes(objects, &current, i))
+                    .collect();
                 let outcomes = step.decide_batch(&self.ctx, &inputs)?;
                 for (&i, outcome) in chunk.iter().zip(outcomes) {
                     match outcome {
@@ -231,7 +244,11 @@ impl Drop for Session {
     }
 }
 
-fn current_bytes<'a>(objects: &'a [Bytes], current: &'a [Option<Option<Bytes>>], i: usize) -> &'a Bytes {
+fn current_bytes<'a>(
+    objects: &'a [Bytes],
+    current: &'a [Option<Option<Bytes>>],
+    i: usize,
+) -> &'a Bytes {
     match &current[i] {
         Some(Some(bytes)) => bytes,
         _ => &objects[i],

@@ -25,7 +25,10 @@ impl Filter for Bloater {
     }
 
     fn configure(config: Value) -> Result<Self, String> {
-        let bytes = config.get("bytes").and_then(Value::as_u64).unwrap_or(DEFAULT_BYTES);
+        let bytes = config
+            .get("bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_BYTES);
         let bytes = usize::try_from(bytes).map_err(|_| format!("{bytes} bytes is too many"))?;
         Ok(Bloater { bytes })
     }

@@ -18,7 +18,11 @@ pub struct Tagger {
 impl Filter for Tagger {
     fn manifest() -> Manifest {
         Manifest::new("tagger", "0.1.0")
-            .matches("", &["configmaps", "pods"], &[Verb::Get, Verb::List, Verb::Watch])
+            .matches(
+                "",
+                &["configmaps", "pods"],
+                &[Verb::Get, Verb::List, Verb::Watch],
+            )
             .components(&["test"])
             .config_schema(json!({
                 "type": "object",
@@ -30,7 +34,9 @@ impl Filter for Tagger {
 
     fn configure(config: Value) -> Result<Self, String> {
         match config.get("tag").and_then(Value::as_str) {
-            Some(tag) => Ok(Tagger { tag: tag.to_owned() }),
+            Some(tag) => Ok(Tagger {
+                tag: tag.to_owned(),
+            }),
             None => Err("config needs a tag".into()),
         }
     }

@@ -47,13 +47,19 @@ mod tests {
     #[test]
     fn keeps_unmarked_objects() {
         let harness = Harness::<Trapper>::configure(json!({})).unwrap();
-        assert_eq!(harness.filter(&ctx(), &json!({"metadata": {"name": "a"}})), Output::Keep);
+        assert_eq!(
+            harness.filter(&ctx(), &json!({"metadata": {"name": "a"}})),
+            Output::Keep
+        );
     }
 
     #[test]
     #[should_panic(expected = "asked to trap")]
     fn panics_on_marked_objects() {
         let harness = Harness::<Trapper>::configure(json!({})).unwrap();
-        harness.filter(&ctx(), &json!({"metadata": {"labels": {TRAP_LABEL: "yes"}}}));
+        harness.filter(
+            &ctx(),
+            &json!({"metadata": {"labels": {TRAP_LABEL: "yes"}}}),
+        );
     }
 }

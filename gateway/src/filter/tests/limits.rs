@@ -1,0 +1,162 @@
+//! Per-call limits and failure policies, against the hostile filters.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::support::{configmap, failures, one, request};
+use crate::stream::{Transform, Verdict};
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[test]
+fn an_infinite_loop_is_stopped_at_its_deadline_and_each_policy_applies() {
+    let object = configmap("a", json!({}));
+    for (policy, expected) in [
+        ("keep", Some(Verdict::Keep)),
+        ("drop", Some(Verdict::Drop)),
+        ("fail", None),
+    ] {
+        let (generation, metrics) = one(
+            "looper",
+            &format!("on-error = \"{policy}\"\n[limits]\ndeadline-ms = 50"),
+        );
+        let mut session = generation
+            .session(&request("list", CONFIGMAPS), "test")
+            .unwrap();
+        let started = Instant::now();
+        let verdict = session.apply(&object);
+        let took = started.elapsed();
+        println!("looper ({policy}) stopped after {took:?} (deadline 50 ms)");
+        assert!(
+            took >= Duration::from_millis(50),
+            "stopped before its deadline: {took:?}"
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "not stopped in time: {took:?}"
+        );
+        match expected {
+            Some(expected) => assert_eq!(verdict.unwrap(), expected, "{policy}"),
+            None => {
+                let error = verdict.unwrap_err();
+                assert!(
+                    error.message.contains("looper") && error.message.contains("deadline"),
+                    "{}",
+                    error.message
+                );
+            }
+        }
+        assert_eq!(failures(&metrics, "looper", "deadline"), 1, "{policy}");
+    }
+}
+
+#[test]
+fn a_filter_that_keeps_running_out_of_time_is_no_longer_called_in_that_response() {
+    let (generation, metrics) = one("looper", "on-error = \"drop\"\n[limits]\ndeadline-ms = 20");
+    let mut session = generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap();
+    let objects: Vec<_> = (0..6)
+        .map(|i| configmap(&format!("c{i}"), json!({})))
+        .collect();
+    let started = Instant::now();
+    let verdicts = session.apply_batch(&objects).unwrap();
+    println!("six looping objects took {:?}", started.elapsed());
+    assert_eq!(verdicts, vec![Verdict::Drop; 6]);
+    // The batch call and two single calls ran out of time (three strikes); the other four
+    // objects got the policy without a call.
+    assert_eq!(failures(&metrics, "looper", "deadline"), 3);
+}
+
+#[test]
+fn a_memory_bomb_hits_its_cap_and_traps() {
+    let (generation, metrics) = one("membomb", "on-error = \"drop\"\n[limits]\nmemory-mib = 16");
+    let mut session = generation
+        .session(&request("get", &format!("{CONFIGMAPS}/a")), "test")
+        .unwrap();
+    assert_eq!(
+        session.apply(&configmap("a", json!({}))).unwrap(),
+        Verdict::Drop
+    );
+    assert_eq!(failures(&metrics, "membomb", "memory"), 1);
+    // The trapped instance is gone; the next call gets a fresh one (which blows up again).
+    assert_eq!(
+        session.apply(&configmap("b", json!({}))).unwrap(),
+        Verdict::Drop
+    );
+    assert_eq!(failures(&metrics, "membomb", "memory"), 2);
+}
+
+#[test]
+fn after_a_trap_the_next_call_succeeds_on_a_fresh_instance() {
+    let marked = configmap("bad", json!({"edgegate.test/trap": "yes"}));
+    let fine = configmap("good", json!({}));
+    let (generation, metrics) = one("trapper", "on-error = \"fail\"");
+    let mut session = generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap();
+    assert_eq!(session.apply(&fine).unwrap(), Verdict::Keep);
+    let error = session.apply(&marked).unwrap_err();
+    assert!(error.message.contains("trapped"), "{}", error.message);
+    assert_eq!(session.apply(&fine).unwrap(), Verdict::Keep);
+    assert_eq!(failures(&metrics, "trapper", "trap"), 1);
+    drop(session);
+    // A later response of the same filter is served too.
+    let mut next = generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap();
+    assert_eq!(next.apply(&fine).unwrap(), Verdict::Keep);
+}
+
+#[test]
+fn a_trap_in_a_batch_applies_the_policy_to_that_object_only() {
+    let (generation, metrics) = one("trapper", "on-error = \"drop\"");
+    let mut session = generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap();
+    let objects = [
+        configmap("a", json!({})),
+        configmap("b", json!({"edgegate.test/trap": "yes"})),
+        configmap("c", json!({})),
+    ];
+    let verdicts = session.apply_batch(&objects).unwrap();
+    assert_eq!(verdicts, [Verdict::Keep, Verdict::Drop, Verdict::Keep]);
+    // The batch trapped, then the marked object alone.
+    assert_eq!(failures(&metrics, "trapper", "trap"), 2);
+}
+
+#[test]
+fn an_oversized_replace_is_refused_and_the_policy_applies() {
+    let object = configmap("a", json!({}));
+    // 8 MiB against the default 3 MiB cap.
+    let (generation, metrics) = one("bloater", "on-error = \"drop\"");
+    let mut session = generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap();
+    assert_eq!(session.apply(&object).unwrap(), Verdict::Drop);
+    assert_eq!(failures(&metrics, "bloater", "oversized"), 1);
+    // The instance was not poisoned: the same one answers again.
+    assert_eq!(session.apply(&object).unwrap(), Verdict::Drop);
+
+    let (generation, _) = one(
+        "bloater",
+        "on-error = \"keep\"\n[limits]\nmax-output-kib = 1\n[config]\nbytes = 2000",
+    );
+    let mut session = generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap();
+    assert_eq!(session.apply(&object).unwrap(), Verdict::Keep);
+
+    let (generation, _) = one(
+        "bloater",
+        "[limits]\nmax-output-kib = 2\n[config]\nbytes = 2000",
+    );
+    let mut session = generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap();
+    match session.apply(&object).unwrap() {
+        Verdict::Replace(bytes) => assert_eq!(bytes.len(), 2000),
+        other => panic!("expected a replacement, got {other:?}"),
+    }
+}

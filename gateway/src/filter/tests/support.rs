@@ -1,0 +1,206 @@
+//! What the filter host tests share: the built components, a loader, requests, lookups.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use http::Method;
+use serde_json::Value;
+
+use crate::filter::dir::FilterFiles;
+use crate::filter::engine::Runtime;
+use crate::filter::loader::Loader;
+use crate::filter::metrics::FilterMetrics;
+use crate::filter::options::{GatewayFile, Limits};
+use crate::filter::{FilterError, Generation, LabelSelector, Lookup, dir};
+use crate::request::RequestInfo;
+
+/// The filters every test may use.
+const FILTERS: [&str; 6] = [
+    "nodestamp",
+    "looper",
+    "membomb",
+    "trapper",
+    "bloater",
+    "tagger",
+];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `target/filters/`, built once per test run if any component is missing.
+pub(super) fn filters_dir() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = repo().join("target/filters");
+            if FILTERS
+                .iter()
+                .any(|f| !dir.join(format!("{f}.wasm")).exists())
+            {
+                // A target dir of its own: the `cargo test` running us holds the lock of ours.
+                let status = Command::new("bash")
+                    .arg(repo().join("tests/build-filters"))
+                    .env("CARGO_TARGET_DIR", repo().join("target/filter-build"))
+                    .status()
+                    .expect("run tests/build-filters");
+                assert!(status.success(), "tests/build-filters failed");
+            }
+            dir
+        })
+        .clone()
+}
+
+/// The bytes of a built filter.
+pub(super) fn wasm(name: &str) -> Vec<u8> {
+    std::fs::read(filters_dir().join(format!("{name}.wasm"))).expect("read a built filter")
+}
+
+/// One runtime for the tests that do not need their own (an engine reserves address space
+/// for its instance pool).
+pub(super) fn runtime() -> Arc<Runtime> {
+    static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
+    Arc::clone(RUNTIME.get_or_init(|| Runtime::new(None).expect("build the runtime")))
+}
+
+/// A fresh empty directory under the system temp dir.
+pub(super) fn temp_dir(tag: &str) -> PathBuf {
+    static NEXT: Mutex<u32> = Mutex::new(0);
+    let n = {
+        let mut next = NEXT.lock().unwrap();
+        *next += 1;
+        *next
+    };
+    let dir = std::env::temp_dir().join(format!("edgegate-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Objects served to filters' `get` and `list`.
+#[derive(Default)]
+pub(super) struct TestLookup {
+    pub(super) objects: Vec<(String, Value)>,
+}
+
+impl Lookup for TestLookup {
+    fn get(
+        &self,
+        _: &str,
+        _: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Bytes> {
+        self.objects.iter().find_map(|(r, o)| {
+            let hit = r == resource
+                && o["metadata"]["name"] == name
+                && namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns);
+            hit.then(|| Bytes::from(o.to_string()))
+        })
+    }
+
+    fn list(
+        &self,
+        _: &str,
+        _: &str,
+        resource: &str,
+        _: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Bytes> {
+        self.objects
+            .iter()
+            .filter(|(r, o)| r == resource && selector.matches_object(o))
+            .map(|(_, o)| Bytes::from(o.to_string()))
+            .collect()
+    }
+}
+
+/// A filter to load: its name, which built component it is, and its `NAME.toml`.
+pub(super) struct Spec<'a> {
+    pub(super) name: &'a str,
+    pub(super) wasm: &'a str,
+    pub(super) toml: &'a str,
+}
+
+/// Loads filters into a generation, as a directory load would.
+pub(super) fn load(
+    specs: &[Spec<'_>],
+    gateway: &str,
+) -> Result<(Generation, FilterMetrics), FilterError> {
+    let metrics = FilterMetrics::new();
+    let loader = Loader {
+        runtime: runtime(),
+        lookup: Arc::new(TestLookup::default()),
+        metrics: metrics.clone(),
+        default_limits: Limits::default(),
+    };
+    let files: BTreeMap<String, FilterFiles> = specs
+        .iter()
+        .map(|s| {
+            let bytes = wasm(s.wasm);
+            let files = FilterFiles {
+                hash: dir::sha256(&bytes),
+                wasm: Arc::new(bytes),
+                toml: Some(s.toml.to_owned()),
+            };
+            (s.name.to_owned(), files)
+        })
+        .collect();
+    let gateway = GatewayFile::parse(gateway).expect("gateway config");
+    let loaded = loader.load_all(&files, &gateway, &Default::default())?;
+    Ok((
+        Generation::new(1, loaded.filters, "edge-1".into(), Some("pool-a".into())),
+        metrics,
+    ))
+}
+
+/// One filter with its `NAME.toml`.
+pub(super) fn one(wasm: &str, toml: &str) -> (Generation, FilterMetrics) {
+    load(
+        &[Spec {
+            name: wasm,
+            wasm,
+            toml,
+        }],
+        "",
+    )
+    .expect("load the filter")
+}
+
+/// A request for `resource` with `verb` (`get`, `list`, `watch`, `create`).
+pub(super) fn request(verb: &str, path: &str) -> RequestInfo {
+    let (method, query) = match verb {
+        "get" | "list" => (Method::GET, None),
+        "watch" => (Method::GET, Some("watch=true")),
+        "create" => (Method::POST, None),
+        other => panic!("no test request for {other}"),
+    };
+    RequestInfo::parse(&method, path, query)
+}
+
+/// A ConfigMap, with labels.
+pub(super) fn configmap(name: &str, labels: Value) -> Bytes {
+    Bytes::from(
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": "9", "labels": labels},
+            "data": {"k": "v"}
+        })
+        .to_string(),
+    )
+}
+
+/// A failure counter of a filter.
+pub(super) fn failures(metrics: &FilterMetrics, filter: &str, kind: &'static str) -> u64 {
+    metrics
+        .failures
+        .get_or_create(&crate::filter::metrics::OutcomeLabels {
+            filter: filter.into(),
+            kind,
+        })
+        .get()
+}
