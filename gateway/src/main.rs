@@ -1,5 +1,6 @@
 //! The `edgegate` binary: parses the command line and runs the gateway (or a filter tool).
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -72,7 +73,8 @@ fn filter_tool(command: FilterCommand) -> ExitCode {
     };
     match result {
         Ok(text) => {
-            println!("{text}");
+            // A closed stdout (`| head`) is the reader's choice, not a failure to report.
+            let _ = writeln!(std::io::stdout(), "{text}");
             ExitCode::SUCCESS
         }
         Err(error) => {

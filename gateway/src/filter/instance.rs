@@ -225,6 +225,10 @@ impl Factory {
                 Failure::Deadline(deadline)
             } else if instance.store.data().memory_refused {
                 Failure::Memory(self.limits.memory)
+            } else if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+                // The trap alone: the wasm backtrace around it has no names (filters are
+                // stripped) and would swamp the log line.
+                Failure::Trap(trap.to_string())
             } else {
                 Failure::Trap(format!("{error:#}"))
             }
