@@ -22,7 +22,7 @@ pub use gc::collect_garbage;
 pub use key::{ResourceKey, SetKey};
 pub use metrics::CacheMetrics;
 pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS, ListQuery};
-pub use read::{Listing, ReadError, list, watch_backlog};
+pub use read::{Listing, ReadError, Scope, list, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selection::{Selection, SelectionError};
 pub use store::{Objects, SetMeta, Store, StoreError, WriteOp};

@@ -43,6 +43,12 @@ pub struct Config {
     pub disk_cache_path: PathBuf,
     /// Directory of the Wasm filters.
     pub filter_dir: Option<PathBuf>,
+    /// The gateway-level filter settings file.
+    pub filter_config: Option<PathBuf>,
+    /// Components whose responses are cached.
+    pub cache_agents: Vec<String>,
+    /// Unused components' caches are removed after this long.
+    pub cache_gc_after: Duration,
     /// Upstream health checking.
     pub health: HealthSettings,
     /// How long a proxied request may wait for its response to begin.
@@ -77,6 +83,16 @@ impl Config {
             proxy_addr: SocketAddr::new(args.bind_proxy_address, args.proxy_port),
             disk_cache_path: args.disk_cache_path.clone(),
             filter_dir: args.filter_dir.clone(),
+            filter_config: args.filter_config.clone(),
+            cache_agents: if args.cache_agents.is_empty() {
+                crate::cache::DEFAULT_CACHE_AGENTS
+                    .iter()
+                    .map(|a| (*a).to_owned())
+                    .collect()
+            } else {
+                args.cache_agents.clone()
+            },
+            cache_gc_after: args.cache_gc_after,
             health: HealthSettings {
                 interval: Duration::from_secs(args.heartbeat_interval_seconds),
                 timeout: Duration::from_secs(args.heartbeat_timeout_seconds),

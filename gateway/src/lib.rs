@@ -6,19 +6,22 @@
 //! # Layout
 //! A request travels top to bottom; each module imports only those below it.
 //! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
+//! - [`local`]: answers from the cache while no apiserver is reachable.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
 //! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
 //! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
-//! - [`metrics`]: the Prometheus registry.
+//! - [`metrics`]: the Prometheus registry; [`reply`]: response bodies and `Status` answers.
 //! - [`config`] and [`cli`]: the command line and the checked configuration.
 
 pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod filter;
+pub mod local;
 pub mod metrics;
+pub mod reply;
 pub mod request;
 pub mod server;
 pub mod stream;

@@ -5,29 +5,31 @@ mod headers;
 mod hub;
 mod listener;
 mod metered;
+mod plan;
 mod proxy;
+mod respond;
 mod status;
 mod upgrade;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
 use hyper_util::server::graceful::GracefulShutdown;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::Config;
+use crate::cache::{Cache, CacheMetrics, CachePolicy, RedbStore, StoreError};
+use crate::filter::{FilterError, FilterSettings, Filters, Limits, NoLookup};
+use crate::local::Local;
 use crate::metrics::Metrics;
-use crate::upstream::{Balancer, BoxError, HealthWatch, Transport, health};
+use crate::upstream::{Balancer, HealthWatch, Transport, health};
 
-pub use status::{ProxyError, status_response};
-
-/// The body of every response the gateway sends.
-pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
+pub use crate::reply::{ResponseBody, status_response};
+pub use status::ProxyError;
 
 /// Why the gateway could not start.
 #[derive(Debug, Error)]
@@ -41,7 +43,16 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The cache could not be opened.
+    #[error(transparent)]
+    Cache(#[from] StoreError),
+    /// The filter runtime could not start.
+    #[error(transparent)]
+    Filters(#[from] FilterError),
 }
+
+/// How often unused components' caches are looked for.
+const GC_EVERY: Duration = Duration::from_secs(3600);
 
 /// What every request is served with.
 pub(crate) struct State {
@@ -49,8 +60,12 @@ pub(crate) struct State {
     pub(crate) balancer: Arc<Balancer>,
     pub(crate) transport: Transport,
     /// "Some apiserver is healthy", and its changes.
-    #[allow(dead_code)]
     pub(crate) health: HealthWatch,
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) filters: Arc<Filters>,
+    pub(crate) local: Local,
+    /// Turns true when the gateway is stopping: open watches end.
+    pub(crate) stopping: watch::Receiver<bool>,
 }
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
@@ -88,13 +103,32 @@ impl Listeners {
 /// grace period.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
     let listeners = Listeners::bind(&config).await?;
-    serve(config, listeners, shutdown).await;
-    Ok(())
+    serve(config, listeners, shutdown).await
 }
 
 /// Runs the gateway on already bound listeners until `shutdown` resolves.
-pub async fn serve(config: Config, listeners: Listeners, shutdown: impl Future<Output = ()>) {
-    let metrics = Arc::new(Metrics::new());
+pub async fn serve(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let mut metrics = Metrics::new();
+    let cache_metrics = CacheMetrics::default();
+    cache_metrics.register(metrics.registry_mut());
+    let store_dir = config.disk_cache_path.clone();
+    let store = tokio::task::spawn_blocking(move || RedbStore::open(&store_dir))
+        .await
+        .map_err(|e| StoreError::Engine(Box::new(e)))??;
+    tracing::info!(path = %store.path().display(), "cache opened");
+    let cache = Cache::start(
+        Arc::new(store),
+        CachePolicy::new(&config.cache_agents),
+        cache_metrics,
+    );
+    let filters =
+        Arc::new(Filters::start(filter_settings(&config), Arc::new(NoLookup), &mut metrics).await?);
+    let metrics = Arc::new(metrics);
+
     let transport = Transport::new(config.credentials.clone(), config.request_timeout);
     let balancer = Arc::new(Balancer::new(config.servers.clone(), config.lb_mode));
     health::first_verdicts(&balancer, &transport, &config.health, &metrics).await;
@@ -106,11 +140,20 @@ pub async fn serve(config: Config, listeners: Listeners, shutdown: impl Future<O
         metrics.clone(),
         health_tx,
     ));
+    let collector = tokio::spawn(collect_garbage(cache.clone(), config.cache_gc_after));
+    let (stopping_tx, stopping_rx) = watch::channel(false);
     let state = Arc::new(State {
         metrics,
         balancer,
         transport,
+        local: Local {
+            cache: cache.clone(),
+            health: health_rx.clone(),
+        },
         health: health_rx,
+        cache: cache.clone(),
+        filters,
+        stopping: stopping_rx,
     });
 
     tracing::info!(
@@ -136,12 +179,42 @@ pub async fn serve(config: Config, listeners: Listeners, shutdown: impl Future<O
         }
     }
     tracing::info!(grace = ?config.shutdown_grace, "shutting down");
+    stopping_tx.send_replace(true);
     checker.abort();
+    collector.abort();
     if tokio::time::timeout(config.shutdown_grace, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::warn!("in-flight requests outlived the grace period and were cut");
+    }
+    drop(state);
+    let _ = tokio::task::spawn_blocking(move || cache.close()).await;
+    Ok(())
+}
+
+fn filter_settings(config: &Config) -> FilterSettings {
+    FilterSettings {
+        dir: config.filter_dir.clone(),
+        config_file: config.filter_config.clone(),
+        compiled_cache_dir: config
+            .disk_cache_path
+            .join(crate::filter::COMPILED_CACHE_DIR),
+        node_name: config.node_name.clone().unwrap_or_default(),
+        node_pool: config.nodepool_name.clone(),
+        limits: Limits::default(),
+        debounce: crate::filter::DEFAULT_DEBOUNCE,
+    }
+}
+
+/// Removes unused components' caches, at start and then every [`GC_EVERY`].
+async fn collect_garbage(cache: Arc<Cache>, after: Duration) {
+    let mut every = tokio::time::interval(GC_EVERY);
+    loop {
+        every.tick().await;
+        let cache = cache.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || crate::cache::collect_garbage(&cache, after)).await;
     }
 }
 

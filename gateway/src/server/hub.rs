@@ -5,6 +5,7 @@
 //! | `GET /v1/healthz` | `200 OK` while the process serves |
 //! | `GET /v1/readyz` | `200` while an apiserver is reachable, else `503`, with the reason in the body |
 //! | `GET /metrics` | Prometheus text format |
+//! | `GET /v1/filters` | the live filter chain as JSON |
 
 use std::sync::Arc;
 
@@ -12,13 +13,13 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 
-use super::{ResponseBody, State, status};
+use super::{ResponseBody, State};
 
 /// Serves one hub request.
 pub async fn handle<B>(state: Arc<State>, request: Request<B>) -> Response<ResponseBody> {
     let method = request.method();
     if method != Method::GET && method != Method::HEAD {
-        return status::status_response(
+        return crate::reply::status_response(
             StatusCode::METHOD_NOT_ALLOWED,
             "MethodNotAllowed",
             "the hub server only answers GET",
@@ -27,6 +28,10 @@ pub async fn handle<B>(state: Arc<State>, request: Request<B>) -> Response<Respo
     match request.uri().path() {
         "/v1/healthz" => text(StatusCode::OK, "OK".into()),
         "/v1/readyz" => readyz(&state),
+        "/v1/filters" => crate::reply::json(
+            StatusCode::OK,
+            bytes::Bytes::from(state.filters.describe().to_string()),
+        ),
         "/metrics" => {
             let mut response = text(StatusCode::OK, state.metrics.encode());
             response.headers_mut().insert(
@@ -37,7 +42,9 @@ pub async fn handle<B>(state: Arc<State>, request: Request<B>) -> Response<Respo
             );
             response
         }
-        _ => status::status_response(StatusCode::NOT_FOUND, "NotFound", "no such hub endpoint"),
+        _ => {
+            crate::reply::status_response(StatusCode::NOT_FOUND, "NotFound", "no such hub endpoint")
+        }
     }
 }
 

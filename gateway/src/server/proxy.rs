@@ -9,11 +9,14 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::metered::{InFlight, Metered};
+use super::plan::{self, Plan};
 use super::status::ProxyError;
-use super::{ResponseBody, State, headers, upgrade};
+use super::{ResponseBody, State, headers, respond, upgrade};
+use crate::cache::ListQuery;
+use crate::local::Ask;
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
-use crate::request::{RequestInfo, component_of};
-use crate::upstream::RequestBody;
+use crate::request::{RequestInfo, Verb, component_of};
+use crate::upstream::{RequestBody, TransportError};
 
 /// Serves one proxied request; errors become `Status` responses here.
 pub async fn handle(
@@ -33,7 +36,7 @@ pub async fn handle(
     let in_flight = InFlight::enter(&state.metrics, &labels);
     tracing::trace!(%component, verb = %info.verb, resource = %info.resource, path = %request.uri().path(), "request");
 
-    let response = match forward(&state, request, peer).await {
+    let response = match forward(&state, request, peer, &info, &component).await {
         Ok(response) => response,
         Err(error) => error.into_response(&state.metrics),
     };
@@ -51,15 +54,26 @@ pub async fn handle(
 }
 
 async fn forward(
-    state: &State,
+    state: &Arc<State>,
     mut request: Request<Incoming>,
     peer: SocketAddr,
+    info: &RequestInfo,
+    component: &str,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     if request.method() == Method::CONNECT {
         return Err(ProxyError::MethodNotAllowed(Method::CONNECT));
     }
     if !request.uri().path().starts_with('/') {
         return Err(ProxyError::BadRequest("the request target must be a path"));
+    }
+    let query = request.uri().query().map(str::to_owned);
+    let ask = || Ask {
+        info,
+        component,
+        query: ListQuery::parse(query.as_deref()),
+    };
+    if !state.balancer.any_healthy() {
+        return Ok(state.local.serve(ask(), request).await);
     }
     let server = state
         .balancer
@@ -69,6 +83,14 @@ async fn forward(
 
     let upgrading = headers::is_upgrade(request.headers());
     let client_upgrade = upgrading.then(|| hyper::upgrade::on(&mut request));
+    let plan = if upgrading {
+        None
+    } else {
+        Plan::of(state, info, component, query.as_deref(), request.headers())
+    };
+    if plan.is_some() {
+        plan::ask_for_json(request.headers_mut());
+    }
     headers::strip_hop_by_hop(request.headers_mut(), upgrading);
     headers::add_forwarded_for(request.headers_mut(), peer);
     request.headers_mut().remove(http::header::HOST);
@@ -78,12 +100,21 @@ async fn forward(
     }
     let request: Request<RequestBody> = request.map(|body| body.map_err(Into::into).boxed_unsync());
 
-    let mut response = state.transport.send(&server.url, request).await?;
+    let response = match state.transport.send(&server.url, request).await {
+        Ok(response) => response,
+        // A read that cannot reach the cloud is answered from the cache.
+        Err(TransportError::Connect { server, source })
+            if matches!(info.verb, Verb::Get | Verb::List) =>
+        {
+            tracing::debug!(%server, error = %source, "connect failed: answering from the cache");
+            return Ok(state.local.read(ask()).await);
+        }
+        Err(error) => return Err(error.into()),
+    };
     if let Some(client_upgrade) = client_upgrade {
         return Ok(upgrade::tunnel(client_upgrade, response));
     }
-    headers::strip_hop_by_hop(response.headers_mut(), false);
-    Ok(response.map(|body| body.map_err(Into::into).boxed_unsync()))
+    Ok(respond::respond(state, info, component, plan, response).await)
 }
 
 /// Wraps the response body so its bytes are counted and the request stays in flight until

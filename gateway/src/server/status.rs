@@ -1,13 +1,11 @@
 //! Errors the gateway answers itself, and the one place they become a Kubernetes `Status`
 //! response with its HTTP code and a metric label.
 
-use bytes::Bytes;
-use http::{Method, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
+use http::{Method, Response, StatusCode};
 use thiserror::Error;
 
-use super::ResponseBody;
 use crate::metrics::{ErrorLabels, Metrics};
+use crate::reply::{ResponseBody, status_response};
 use crate::upstream::TransportError;
 
 /// Why a request was answered by the gateway instead of an apiserver.
@@ -107,50 +105,9 @@ impl ProxyError {
     }
 }
 
-/// A Kubernetes `Status` response (`kind: Status`, `status: Failure`).
-pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
-    let body = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code.as_u16(),
-    });
-    let mut response = Response::new(
-        Full::new(Bytes::from(body.to_string()))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
-    *response.status_mut() = code;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn a_status_body_is_a_kubernetes_status() {
-        let response = status_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            "down",
-        );
-        assert_eq!(response.status(), 503);
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(status["kind"], "Status");
-        assert_eq!(status["status"], "Failure");
-        assert_eq!(status["code"], 503);
-        assert_eq!(status["reason"], "ServiceUnavailable");
-        assert_eq!(status["message"], "down");
-    }
 
     #[test]
     fn errors_are_counted_by_fault() {

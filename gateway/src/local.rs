@@ -1,0 +1,149 @@
+//! The local proxy: answers from the cache while no apiserver is reachable, so the node's
+//! components keep running.
+//!
+//! | verb | offline answer |
+//! |---|---|
+//! | get | the cached object, or 404 |
+//! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
+//! | watch | the cached objects newer than the client's resourceVersion as events, then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
+//! | create | the request body echoed with 201; kubelet's node lease is accepted as is |
+//! | update, patch | the cached object, nothing applied; kubelet's lease renewal is echoed |
+//! | delete | 403 |
+
+mod list;
+mod watch;
+mod write;
+
+use std::sync::Arc;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use crate::cache::{Cache, ListQuery, ResourceKey};
+use crate::reply::{ResponseBody, json, status_response};
+use crate::request::{RequestInfo, Verb};
+use crate::upstream::HealthWatch;
+
+/// What the local proxy answers with.
+#[derive(Clone)]
+pub struct Local {
+    /// The cache.
+    pub cache: Arc<Cache>,
+    /// "Some apiserver is healthy": offline watches end when it turns true.
+    pub health: HealthWatch,
+}
+
+/// One request the local proxy is asked to answer.
+pub struct Ask<'a> {
+    /// What it is.
+    pub info: &'a RequestInfo,
+    /// Who sent it.
+    pub component: &'a str,
+    /// Its list options.
+    pub query: ListQuery,
+}
+
+impl Ask<'_> {
+    fn resource(&self) -> ResourceKey {
+        ResourceKey {
+            component: self.component.to_owned(),
+            resource: self.info.resource.clone(),
+            version: self.info.api_version.clone(),
+            group: self.info.api_group.clone(),
+        }
+    }
+
+    /// Whether this is kubelet's own node lease.
+    fn is_kubelet_lease(&self) -> bool {
+        self.component == "kubelet"
+            && self.info.resource == "leases"
+            && self.info.api_group == "coordination.k8s.io"
+    }
+}
+
+impl Local {
+    /// Answers `request` from the cache.
+    pub async fn serve(&self, ask: Ask<'_>, request: Request<Incoming>) -> Response<ResponseBody> {
+        match ask.info.verb {
+            Verb::Get | Verb::List | Verb::Watch => self.read(ask).await,
+            _ if !self.answers(&ask) => {
+                unavailable("this request cannot be answered from the local cache")
+            }
+            Verb::Create => write::create(&ask, request).await,
+            Verb::Update | Verb::Patch if ask.is_kubelet_lease() => {
+                write::echo(request, StatusCode::OK).await
+            }
+            Verb::Update | Verb::Patch => self.get(&ask),
+            Verb::Delete | Verb::DeleteCollection => status_response(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                "the cloud is unreachable: deletes are refused until it is back",
+            ),
+            Verb::Proxy | Verb::Unknown => unavailable("proxy requests need the cloud"),
+        }
+    }
+
+    /// Answers a read (get, list, watch) from the cache.
+    pub async fn read(&self, ask: Ask<'_>) -> Response<ResponseBody> {
+        if !self.answers(&ask) {
+            return unavailable("this request cannot be answered from the local cache");
+        }
+        match ask.info.verb {
+            Verb::Get => self.get(&ask),
+            Verb::List => self.list(&ask).await,
+            Verb::Watch => self.watch(&ask).await,
+            _ => unavailable("only reads are answered here"),
+        }
+    }
+
+    /// Whether the cache can answer this component's request at all (and notes the use).
+    fn answers(&self, ask: &Ask<'_>) -> bool {
+        let answers =
+            ask.info.is_resource_request && self.cache.policy().caches_component(ask.component);
+        if answers {
+            self.cache.touch(ask.component);
+        }
+        answers
+    }
+
+    fn get(&self, ask: &Ask<'_>) -> Response<ResponseBody> {
+        let key = ask
+            .resource()
+            .object_key(&ask.info.namespace, &ask.info.name);
+        match self.cache.store().get(&key) {
+            Ok(Some(object)) => {
+                self.cache.metrics().hits.inc();
+                json(StatusCode::OK, object)
+            }
+            Ok(None) => {
+                self.cache.metrics().misses.inc();
+                not_found(&format!(
+                    "{} {:?} is not in the local cache",
+                    ask.info.resource, ask.info.name
+                ))
+            }
+            Err(error) => store_failed(&error),
+        }
+    }
+}
+
+fn not_found(message: &str) -> Response<ResponseBody> {
+    status_response(StatusCode::NOT_FOUND, "NotFound", message)
+}
+
+fn unavailable(reason: &str) -> Response<ResponseBody> {
+    status_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailable",
+        &format!("the cloud is unreachable and {reason}"),
+    )
+}
+
+fn store_failed(error: &dyn std::error::Error) -> Response<ResponseBody> {
+    tracing::error!(error = %crate::error_chain(error), "the local cache failed");
+    status_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "InternalError",
+        &format!("the local cache failed: {}", crate::error_chain(error)),
+    )
+}

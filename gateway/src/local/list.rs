@@ -1,0 +1,189 @@
+//! Offline lists and watch backlogs, streamed from the store by a blocking reader into the
+//! response in chunks: a 10 000-object list is never gathered.
+
+use bytes::{Bytes, BytesMut};
+use http::StatusCode;
+use http_body_util::{BodyExt, StreamBody};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Ask, Local, not_found, store_failed};
+use crate::BoxError;
+use crate::cache::{self, Listing, ReadError, SetMeta};
+use crate::reply::{ResponseBody, status_response};
+
+/// Bytes gathered before a chunk is sent: large enough for few syscalls, small enough to
+/// keep memory flat.
+const CHUNK: usize = 64 << 10;
+/// Chunks in flight between the store reader and the client.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// What the reader found before it streams.
+pub(super) enum Found {
+    /// A list to stream.
+    Listing,
+    /// kubelet's pod list came back empty.
+    NoPods,
+}
+
+impl Local {
+    /// Answers a list from the cache.
+    pub(super) async fn list(&self, ask: &Ask<'_>) -> http::Response<ResponseBody> {
+        let refuse_empty = ask.component == "kubelet"
+            && ask.info.resource == "pods"
+            && ask.info.api_group.is_empty();
+        let (found, chunks) = self.stream_from_store(ask, None, refuse_empty);
+        match found.await {
+            Ok(Ok(Found::Listing)) => {
+                self.cache.metrics().hits.inc();
+                let body =
+                    StreamBody::new(futures_util::stream::unfold(chunks, |mut rx| async move {
+                        rx.recv()
+                            .await
+                            .map(|chunk| (chunk.map(http_body::Frame::data), rx))
+                    }));
+                let mut response = http::Response::new(body.boxed_unsync());
+                response.headers_mut().insert(
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+            Ok(Ok(Found::NoPods)) => not_found(
+                "no pods are cached for this node: refusing an empty list so kubelet keeps its pods",
+            ),
+            Ok(Err(error)) => self.read_failed(&error),
+            Err(_) => store_failed(&std::io::Error::other("the cache reader stopped")),
+        }
+    }
+
+    /// Starts a blocking reader of the list (or, with `since`, the watch backlog) that `ask`
+    /// wants: it reports what it found, then streams the body's chunks.
+    pub(super) fn stream_from_store(
+        &self,
+        ask: &Ask<'_>,
+        since: Option<String>,
+        refuse_empty: bool,
+    ) -> (
+        oneshot::Receiver<Result<Found, ReadError>>,
+        mpsc::Receiver<Result<Bytes, BoxError>>,
+    ) {
+        let (found_tx, found_rx) = oneshot::channel();
+        let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        let store = self.cache.store().clone();
+        let resource = ask.resource();
+        let (namespace, labels, fields) = (
+            ask.info.namespace.clone(),
+            ask.query.labels.clone(),
+            ask.query.fields.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let scope = cache::Scope {
+                namespace: &namespace,
+                labels: &labels,
+                fields: &fields,
+            };
+            let listing = match &since {
+                None => cache::list(store.as_ref(), &resource, scope),
+                Some(since) => cache::watch_backlog(store.as_ref(), &resource, scope, since),
+            };
+            let Listing { meta, items, .. } = match listing {
+                Ok(listing) => listing,
+                Err(error) => {
+                    let _ = found_tx.send(Err(error));
+                    return;
+                }
+            };
+            let mut items = items.peekable();
+            if refuse_empty && items.peek().is_none() {
+                let _ = found_tx.send(Ok(Found::NoPods));
+                return;
+            }
+            let head = if since.is_some() {
+                Bytes::new()
+            } else {
+                list_head(&meta)
+            };
+            if found_tx.send(Ok(Found::Listing)).is_err() {
+                return;
+            }
+            produce(head, items, since.is_some(), &chunks_tx);
+        });
+        (found_rx, chunks_rx)
+    }
+
+    pub(super) fn read_failed(&self, error: &ReadError) -> http::Response<ResponseBody> {
+        match error {
+            ReadError::NotCached => {
+                self.cache.metrics().misses.inc();
+                not_found("nothing covering this list is in the local cache")
+            }
+            ReadError::Selection(error) => {
+                status_response(StatusCode::BAD_REQUEST, "BadRequest", &error.to_string())
+            }
+            ReadError::Store(error) => store_failed(error),
+        }
+    }
+}
+
+/// The head of a cached list: everything up to its items.
+fn list_head(meta: &SetMeta) -> Bytes {
+    let text = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+    let kind = if meta.list_kind.is_empty() {
+        "List"
+    } else {
+        &meta.list_kind
+    };
+    let api_version = if meta.api_version.is_empty() {
+        "v1"
+    } else {
+        &meta.api_version
+    };
+    Bytes::from(format!(
+        r#"{{"kind":{},"apiVersion":{},"metadata":{{"resourceVersion":{}}},"items":["#,
+        text(kind),
+        text(api_version),
+        text(&meta.resource_version)
+    ))
+}
+
+/// Writes the items as list items (comma-separated, closed by `]}`) or, for a watch
+/// backlog, as ADDED events; chunk by chunk, stopping if the client went away.
+fn produce(
+    head: Bytes,
+    items: impl Iterator<Item = Result<Bytes, cache::StoreError>>,
+    as_events: bool,
+    tx: &mpsc::Sender<Result<Bytes, BoxError>>,
+) {
+    let mut chunk = BytesMut::with_capacity(CHUNK + 4096);
+    chunk.extend_from_slice(&head);
+    let mut first = true;
+    for item in items {
+        let object = match item {
+            Ok(object) => object,
+            Err(error) => {
+                let _ = tx.blocking_send(Err(Box::new(error)));
+                return;
+            }
+        };
+        if as_events {
+            chunk.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
+            chunk.extend_from_slice(&object);
+            chunk.extend_from_slice(b"}\n");
+        } else {
+            if !first {
+                chunk.extend_from_slice(b",");
+            }
+            chunk.extend_from_slice(&object);
+        }
+        first = false;
+        if chunk.len() >= CHUNK && tx.blocking_send(Ok(chunk.split().freeze())).is_err() {
+            return;
+        }
+    }
+    if !as_events {
+        chunk.extend_from_slice(b"]}");
+    }
+    if !chunk.is_empty() {
+        let _ = tx.blocking_send(Ok(chunk.freeze()));
+    }
+}

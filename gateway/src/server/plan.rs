@@ -1,0 +1,185 @@
+//! The plan of one response: which filters it passes, whether it is teed into the cache, and
+//! when an open watch must end. Made before the request is forwarded, because a planned
+//! response must come back as JSON, uncompressed.
+
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderMap;
+use http::header::{ACCEPT, ACCEPT_ENCODING, HeaderValue};
+
+use super::State;
+use crate::cache::CacheTee;
+use crate::filter::Session;
+use crate::request::RequestInfo;
+
+/// Open watches whose filter chain changed end at a random moment within this window, so a
+/// node's clients do not all re-list at once.
+const RELIST_JITTER: Duration = Duration::from_secs(1);
+
+/// What a planned response passes through.
+pub struct Plan {
+    /// The filter session, if any filter applies.
+    pub session: Option<Session>,
+    /// The cache tee, if the response is cached.
+    pub tee: Option<CacheTee>,
+    /// Identity of the filters that apply, to tell when a new generation changes them.
+    pub fingerprint: u64,
+}
+
+impl Plan {
+    /// The plan of a request, or `None` when its response passes through untouched: nothing
+    /// filters or caches it, or the client cannot take JSON (a protobuf-only client is
+    /// passed through uncached), or it asks for a server-side table.
+    pub fn of(
+        state: &Arc<State>,
+        info: &RequestInfo,
+        component: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Option<Plan> {
+        if !info.is_resource_request || !takes_json(headers) {
+            return None;
+        }
+        let generation = state.filters.current();
+        let session = generation.session(info, component);
+        let target = state.cache.policy().target(component, info, query);
+        if session.is_none() && target.is_none() {
+            return None;
+        }
+        Some(Plan {
+            session,
+            tee: target.and_then(|target| state.cache.tee(component, target)),
+            fingerprint: generation.fingerprint(info, component),
+        })
+    }
+}
+
+/// Asks upstream for plain JSON: what the framing reads.
+pub fn ask_for_json(headers: &mut HeaderMap) {
+    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+    headers.remove(ACCEPT_ENCODING);
+}
+
+/// Whether the client accepts plain JSON (client-go sends
+/// `application/vnd.kubernetes.protobuf,application/json`); a `Table` request does not count.
+fn takes_json(headers: &HeaderMap) -> bool {
+    let accepts: Vec<&str> = headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    if accepts.is_empty() {
+        return true;
+    }
+    if accepts.iter().any(|a| a.contains("as=")) {
+        return false;
+    }
+    accepts.iter().any(|a| {
+        let media = a.split(';').next().unwrap_or_default().trim();
+        matches!(media, "application/json" | "application/*" | "*/*")
+    })
+}
+
+/// Whether an upstream response is the JSON the framing reads.
+pub fn is_plain_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json") && !t.contains("as="))
+}
+
+/// Resolves when an open watch must end: the cloud became unreachable (the client re-lists
+/// once it is back), the filters that apply to it changed (after a jitter), or the gateway
+/// is stopping.
+pub fn watch_stop(
+    state: &Arc<State>,
+    info: RequestInfo,
+    component: String,
+    fingerprint: u64,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    let mut health = state.health.clone();
+    let mut stopping = state.stopping.clone();
+    let filters = state.filters.clone();
+    let mut generations = filters.subscribe();
+    Box::pin(async move {
+        let lost = health.wait_for(|healthy| !*healthy);
+        let stop = stopping.wait_for(|stopping| *stopping);
+        let changed = async {
+            loop {
+                if generations.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                if filters.current().fingerprint(&info, &component) != fingerprint {
+                    tokio::time::sleep(jitter()).await;
+                    tracing::debug!(%component, resource = %info.resource, "the filter chain changed: ending the watch");
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            _ = lost => {}
+            _ = stop => {}
+            () = changed => {}
+        }
+    })
+}
+
+/// A random delay within [`RELIST_JITTER`].
+fn jitter() -> Duration {
+    let random = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+    let millis = u64::try_from(RELIST_JITTER.as_millis())
+        .unwrap_or(1000)
+        .max(1);
+    Duration::from_millis(random % millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, value.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn client_go_and_plain_clients_take_json() {
+        assert!(takes_json(&HeaderMap::new()));
+        assert!(takes_json(&accept(
+            "application/vnd.kubernetes.protobuf,application/json"
+        )));
+        assert!(takes_json(&accept("application/json, */*")));
+        assert!(!takes_json(&accept("application/vnd.kubernetes.protobuf")));
+        assert!(!takes_json(&accept(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        )));
+    }
+
+    #[test]
+    fn only_plain_json_responses_are_framed() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            "application/json".parse().unwrap(),
+        );
+        assert!(is_plain_json(&headers));
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            "application/vnd.kubernetes.protobuf".parse().unwrap(),
+        );
+        assert!(!is_plain_json(&headers));
+        assert!(!is_plain_json(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn jitter_stays_in_its_window() {
+        assert!((0..100).all(|_| jitter() < RELIST_JITTER));
+    }
+}
