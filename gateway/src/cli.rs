@@ -159,6 +159,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub filter_config: Option<PathBuf>,
 
+    /// Components whose responses are cached, comma-separated; `*` caches every component.
+    /// Default: YurtHub's (kubelet, kube-proxy, flanneld, coredns, raven-agent-ds,
+    /// yurt-tunnel-agent, yurt-lb-agent, node-servant, yurthub, edgegate).
+    #[arg(long, value_delimiter = ',', value_name = "COMPONENTS")]
+    pub cache_agents: Vec<String>,
+
+    /// A component's cache is removed once it has not been used for this long (e.g. `7d`, `12h`).
+    #[arg(long, default_value = "7d", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub cache_gc_after: std::time::Duration,
+
     /// How requests are spread over several --server-addr.
     #[arg(long, value_enum, default_value_t = LbMode::Rr)]
     pub lb_mode: LbMode,

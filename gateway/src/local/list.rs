@@ -17,6 +17,12 @@ const CHUNK: usize = 64 << 10;
 /// Chunks in flight between the store reader and the client.
 const CHUNKS_IN_FLIGHT: usize = 4;
 
+/// What the reader reports before it streams, and the chunks it streams.
+type Reader = (
+    oneshot::Receiver<Result<Found, ReadError>>,
+    mpsc::Receiver<Result<Bytes, BoxError>>,
+);
+
 /// What the reader found before it streams.
 pub(super) enum Found {
     /// A list to stream.
@@ -63,10 +69,7 @@ impl Local {
         ask: &Ask<'_>,
         since: Option<String>,
         refuse_empty: bool,
-    ) -> (
-        oneshot::Receiver<Result<Found, ReadError>>,
-        mpsc::Receiver<Result<Bytes, BoxError>>,
-    ) {
+    ) -> Reader {
         let (found_tx, found_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let store = self.cache.store().clone();
