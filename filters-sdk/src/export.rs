@@ -41,9 +41,9 @@ macro_rules! export_filter {
                 ) -> ::std::vec::Vec<$crate::__private::bindings::Decision> {
                     SLOT.with(|slot| $crate::__private::filter_batch(slot, ctx, objects))
                 }
-    }
+            }
 
-            $crate::__private::bindings::export!(Exports with_types_in $crate::__private::bindings);
+    $crate::__private::bindings::export!(Exports with_types_in $crate::__private::bindings);
         };
     };
 }
