@@ -6,6 +6,8 @@
 //! name filter as with any test binary.
 #![allow(clippy::disallowed_methods)]
 
+mod crash;
+mod offline;
 mod proxy;
 mod resilience;
 mod support;
@@ -52,6 +54,34 @@ const TESTS: &[(&str, Test)] = &[
     (
         "resilience::hostile_input_never_takes_the_gateway_down",
         resilience::hostile_input_never_takes_the_gateway_down,
+    ),
+    (
+        "offline::kube_proxy_keeps_its_view_offline",
+        offline::kube_proxy_keeps_its_view_offline,
+    ),
+    (
+        "offline::restart_while_offline_serves_from_cache",
+        offline::restart_while_offline_serves_from_cache,
+    ),
+    (
+        "offline::objects_deleted_while_offline_disappear",
+        offline::objects_deleted_while_offline_disappear,
+    ),
+    (
+        "offline::offline_answers_follow_the_request",
+        offline::offline_answers_follow_the_request,
+    ),
+    (
+        "offline::paginated_list_is_cached_complete",
+        offline::paginated_list_is_cached_complete,
+    ),
+    (
+        "offline::unused_components_are_collected",
+        offline::unused_components_are_collected,
+    ),
+    (
+        "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",
+        crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new,
     ),
 ];
 

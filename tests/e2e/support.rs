@@ -78,7 +78,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime can be built")
 }
 
-type Plain = Client<HttpConnector, http_body_util::combinators::BoxBody<Bytes, hyper::Error>>;
+pub type Plain = Client<HttpConnector, http_body_util::combinators::BoxBody<Bytes, hyper::Error>>;
 
 /// A plain-HTTP client for talking to the gateway, with a pool large enough for the
 /// concurrency tests.
@@ -211,4 +211,124 @@ impl Watch {
             }
         }
     }
+}
+
+/// What client-go sends in `Accept`: protobuf first, JSON as a fallback.
+pub const CLIENT_GO_ACCEPT: &str = "application/vnd.kubernetes.protobuf,application/json";
+
+/// GETs `url` as a client-go component would (its User-Agent, protobuf-first Accept, the
+/// admin token); returns the status and the whole body.
+pub async fn get_as(client: &Plain, url: &str, agent: &str) -> Result<(http::StatusCode, Bytes)> {
+    let mut request = request(http::Method::GET, url, Some(ADMIN_TOKEN), agent, None)?;
+    request
+        .headers_mut()
+        .insert("accept", http::HeaderValue::from_static(CLIENT_GO_ACCEPT));
+    let response = client.request(request).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, body))
+}
+
+/// Lists `url` as `agent`; returns the list's resourceVersion and its items.
+pub async fn list_as(
+    client: &Plain,
+    url: &str,
+    agent: &str,
+) -> Result<(String, Vec<serde_json::Value>)> {
+    let (status, body) = get_as(client, url, agent).await?;
+    if status != 200 {
+        bail!(
+            "list {url} as {agent} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let list: serde_json::Value = serde_json::from_slice(&body).with_context(|| {
+        let text = String::from_utf8_lossy(&body);
+        let tail = &text[text.len().saturating_sub(200)..];
+        format!(
+            "list {url} as {agent}: {} bytes that are not JSON: {:?} … {tail:?}",
+            body.len(),
+            &text[..text.len().min(200)]
+        )
+    })?;
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    Ok((rv, items))
+}
+
+/// `name → resourceVersion` of a list's items.
+pub fn versions(items: &[serde_json::Value]) -> std::collections::BTreeMap<String, String> {
+    items
+        .iter()
+        .map(|item| {
+            (
+                item["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                item["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The sum of a metric's samples on the gateway's hub (all label sets).
+pub fn metric(hub: std::net::SocketAddr, name: &str) -> Result<f64> {
+    let text = edgegate_testkit::http::get(hub, "/metrics")?.body;
+    Ok(text
+        .lines()
+        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with([' ', '{']))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Waits until `metric` reaches at least `at_least`.
+pub fn wait_metric(hub: std::net::SocketAddr, name: &str, at_least: f64) -> Result<()> {
+    edgegate_testkit::process::wait_until(Duration::from_secs(20), name, || {
+        metric(hub, name).is_ok_and(|v| v >= at_least)
+    })
+}
+
+/// Creates `count` ConfigMaps named `{prefix}-{i}` in `ns` through `gateway_url` as admin,
+/// 32 at a time, each labelled `group={i % 2}`.
+pub async fn create_configmaps(
+    client: &Plain,
+    gateway_url: &str,
+    ns: &str,
+    prefix: &str,
+    count: usize,
+) -> Result<()> {
+    use futures_util::StreamExt;
+    let url = format!("{gateway_url}/api/v1/namespaces/{ns}/configmaps");
+    let creates = (0..count).map(|i| {
+        let client = client.clone();
+        let url = url.clone();
+        let body = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{prefix}-{i}","labels":{{"group":"{}"}}}},"data":{{"index":"{i}","filler":"{}"}}}}"#,
+            i % 2,
+            "x".repeat(200)
+        );
+        async move {
+            let response = client
+                .request(request(http::Method::POST, &url, Some(ADMIN_TOKEN), "e2e/v1", Some(&body))?)
+                .await?;
+            let status = response.status();
+            if status != 201 {
+                let body = response.into_body().collect().await?.to_bytes();
+                bail!("create answered {status}: {}", String::from_utf8_lossy(&body));
+            }
+            Ok(())
+        }
+    });
+    let mut results = futures_util::stream::iter(creates).buffer_unordered(32);
+    while let Some(result) = results.next().await {
+        result?;
+    }
+    Ok(())
 }

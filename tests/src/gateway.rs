@@ -34,11 +34,22 @@ impl Gateway {
     /// Starts `bin` against `cluster` with the harness defaults plus `extra` flags, and
     /// waits until its hub server answers.
     pub fn start(bin: &Path, cluster: &Cluster, extra: &[&str]) -> Result<Gateway> {
+        Gateway::start_to(bin, cluster, &cluster.url(), extra)
+    }
+
+    /// [`Gateway::start`] with `server` as its apiserver URL (e.g. a [`crate::Relay`] in front
+    /// of the cluster).
+    pub fn start_to(
+        bin: &Path,
+        cluster: &Cluster,
+        server: &str,
+        extra: &[&str],
+    ) -> Result<Gateway> {
         let dir = cluster.dir.join(format!("gateway-{}", free_port()?));
         std::fs::create_dir_all(&dir)?;
         let (proxy_port, hub_port) = (free_port()?, free_port()?);
         let mut args = vec![
-            format!("--server-addr={}", cluster.url()),
+            format!("--server-addr={server}"),
             format!("--kubeconfig={}", cluster.gateway_kubeconfig.display()),
             format!("--proxy-port={proxy_port}"),
             format!("--serve-port={hub_port}"),

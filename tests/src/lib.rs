@@ -8,6 +8,7 @@
 //! - [`gateway`]: the edgegate process pointed at a cluster.
 //! - [`process`]: child processes that die with the harness; free ports; polling.
 //! - [`http`]: a blocking raw HTTP/1.1 client for probes and malformed-request tests.
+//! - [`relay`]: a TCP relay to cut the gateway off from a running apiserver.
 // The harness is synchronous by design: it drives processes, not a runtime.
 #![allow(clippy::disallowed_methods)]
 
@@ -16,8 +17,10 @@ pub mod gateway;
 pub mod http;
 pub mod pki;
 pub mod process;
+pub mod relay;
 pub mod toolchain;
 
 pub use cluster::{ADMIN_TOKEN, Cluster, Etcd, NOBODY_TOKEN, User};
 pub use gateway::Gateway;
+pub use relay::Relay;
 pub use toolchain::Toolchain;

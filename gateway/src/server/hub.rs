@@ -57,7 +57,7 @@ fn readyz(state: &State) -> Response<ResponseBody> {
         .collect();
     if healthy.is_empty() {
         let body = format!(
-            "not ready: none of {} apiserver(s) is reachable\n",
+            "degraded: none of {} apiserver(s) is reachable; serving the node's components from the local cache\n",
             servers.len()
         );
         text(StatusCode::SERVICE_UNAVAILABLE, body)

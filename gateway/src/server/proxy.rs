@@ -104,7 +104,7 @@ async fn forward(
         Ok(response) => response,
         // A read that cannot reach the cloud is answered from the cache.
         Err(TransportError::Connect { server, source })
-            if matches!(info.verb, Verb::Get | Verb::List) =>
+            if matches!(info.verb, Verb::Get | Verb::List | Verb::Watch) =>
         {
             tracing::debug!(%server, error = %source, "connect failed: answering from the cache");
             return Ok(state.local.read(ask()).await);

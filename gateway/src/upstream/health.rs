@@ -27,9 +27,10 @@ pub struct HealthSettings {
 }
 
 /// While a verdict is in doubt (a failure on a healthy server, a success on an unhealthy one)
-/// the confirming probes come this close together, so a change is settled in about a second
-/// per threshold step rather than a whole interval per step.
-const CONFIRM_SPACING: Duration = Duration::from_secs(1);
+/// the confirming probes come this close together, so a change is settled within half a
+/// second per threshold step rather than a whole interval per step: a node's watches are
+/// ended within an interval and a half of the cloud coming back.
+const CONFIRM_SPACING: Duration = Duration::from_millis(500);
 
 /// Announces "some server is healthy" and every change of it, to whoever must react
 /// (readiness, watches that must end when the cloud comes back).

@@ -1,0 +1,183 @@
+//! Crash safety: kill -9 the gateway at random moments while it caches a large list.
+
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use bytes::Bytes;
+use edgegate::cache::{RedbStore, ResourceKey, Store};
+use http_body_util::BodyExt;
+
+use crate::support::{
+    Env, client, create_configmaps, get, get_as, list_as, namespace, request, runtime, versions,
+};
+
+const OBJECTS: usize = 5000;
+const ROUNDS: usize = 20;
+const CACHER: &str = "e2e-cacher/v1";
+
+/// kill -9 the gateway at random moments during a LIST of 5 000 ConfigMaps, 20 times:
+/// afterwards the store opens and holds either the complete old set or the complete new
+/// set, never a mix.
+pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Result<()> {
+    let ns = namespace(&env.cluster, "crash")?;
+    let admin = env.gateway(&[])?;
+    let mut victim = env.gateway(&["--cache-agents=e2e-cacher"])?;
+    let rt = runtime();
+    let client = client();
+    rt.block_on(create_configmaps(
+        &client,
+        &admin.url(),
+        &ns,
+        "crash",
+        OBJECTS,
+    ))?;
+    let direct = format!("{}/api/v1/namespaces/{ns}/configmaps", admin.url());
+    let cached = format!("{}/api/v1/namespaces/{ns}/configmaps", victim.url());
+
+    // A complete first list, to measure how long one takes and to have an "old" set.
+    let started = Instant::now();
+    let (_, first) = rt.block_on(list_as(&client, &cached, CACHER))?;
+    let list_time = started.elapsed();
+    crate::support::wait_metric(victim.hub, "edgegate_cache_commits_total", 1.0)?;
+    victim.kill();
+    let mut committed = read_set(&victim, &ns)?.context("the first list is committed")?;
+    ensure!(
+        committed == versions(&first),
+        "the first list is cached whole"
+    );
+    victim.restart()?;
+
+    let window = list_time.saturating_mul(2).max(Duration::from_millis(20));
+    let (mut kept_old, mut took_new) = (0, 0);
+    for round in 0..ROUNDS {
+        rt.block_on(mutate(&client, &admin.url(), &ns, round))?;
+        let (status, truth) = rt.block_on(get(&client, &direct))?;
+        ensure!(status == 200, "the direct list answered {status}");
+        let truth: serde_json::Value = serde_json::from_slice(&truth)?;
+        let truth = versions(truth["items"].as_array().context("a list")?);
+        ensure!(
+            truth != committed,
+            "round {round}: the mutation changed the set"
+        );
+
+        let delay = random_below(window);
+        let listing = {
+            let client = client.clone();
+            let cached = cached.clone();
+            rt.spawn(async move { get_as(&client, &cached, CACHER).await })
+        };
+        std::thread::sleep(delay);
+        victim.kill();
+        let _ = rt.block_on(listing);
+
+        let after = read_set(&victim, &ns)?.unwrap_or_default();
+        if after == truth {
+            took_new += 1;
+        } else {
+            ensure!(
+                after == committed,
+                "round {round} (killed after {delay:?}): the cache holds {} objects that are neither the old set ({}) nor the new ({})",
+                after.len(),
+                committed.len(),
+                truth.len()
+            );
+            kept_old += 1;
+        }
+        committed = after;
+        victim.restart()?;
+    }
+    println!(
+        "{ROUNDS} kills within {window:?} of a {OBJECTS}-object list (one list takes {list_time:?}): old set kept {kept_old} times, new set committed {took_new} times, never a mix"
+    );
+    ensure!(
+        kept_old > 0 && took_new > 0,
+        "the kills must land both before and after commits to show anything"
+    );
+    Ok(())
+}
+
+/// `name → resourceVersion` of the cacher's configmaps in `ns`, read from the store of the
+/// (dead) gateway; `None` when no set was ever committed.
+fn read_set(
+    gateway: &edgegate_testkit::Gateway,
+    ns: &str,
+) -> Result<Option<BTreeMap<String, String>>> {
+    let store = RedbStore::open(&gateway.dir.join("cache"))?;
+    if store.sets("")?.is_empty() {
+        return Ok(None);
+    }
+    let resource = ResourceKey {
+        component: "e2e-cacher".into(),
+        resource: "configmaps".into(),
+        version: "v1".into(),
+        group: String::new(),
+    };
+    let mut set = BTreeMap::new();
+    for entry in store.scan(&resource.namespace_prefix(ns))? {
+        let (_, object) = entry?;
+        let object: serde_json::Value = serde_json::from_slice(&object)?;
+        set.insert(
+            object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            object["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    Ok(Some(set))
+}
+
+/// Changes the set a little: ten objects updated, one deleted, one created.
+async fn mutate(
+    client: &crate::support::Plain,
+    gateway: &str,
+    ns: &str,
+    round: usize,
+) -> Result<()> {
+    let url = format!("{gateway}/api/v1/namespaces/{ns}/configmaps");
+    for i in 0..10 {
+        let name = format!("crash-{}", (round * 97 + i * 13) % OBJECTS);
+        let patch = format!(r#"{{"data":{{"round":"{round}"}}}}"#);
+        let mut req = request(
+            ::http::Method::PATCH,
+            &format!("{url}/{name}"),
+            Some(edgegate_testkit::ADMIN_TOKEN),
+            "e2e/v1",
+            Some(&patch),
+        )?;
+        req.headers_mut().insert(
+            "content-type",
+            ::http::HeaderValue::from_static("application/merge-patch+json"),
+        );
+        let response = client.request(req).await?;
+        ensure!(
+            response.status() == 200,
+            "patch {name}: {}",
+            response.status()
+        );
+        let _: Bytes = response.into_body().collect().await?.to_bytes();
+    }
+    let doomed = format!("{url}/crash-{}", round * 7 + 1);
+    let response = client
+        .request(request(
+            ::http::Method::DELETE,
+            &doomed,
+            Some(edgegate_testkit::ADMIN_TOKEN),
+            "e2e/v1",
+            None,
+        )?)
+        .await?;
+    ensure!(response.status() == 200, "delete: {}", response.status());
+    create_configmaps(client, gateway, ns, &format!("round{round}"), 1).await
+}
+
+fn random_below(window: Duration) -> Duration {
+    let random = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
+    let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
+    Duration::from_nanos(random % nanos)
+}
