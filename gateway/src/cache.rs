@@ -7,6 +7,7 @@
 //! its selectors): a list replaces exactly its set, in one transaction.
 
 mod gc;
+mod inspect;
 mod key;
 mod metrics;
 mod policy;
@@ -19,6 +20,7 @@ mod tee;
 mod writer;
 
 pub use gc::collect_garbage;
+pub use inspect::{SetSummary, object, summary};
 pub use key::{ResourceKey, SetKey};
 pub use metrics::CacheMetrics;
 pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS, ListQuery};
@@ -30,7 +32,7 @@ pub use tee::CacheTee;
 pub use writer::Cache;
 
 /// Seconds since the Unix epoch.
-pub(crate) fn now() -> u64 {
+pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

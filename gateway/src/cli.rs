@@ -32,6 +32,32 @@ pub enum Command {
     /// Tools for filter authors.
     #[command(subcommand)]
     Filter(FilterCommand),
+    /// Tools for operators: what the local cache holds. They ask the running gateway's hub
+    /// (--bind-address, --serve-port), or read --disk-cache-path when no gateway runs.
+    #[command(subcommand)]
+    Cache(CacheCommand),
+}
+
+/// `edgegate cache …`.
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Lists the cached sets: component, resource, namespace, selectors, objects, synced
+    /// resourceVersion, age.
+    Ls,
+    /// Prints one cached object.
+    Get(CacheGetArgs),
+}
+
+/// `edgegate cache get`.
+#[derive(Debug, Args)]
+pub struct CacheGetArgs {
+    /// The component it was served to, e.g. `kube-proxy`.
+    pub component: String,
+    /// The resource: `services`, `services.v1` or `endpointslices.v1beta1.discovery.k8s.io`.
+    pub resource: String,
+    /// `namespace/name`, or `name` for cluster-scoped objects.
+    #[arg(value_name = "[NAMESPACE/]NAME")]
+    pub name: String,
 }
 
 /// `edgegate filter …`.
@@ -131,11 +157,11 @@ pub struct RunArgs {
     pub nodepool_name: Option<String>,
 
     /// Address of the hub server (/v1/healthz, /v1/readyz, /metrics).
-    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
+    #[arg(long, default_value = "127.0.0.1", value_name = "IP", global = true)]
     pub bind_address: IpAddr,
 
     /// Port of the hub server.
-    #[arg(long, default_value_t = 10267, value_name = "PORT")]
+    #[arg(long, default_value_t = 10267, value_name = "PORT", global = true)]
     pub serve_port: u16,
 
     /// Address of the proxy listener.
@@ -147,7 +173,12 @@ pub struct RunArgs {
     pub proxy_port: u16,
 
     /// Directory of the local cache.
-    #[arg(long, default_value = "/etc/kubernetes/cache/", value_name = "DIR")]
+    #[arg(
+        long,
+        default_value = "/etc/kubernetes/cache/",
+        value_name = "DIR",
+        global = true
+    )]
     pub disk_cache_path: PathBuf,
 
     /// Directory of the Wasm filters (NAME.wasm, optional NAME.toml), watched for changes.

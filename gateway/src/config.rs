@@ -98,6 +98,7 @@ impl Config {
                 timeout: Duration::from_secs(args.heartbeat_timeout_seconds),
                 failed_retry: args.heartbeat_failed_retry,
                 healthy_threshold: args.heartbeat_healthy_threshold,
+                node_name: args.node_name.clone(),
             },
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),

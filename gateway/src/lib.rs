@@ -13,7 +13,8 @@
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
 //! - [`metrics`]: the Prometheus registry; [`reply`]: response bodies and `Status` answers.
-//! - [`config`] and [`cli`]: the command line and the checked configuration.
+//! - [`config`] and [`cli`]: the command line and the checked configuration; [`tools`]: the
+//!   `filter` and `cache` subcommands.
 
 pub mod cache;
 pub mod cli;
@@ -25,6 +26,7 @@ pub mod reply;
 pub mod request;
 pub mod server;
 pub mod stream;
+pub mod tools;
 pub mod upstream;
 
 pub use config::Config;

@@ -1,18 +1,19 @@
 //! The `edgegate` binary: parses the command line and runs the gateway (or a filter tool).
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use edgegate::cli::{Cli, Command, FilterCommand, LogFormat};
-use edgegate::{Config, server};
+use edgegate::cli::{Cli, Command, LogFormat};
+use edgegate::{Config, server, tools};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.run.log_level, cli.run.log_format);
-    if let Some(Command::Filter(command)) = cli.command {
-        return filter_tool(command);
+    match cli.command {
+        Some(Command::Filter(command)) => return tools::filter(command),
+        Some(Command::Cache(command)) => return tools::cache(command, &cli.run),
+        None => {}
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -40,48 +41,6 @@ fn main() -> ExitCode {
             }
         }
     })
-}
-
-/// Runs `edgegate filter check|test`: the result on stdout, errors on stderr.
-fn filter_tool(command: FilterCommand) -> ExitCode {
-    use edgegate::filter;
-    let result = match command {
-        FilterCommand::Check(args) => filter::check(&args.wasm, args.config.as_deref()),
-        FilterCommand::Test(args) => {
-            let mut input = Vec::new();
-            match std::io::Read::read_to_end(&mut std::io::stdin(), &mut input) {
-                Ok(_) => filter::test(
-                    &filter::TestRequest {
-                        wasm: args.wasm,
-                        options: args.config,
-                        component: args.component,
-                        verb: args.verb,
-                        group: args.group,
-                        version: args.version,
-                        resource: args.resource,
-                        namespace: args.namespace,
-                        node_name: args.node_name,
-                        node_pool: args.node_pool,
-                    },
-                    &input,
-                ),
-                Err(error) => Err(filter::FilterError::Input(format!(
-                    "cannot read stdin: {error}"
-                ))),
-            }
-        }
-    };
-    match result {
-        Ok(text) => {
-            // A closed stdout (`| head`) is the reader's choice, not a failure to report.
-            let _ = writeln!(std::io::stdout(), "{text}");
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("edgegate filter: {}", edgegate::error_chain(&error));
-            ExitCode::FAILURE
-        }
-    }
 }
 
 fn init_tracing(filter: &str, format: LogFormat) {

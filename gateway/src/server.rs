@@ -136,7 +136,7 @@ pub async fn serve(
     let checker = tokio::spawn(health::run(
         balancer.clone(),
         transport.clone(),
-        config.health,
+        config.health.clone(),
         metrics.clone(),
         health_tx,
     ));

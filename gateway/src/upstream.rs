@@ -4,6 +4,7 @@
 mod balancer;
 mod credentials;
 pub mod health;
+mod lease;
 mod transport;
 
 pub use balancer::{Balancer, LbMode, Server};

@@ -8,6 +8,7 @@
 
 mod crash;
 mod offline;
+mod operator;
 mod proxy;
 mod resilience;
 mod support;
@@ -82,6 +83,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",
         crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new,
+    ),
+    (
+        "operator::cache_tools_show_the_cache",
+        operator::cache_tools_show_the_cache,
+    ),
+    (
+        "operator::node_lease_is_the_heartbeat",
+        operator::node_lease_is_the_heartbeat,
     ),
 ];
 

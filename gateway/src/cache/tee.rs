@@ -152,3 +152,107 @@ impl Drop for CacheTee {
         self.give_up("the response ended early");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::CacheMetrics;
+    use crate::cache::key::{ResourceKey, SetKey};
+    use crate::cache::policy::CachePolicy;
+    use crate::cache::redb_store::RedbStore;
+    use crate::cache::store::Store;
+
+    fn list_target() -> CacheTarget {
+        let resource = ResourceKey {
+            component: "kube-proxy".into(),
+            resource: "services".into(),
+            version: "v1".into(),
+            group: String::new(),
+        };
+        CacheTarget::List {
+            set: SetKey::new(resource, "", "", ""),
+            continue_from: None,
+        }
+    }
+
+    fn end() -> ListEnd {
+        ListEnd {
+            kind: "ServiceList".into(),
+            api_version: "v1".into(),
+            resource_version: "7".into(),
+            continue_token: String::new(),
+        }
+    }
+
+    const OBJECT: &[u8] = br#"{"metadata":{"name":"web","namespace":"a","resourceVersion":"7"}}"#;
+
+    #[test]
+    fn a_list_the_writer_has_no_room_for_is_given_up_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(RedbStore::open(dir.path()).unwrap());
+        let cache = Cache::start(
+            store.clone(),
+            CachePolicy::new(&["*"]),
+            CacheMetrics::default(),
+        );
+
+        let all_room = cache.room(16 << 20).expect("the room is free at first");
+        let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
+        tee.list_item(&Bytes::from_static(OBJECT));
+        tee.list_end(end());
+        drop(tee);
+        cache.flush();
+        assert!(
+            store.sets("").unwrap().is_empty(),
+            "a list that lost an item is not committed"
+        );
+        assert_eq!(cache.metrics().aborted.get(), 1);
+        assert_eq!(cache.metrics().refused.get(), 1);
+
+        drop(all_room);
+        let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
+        tee.list_item(&Bytes::from_static(OBJECT));
+        tee.list_end(end());
+        cache.flush();
+        assert_eq!(store.sets("").unwrap().len(), 1);
+        assert_eq!(cache.metrics().commits.get(), 1);
+        cache.close();
+    }
+
+    #[test]
+    fn a_list_whose_client_went_away_is_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(RedbStore::open(dir.path()).unwrap());
+        let cache = Cache::start(
+            store.clone(),
+            CachePolicy::new(&["*"]),
+            CacheMetrics::default(),
+        );
+        let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
+        tee.list_item(&Bytes::from_static(OBJECT));
+        drop(tee);
+        cache.flush();
+        assert!(store.sets("").unwrap().is_empty());
+        assert!(
+            store.scan("").unwrap().next().is_none(),
+            "nothing staged reached the objects"
+        );
+        cache.close();
+    }
+
+    #[test]
+    fn a_later_page_without_its_first_is_not_teed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(RedbStore::open(dir.path()).unwrap());
+        let cache = Cache::start(store, CachePolicy::new(&["*"]), CacheMetrics::default());
+        let CacheTarget::List { set, .. } = list_target() else {
+            unreachable!()
+        };
+        let later = CacheTarget::List {
+            set,
+            continue_from: Some("never-seen".into()),
+        };
+        assert!(cache.tee("kube-proxy", later).is_none());
+        cache.close();
+    }
+}

@@ -262,6 +262,12 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
         }
         match store.apply(&batch, durable) {
             Ok(()) => {
+                // Counted once applied: a reader that sees the count sees the set.
+                let commits = batch
+                    .iter()
+                    .filter(|op| matches!(op, WriteOp::Commit { .. }))
+                    .count();
+                metrics.commits.inc_by(commits as u64);
                 unflushed = !durable;
                 if durable {
                     last_durable = Instant::now();
@@ -307,7 +313,6 @@ fn write_ops(
             end,
             items,
         } => {
-            metrics.commits.inc();
             batch.push(WriteOp::Commit {
                 list,
                 set: (*set).clone(),

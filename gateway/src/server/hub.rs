@@ -6,6 +6,8 @@
 //! | `GET /v1/readyz` | `200` while an apiserver is reachable, else `503`, with the reason in the body |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /v1/filters` | the live filter chain as JSON |
+//! | `GET /v1/cache` | the cached sets as JSON (`edgegate cache ls`) |
+//! | `GET /v1/cache/object?component=&resource=&name=` | one cached object (`edgegate cache get`) |
 
 use std::sync::Arc;
 
@@ -28,6 +30,8 @@ pub async fn handle<B>(state: Arc<State>, request: Request<B>) -> Response<Respo
     match request.uri().path() {
         "/v1/healthz" => text(StatusCode::OK, "OK".into()),
         "/v1/readyz" => readyz(&state),
+        "/v1/cache" => cache_summary(&state).await,
+        "/v1/cache/object" => cache_object(&state, request.uri().query()).await,
         "/v1/filters" => crate::reply::json(
             StatusCode::OK,
             bytes::Bytes::from(state.filters.describe().to_string()),
@@ -67,6 +71,56 @@ fn readyz(state: &State) -> Response<ResponseBody> {
             format!("ready: upstream {}\n", healthy.join(", ")),
         )
     }
+}
+
+/// The cached sets, as `edgegate cache ls` shows them.
+async fn cache_summary(state: &State) -> Response<ResponseBody> {
+    let store = state.cache.store().clone();
+    match tokio::task::spawn_blocking(move || crate::cache::summary(store.as_ref())).await {
+        Ok(Ok(sets)) => crate::reply::json(
+            StatusCode::OK,
+            bytes::Bytes::from(serde_json::to_vec(&sets).unwrap_or_default()),
+        ),
+        Ok(Err(error)) => internal(&crate::error_chain(&error)),
+        Err(error) => internal(&error.to_string()),
+    }
+}
+
+/// One cached object: `?component=&resource=&name=`, as `edgegate cache get` asks.
+async fn cache_object(state: &State, query: Option<&str>) -> Response<ResponseBody> {
+    let mut ask = std::collections::HashMap::new();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        ask.insert(key.into_owned(), value.into_owned());
+    }
+    let (Some(component), Some(resource), Some(name)) = (
+        ask.remove("component"),
+        ask.remove("resource"),
+        ask.remove("name"),
+    ) else {
+        return crate::reply::status_response(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "give component, resource and name",
+        );
+    };
+    let store = state.cache.store().clone();
+    let found = tokio::task::spawn_blocking(move || {
+        crate::cache::object(store.as_ref(), &component, &resource, &name)
+            .map(|object| object.ok_or(format!("{component} has no cached {resource} {name}")))
+    })
+    .await;
+    match found {
+        Ok(Ok(Ok(object))) => crate::reply::json(StatusCode::OK, object),
+        Ok(Ok(Err(missing))) => {
+            crate::reply::status_response(StatusCode::NOT_FOUND, "NotFound", &missing)
+        }
+        Ok(Err(error)) => internal(&crate::error_chain(&error)),
+        Err(error) => internal(&error.to_string()),
+    }
+}
+
+fn internal(message: &str) -> Response<ResponseBody> {
+    crate::reply::status_response(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
 }
 
 fn text(code: StatusCode, body: String) -> Response<ResponseBody> {

@@ -14,7 +14,7 @@ use super::transport::Transport;
 use crate::metrics::{Metrics, ServerLabels};
 
 /// The heartbeat knobs (`--heartbeat-*` flags).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct HealthSettings {
     /// Time between two probes of a server whose verdict is settled.
     pub interval: Duration,
@@ -24,6 +24,9 @@ pub struct HealthSettings {
     pub failed_retry: u32,
     /// Consecutive successes that make an unhealthy server healthy.
     pub healthy_threshold: u32,
+    /// With a node name, a probe renews the node's lease (YurtHub's heartbeat); without, it
+    /// asks `/readyz`.
+    pub node_name: Option<String>,
 }
 
 /// While a verdict is in doubt (a failure on a healthy server, a success on an unhealthy one)
@@ -45,7 +48,7 @@ pub async fn first_verdicts(
     metrics: &Metrics,
 ) {
     let probes = balancer.servers().iter().map(|server| async move {
-        let healthy = probe(transport, server, settings.timeout).await;
+        let healthy = probe(transport, server, settings).await;
         server.set_healthy(healthy);
         metrics
             .upstream_healthy
@@ -72,7 +75,7 @@ pub async fn run(
             balancer.clone(),
             index,
             transport.clone(),
-            settings,
+            settings.clone(),
             metrics.clone(),
             any_healthy.clone(),
         )
@@ -89,10 +92,10 @@ async fn check_server(
     any_healthy: Arc<watch::Sender<bool>>,
 ) {
     let server = &balancer.servers()[index];
-    let mut verdict = Verdict::new(server.is_healthy(), settings);
+    let mut verdict = Verdict::new(server.is_healthy(), settings.clone());
     loop {
         tokio::time::sleep(verdict.next_delay()).await;
-        let ok = probe(&transport, server, settings.timeout).await;
+        let ok = probe(&transport, server, &settings).await;
         let Some(healthy) = verdict.observe(ok) else {
             continue;
         };
@@ -118,8 +121,21 @@ async fn check_server(
     }
 }
 
-/// One probe: `GET /readyz` on the gateway's identity; healthy on a 2xx within the timeout.
-async fn probe(transport: &Transport, server: &Server, timeout: Duration) -> bool {
+/// One probe within the heartbeat timeout: the node-lease renewal, or `GET /readyz`.
+async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings) -> bool {
+    let probe = async {
+        match &settings.node_name {
+            Some(node) => super::lease::renew(transport, &server.url, node).await,
+            None => readyz(transport, server).await,
+        }
+    };
+    tokio::time::timeout(settings.timeout, probe)
+        .await
+        .unwrap_or(false)
+}
+
+/// `GET /readyz` on the gateway's identity; healthy on a 2xx.
+async fn readyz(transport: &Transport, server: &Server) -> bool {
     let request = Request::builder().method(Method::GET).uri("/readyz").body(
         Empty::<Bytes>::new()
             .map_err(|never| match never {})
@@ -133,10 +149,7 @@ async fn probe(transport: &Transport, server: &Server, timeout: Duration) -> boo
         response.into_body().collect().await.ok()?;
         Some(ok)
     };
-    matches!(
-        tokio::time::timeout(timeout, exchange).await,
-        Ok(Some(true))
-    )
+    exchange.await == Some(true)
 }
 
 fn labels(server: &Server) -> ServerLabels {
@@ -202,6 +215,7 @@ mod tests {
             timeout: Duration::from_secs(2),
             failed_retry: 3,
             healthy_threshold: 2,
+            node_name: None,
         }
     }
 

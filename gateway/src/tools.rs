@@ -1,0 +1,212 @@
+//! The command-line tools that run instead of the gateway: `edgegate filter check|test`
+//! for filter authors, `edgegate cache ls|get` for operators.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::cache::{self, RedbStore, SetSummary};
+use crate::cli::{CacheCommand, FilterCommand, RunArgs};
+use crate::filter;
+
+/// Runs `edgegate filter check|test`: the result on stdout, errors on stderr.
+pub fn filter(command: FilterCommand) -> ExitCode {
+    let result = match command {
+        FilterCommand::Check(args) => filter::check(&args.wasm, args.config.as_deref()),
+        FilterCommand::Test(args) => {
+            let mut input = Vec::new();
+            match std::io::Read::read_to_end(&mut std::io::stdin(), &mut input) {
+                Ok(_) => filter::test(
+                    &filter::TestRequest {
+                        wasm: args.wasm,
+                        options: args.config,
+                        component: args.component,
+                        verb: args.verb,
+                        group: args.group,
+                        version: args.version,
+                        resource: args.resource,
+                        namespace: args.namespace,
+                        node_name: args.node_name,
+                        node_pool: args.node_pool,
+                    },
+                    &input,
+                ),
+                Err(error) => Err(filter::FilterError::Input(format!(
+                    "cannot read stdin: {error}"
+                ))),
+            }
+        }
+    };
+    match result {
+        Ok(text) => {
+            // A closed stdout (`| head`) is the reader's choice, not a failure to report.
+            let _ = writeln!(std::io::stdout(), "{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("edgegate filter: {}", crate::error_chain(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs `edgegate cache ls|get`: asks the running gateway's hub, or, when none answers,
+/// reads the cache file (which a running gateway holds exclusively).
+pub fn cache(command: CacheCommand, args: &RunArgs) -> ExitCode {
+    let hub = format!("http://{}:{}", args.bind_address, args.serve_port);
+    let result = match command {
+        CacheCommand::Ls => list_sets(&hub, args).map(|sets| table(&sets)),
+        CacheCommand::Get(get) => get_object(&hub, args, &get.component, &get.resource, &get.name),
+    };
+    match result {
+        Ok(text) => {
+            let _ = writeln!(std::io::stdout(), "{text}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("edgegate cache: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn list_sets(hub: &str, args: &RunArgs) -> Result<Vec<SetSummary>, String> {
+    if let Some(body) = ask_hub(&format!("{hub}/v1/cache"))? {
+        return serde_json::from_slice(&body)
+            .map_err(|e| format!("the hub's answer is not a cache summary: {e}"));
+    }
+    let store = open_store(args)?;
+    cache::summary(&store).map_err(|e| crate::error_chain(&e))
+}
+
+fn get_object(
+    hub: &str,
+    args: &RunArgs,
+    component: &str,
+    resource: &str,
+    name: &str,
+) -> Result<String, String> {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("component", component)
+        .append_pair("resource", resource)
+        .append_pair("name", name)
+        .finish();
+    let object = match ask_hub(&format!("{hub}/v1/cache/object?{query}"))? {
+        Some(body) => Some(body),
+        None => {
+            let store = open_store(args)?;
+            cache::object(&store, component, resource, name).map_err(|e| crate::error_chain(&e))?
+        }
+    };
+    let object = object.ok_or_else(|| format!("{component} has no cached {resource} {name}"))?;
+    let value: serde_json::Value = serde_json::from_slice(&object)
+        .map_err(|e| format!("the cached object is not JSON: {e}"))?;
+    serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+}
+
+fn open_store(args: &RunArgs) -> Result<RedbStore, String> {
+    RedbStore::open(&args.disk_cache_path).map_err(|e| {
+        format!(
+            "no gateway answered on its hub, and the cache at {} cannot be opened: {}",
+            args.disk_cache_path.display(),
+            crate::error_chain(&e)
+        )
+    })
+}
+
+/// GETs a hub URL: the body on 200, `None` when no gateway listens, an error otherwise.
+fn ask_hub(url: &str) -> Result<Option<bytes::Bytes>, String> {
+    use http_body_util::{BodyExt, Empty};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Empty<bytes::Bytes>>();
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("bad hub address {url}: {e}"))?;
+        let response = match tokio::time::timeout(Duration::from_secs(5), client.get(uri)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) if error.is_connect() => return Ok(None),
+            Ok(Err(error)) => return Err(format!("the hub at {url} failed: {error}")),
+            Err(_) => return Err(format!("the hub at {url} did not answer in 5 s")),
+        };
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        match status.as_u16() {
+            200 => Ok(Some(body)),
+            404 => Err(String::from_utf8_lossy(&body).into_owned()),
+            code => Err(format!(
+                "the hub answered {code}: {}",
+                String::from_utf8_lossy(&body)
+            )),
+        }
+    })
+}
+
+/// The sets as an aligned table.
+fn table(sets: &[SetSummary]) -> String {
+    let now = cache::now();
+    let mut rows = vec![
+        [
+            "COMPONENT",
+            "RESOURCE",
+            "NAMESPACE",
+            "SELECTOR",
+            "OBJECTS",
+            "RESOURCEVERSION",
+            "AGE",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for set in sets {
+        let selector = [set.label_selector.as_str(), set.field_selector.as_str()]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        rows.push(vec![
+            set.component.clone(),
+            set.resource.clone(),
+            if set.namespace.is_empty() {
+                "(all)".into()
+            } else {
+                set.namespace.clone()
+            },
+            if selector.is_empty() {
+                "-".into()
+            } else {
+                selector
+            },
+            set.objects.to_string(),
+            set.resource_version.clone(),
+            humantime::format_duration(Duration::from_secs(now.saturating_sub(set.committed_at)))
+                .to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|row| {
+            row.iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
