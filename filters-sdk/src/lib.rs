@@ -32,6 +32,8 @@
 //! - [`types`]: the request context, the manifest and the decisions, as plain Rust types.
 //! - [`object`]: [`Object`], a Kubernetes object parsed once, with typed accessors.
 //! - [`host`]: what the gateway grants a filter: lookups, logging, counters.
+//! - [`kube`]: Kubernetes and OpenYurt knowledge filters share: annotations, the hub
+//!   address, endpoints by node, a Service's and a node pool's lookups.
 //! - [`selector`]: Kubernetes label selectors, parsed and matched (the gateway uses it too).
 //! - [`testing`]: the native test harness (not in wasm builds).
 //! - `export_filter!`: exports a [`Filter`] as the component's implementation.
@@ -46,6 +48,7 @@ pub mod filter;
 #[cfg(target_family = "wasm")]
 mod guest;
 pub mod host;
+pub mod kube;
 pub mod object;
 pub mod selector;
 #[cfg(not(target_family = "wasm"))]

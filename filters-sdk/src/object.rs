@@ -98,6 +98,11 @@ impl Object {
             .insert("namespace".into(), namespace.into());
     }
 
+    /// Whether this is the object `namespace/name`.
+    pub fn is_named(&self, namespace: &str, name: &str) -> bool {
+        self.namespace() == Some(namespace) && self.name() == Some(name)
+    }
+
     /// `metadata.resourceVersion` (which a filter must never change).
     pub fn resource_version(&self) -> Option<&str> {
         self.metadata()?.get("resourceVersion")?.as_str()
@@ -238,6 +243,13 @@ impl Object {
         }
     }
 
+    /// Sets any field by path, as [`Object::set`] does, unless it already holds `value`.
+    /// Returns whether the object changed, so a filter can answer [`crate::Decision::Keep`]
+    /// (and spare the re-encoding) when it did not.
+    pub fn update(&mut self, path: &str, value: Value) -> bool {
+        self.get(path) != Some(&value) && self.set(path, value)
+    }
+
     fn root_mut(&mut self) -> &mut Map<String, Value> {
         if !self.value.is_object() {
             self.value = Value::Object(Map::new());
@@ -348,6 +360,18 @@ mod tests {
         assert_eq!(object.spec("ports.0.name"), Some(&json!("h")));
         assert!(!object.set_spec("ports.5.name", json!("h")));
         assert!(!object.set_spec("clusterIP.inner", json!(1)));
+    }
+
+    #[test]
+    fn update_reports_only_real_changes() {
+        let mut object = service();
+        assert!(object.is_named("default", "web"));
+        assert!(!object.is_named("kube-system", "web"));
+        assert!(!object.update("spec.clusterIP", json!("10.0.0.1")));
+        assert!(object.update("spec.clusterIP", json!("169.254.2.1")));
+        assert_eq!(object.spec("clusterIP"), Some(&json!("169.254.2.1")));
+        assert!(object.update("spec.clusterIPs", json!(["169.254.2.1"])));
+        assert!(!object.update("spec.clusterIP.inner", json!(1)), "no path");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! parsing, same encoding of decisions), against a fake host whose objects the test registers
 //! and whose logs and counters it reads back. Filter logic is tested with plain `cargo test`.
 //!
+//! Code that makes lookups outside a filter is tested against a [`Host`] alone.
+//!
 //! ```text
 //! let harness = Harness::<MyFilter>::configure(json!({"key": "value"}))?;
 //! harness.add_object("", "v1", "services", json!({...}));
@@ -34,18 +36,53 @@ thread_local! {
     static HOST: RefCell<Option<Rc<RefCell<FakeHost>>>> = const { RefCell::new(None) };
 }
 
+/// The fake host alone, serving [`crate::host`] on this thread: for testing code that makes
+/// lookups outside a filter (a [`Harness`] has one of its own).
+pub struct Host {
+    host: Rc<RefCell<FakeHost>>,
+}
+
+impl Host {
+    /// Installs a fresh fake host for this thread, replacing any earlier one.
+    pub fn install() -> Host {
+        let host = Rc::new(RefCell::new(FakeHost::default()));
+        HOST.with(|current| *current.borrow_mut() = Some(Rc::clone(&host)));
+        Host { host }
+    }
+
+    /// Makes an object known to the host's `get` and `list` (by its `metadata.namespace` and
+    /// `metadata.name`).
+    pub fn add_object(&self, group: &str, version: &str, resource: &str, object: Value) {
+        self.host
+            .borrow_mut()
+            .objects
+            .entry((group.to_owned(), version.to_owned(), resource.to_owned()))
+            .or_default()
+            .push(object);
+    }
+
+    /// The lines logged so far.
+    pub fn logs(&self) -> Vec<(Level, String)> {
+        self.host.borrow().logs.clone()
+    }
+
+    /// The counters bumped so far.
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        self.host.borrow().counters.clone()
+    }
+}
+
 /// A configured filter under test, with its fake host.
 pub struct Harness<F: Filter> {
     slot: Slot<F>,
-    host: Rc<RefCell<FakeHost>>,
+    host: Host,
 }
 
 impl<F: Filter> Harness<F> {
     /// Configures the filter with `config` (as the gateway would after checking it against
     /// the manifest's schema) and installs a fresh fake host for this thread.
     pub fn configure(config: Value) -> Result<Harness<F>, String> {
-        let host = Rc::new(RefCell::new(FakeHost::default()));
-        HOST.with(|current| *current.borrow_mut() = Some(Rc::clone(&host)));
+        let host = Host::install();
         let slot = Slot::new();
         slot.configure(&config.to_string())?;
         Ok(Harness { slot, host })
@@ -59,12 +96,7 @@ impl<F: Filter> Harness<F> {
     /// Makes an object known to the host's `get` and `list` (by its `metadata.namespace` and
     /// `metadata.name`).
     pub fn add_object(&self, group: &str, version: &str, resource: &str, object: Value) {
-        self.host
-            .borrow_mut()
-            .objects
-            .entry((group.to_owned(), version.to_owned(), resource.to_owned()))
-            .or_default()
-            .push(object);
+        self.host.add_object(group, version, resource, object);
     }
 
     /// Runs the filter on one object, as the host's `filter` call does.
@@ -80,12 +112,12 @@ impl<F: Filter> Harness<F> {
 
     /// The lines the filter logged so far.
     pub fn logs(&self) -> Vec<(Level, String)> {
-        self.host.borrow().logs.clone()
+        self.host.logs()
     }
 
     /// The counters the filter bumped so far.
     pub fn counters(&self) -> BTreeMap<String, u64> {
-        self.host.borrow().counters.clone()
+        self.host.counters()
     }
 }
 
@@ -228,6 +260,19 @@ mod tests {
         assert_eq!(harness.counters().get("dropped"), Some(&2));
         assert_eq!(harness.logs()[0], (Level::Info, "dropping db".to_owned()));
         assert_eq!(harness.manifest().name, "lookups");
+    }
+
+    #[test]
+    fn a_host_alone_serves_lookups_outside_a_filter() {
+        let fake = Host::install();
+        fake.add_object("", "v1", "nodes", json!({"metadata": {"name": "n1"}}));
+        assert_eq!(
+            host::get("", "v1", "nodes", None, "n1").and_then(|n| n.name().map(str::to_owned)),
+            Some("n1".to_owned())
+        );
+        assert!(host::get("", "v1", "nodes", Some("default"), "n1").is_none());
+        host::count("looked-up", 2);
+        assert_eq!(fake.counters().get("looked-up"), Some(&2));
     }
 
     #[test]
