@@ -1,0 +1,53 @@
+//! `discard-cloud-service`: hides from kube-proxy the Services that only work in the cloud,
+//! so edge nodes do not program rules that lead nowhere: LoadBalancer Services annotated
+//! `svc.openyurt.io/discard: "true"`, and the tunnel server's internal Service
+//! `kube-system/x-tunnel-server-internal-svc`. Everything else passes untouched.
+//!
+//! YurtHub calls this filter `discardcloudservice`. It takes no config.
+
+#[cfg(test)]
+mod tests;
+
+use edgegate_filter_sdk::kube::ServiceType;
+use edgegate_filter_sdk::kube::annotations::flag;
+use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
+use edgegate_filter_sdk::{export_filter, host};
+use serde_json::{Value, json};
+
+/// The annotation that marks a LoadBalancer Service as the cloud's alone.
+pub const DISCARD: &str = "svc.openyurt.io/discard";
+
+/// The tunnel server's Service, reachable only from the cloud.
+const TUNNEL_SERVICE: (&str, &str) = ("kube-system", "x-tunnel-server-internal-svc");
+
+/// Drops run first, so later filters do no work on what is dropped.
+const PRIORITY: i32 = 10;
+
+/// The filter; it takes no config.
+pub struct DiscardCloudService;
+
+impl Filter for DiscardCloudService {
+    fn manifest() -> Manifest {
+        Manifest::new("discard-cloud-service", env!("CARGO_PKG_VERSION"))
+            .matches("", &["services"], &[Verb::List, Verb::Watch])
+            .components(&["kube-proxy"])
+            .priority(PRIORITY)
+            .config_schema(json!({"type": "object", "additionalProperties": false}))
+    }
+
+    fn configure(_config: Value) -> Result<Self, String> {
+        Ok(DiscardCloudService)
+    }
+
+    fn filter(&self, _ctx: &Context, service: &mut Object) -> Decision {
+        let discarded =
+            ServiceType::of(service) == ServiceType::LoadBalancer && flag(service, DISCARD);
+        if discarded || service.is_named(TUNNEL_SERVICE.0, TUNNEL_SERVICE.1) {
+            host::count("discarded", 1);
+            return Decision::Drop;
+        }
+        Decision::Keep
+    }
+}
+
+export_filter!(DiscardCloudService);

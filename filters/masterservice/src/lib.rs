@@ -1,0 +1,58 @@
+//! `masterservice`: rewrites the `default/kubernetes` Service kubelet sees, so that the
+//! `KUBERNETES_SERVICE_*` variables it gives pods (and the Service kube-proxy programs for
+//! them) lead to the gateway: `spec.clusterIP` and `spec.clusterIPs` become the hub's host,
+//! and the port named `https` its port. Every other Service passes untouched.
+//!
+//! Config (both optional): `{"host": "169.254.2.1", "port": 10268}`.
+
+#[cfg(test)]
+mod tests;
+
+use edgegate_filter_sdk::kube::HubAddress;
+use edgegate_filter_sdk::kube::hub::{API_PORT_NAME, API_SERVICE_NAME, API_SERVICE_NAMESPACE};
+use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
+use edgegate_filter_sdk::{export_filter, host};
+use serde_json::{Value, json};
+
+/// Rewrites run after the filters that drop or prune, on what is left.
+const PRIORITY: i32 = 50;
+
+/// The configured filter.
+pub struct MasterService {
+    hub: HubAddress,
+}
+
+impl Filter for MasterService {
+    fn manifest() -> Manifest {
+        Manifest::new("masterservice", env!("CARGO_PKG_VERSION"))
+            .matches("", &["services"], &[Verb::List, Verb::Watch])
+            .components(&["kubelet"])
+            .priority(PRIORITY)
+            .config_schema(HubAddress::schema())
+    }
+
+    fn configure(config: Value) -> Result<Self, String> {
+        let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
+        Ok(MasterService { hub })
+    }
+
+    fn filter(&self, _ctx: &Context, service: &mut Object) -> Decision {
+        if !service.is_named(API_SERVICE_NAMESPACE, API_SERVICE_NAME) {
+            return Decision::Keep;
+        }
+        let host = self.hub.host();
+        // `|`, not `||`: every field is set, whichever changed first.
+        let changed = service.update("spec.clusterIP", json!(host))
+            | service.update("spec.clusterIPs", json!([host]))
+            | self
+                .hub
+                .set_named_port(service, "spec.ports", API_PORT_NAME);
+        if !changed {
+            return Decision::Keep;
+        }
+        host::count("rewritten", 1);
+        Decision::Changed
+    }
+}
+
+export_filter!(MasterService);
