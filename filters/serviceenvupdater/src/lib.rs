@@ -1,0 +1,92 @@
+//! `serviceenvupdater`: in the pods kubelet fetches, overwrites the values of the
+//! `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT` variables that a container or an
+//! init container sets itself (CNI plugins do, to reach the API before Services work), with
+//! the hub's host and port, so those pods too go through the gateway. Variables a pod does
+//! not set are not added: kubelet's own injection of them follows `masterservice`.
+//!
+//! Config (both optional): `{"host": "169.254.2.1", "port": 10268}`.
+
+#[cfg(test)]
+mod tests;
+
+use edgegate_filter_sdk::kube::HubAddress;
+use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
+use edgegate_filter_sdk::{export_filter, host};
+use serde_json::{Map, Value};
+
+/// The variable that gives the API's host.
+const HOST_VAR: &str = "KUBERNETES_SERVICE_HOST";
+
+/// The variable that gives the API's port.
+const PORT_VAR: &str = "KUBERNETES_SERVICE_PORT";
+
+/// The container lists of a pod whose variables are overwritten (YurtHub forgets init
+/// containers, though CNI installers run as such).
+const CONTAINER_LISTS: [&str; 2] = ["/spec/containers", "/spec/initContainers"];
+
+/// Rewrites run after the filters that drop or prune, on what is left.
+const PRIORITY: i32 = 50;
+
+/// The configured filter.
+pub struct ServiceEnvUpdater {
+    host: String,
+    port: String,
+}
+
+impl Filter for ServiceEnvUpdater {
+    fn manifest() -> Manifest {
+        Manifest::new("serviceenvupdater", env!("CARGO_PKG_VERSION"))
+            .matches("", &["pods"], &[Verb::Get, Verb::List, Verb::Watch])
+            .components(&["kubelet"])
+            .priority(PRIORITY)
+            .config_schema(HubAddress::schema())
+    }
+
+    fn configure(config: Value) -> Result<Self, String> {
+        let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
+        Ok(ServiceEnvUpdater {
+            host: hub.host(),
+            port: hub.port.to_string(),
+        })
+    }
+
+    fn filter(&self, _ctx: &Context, pod: &mut Object) -> Decision {
+        let mut changed = false;
+        for list in CONTAINER_LISTS {
+            let Some(Value::Array(containers)) = pod.value_mut().pointer_mut(list) else {
+                continue;
+            };
+            let vars = containers
+                .iter_mut()
+                .filter_map(|container| container.get_mut("env")?.as_array_mut())
+                .flatten()
+                .filter_map(Value::as_object_mut);
+            for var in vars {
+                let value = match var.get("name").and_then(Value::as_str) {
+                    Some(HOST_VAR) => &self.host,
+                    Some(PORT_VAR) => &self.port,
+                    _ => continue,
+                };
+                changed |= overwrite(var, value);
+            }
+        }
+        if !changed {
+            return Decision::Keep;
+        }
+        host::count("rewritten", 1);
+        Decision::Changed
+    }
+}
+
+/// Gives a variable the literal `value`; whether it changed. A `valueFrom` goes: the API
+/// refuses a variable with both, and the hub's address must win over any reference.
+fn overwrite(var: &mut Map<String, Value>, value: &str) -> bool {
+    let had_reference = var.remove("valueFrom").is_some();
+    if var.get("value").and_then(Value::as_str) == Some(value) {
+        return had_reference;
+    }
+    var.insert("value".into(), value.into());
+    true
+}
+
+export_filter!(ServiceEnvUpdater);

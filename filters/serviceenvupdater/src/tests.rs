@@ -1,0 +1,147 @@
+//! YurtHub's serviceenvupdater cases on kube-apiserver's JSON, plus init containers.
+
+use edgegate_filter_sdk::Output;
+use edgegate_filter_sdk::testing::Harness;
+use serde_json::{Value, json};
+
+use super::*;
+
+const PODS: &str = include_str!("../fixtures/pods.json");
+
+/// The fixture pod `name`.
+fn pod(name: &str) -> Value {
+    let list: Value = serde_json::from_str(PODS).unwrap();
+    let items = list["items"].as_array().unwrap();
+    let found = items.iter().find(|p| p["metadata"]["name"] == name);
+    found.unwrap().clone()
+}
+
+fn harness(config: Value) -> Harness<ServiceEnvUpdater> {
+    Harness::<ServiceEnvUpdater>::configure(config).unwrap()
+}
+
+fn ctx() -> Context {
+    Context::new("kubelet", Verb::Watch, "", "v1", "pods").node_name("edge-1")
+}
+
+/// The env of the container at `pointer`, as `(name, value)` pairs.
+fn env(pod: &Value, pointer: &str) -> Vec<(String, Value)> {
+    let vars = pod.pointer(pointer).unwrap()["env"].as_array().unwrap();
+    vars.iter()
+        .map(|var| {
+            let name = var["name"].as_str().unwrap().to_owned();
+            (name, var.get("value").cloned().unwrap_or(Value::Null))
+        })
+        .collect()
+}
+
+#[test]
+fn existing_variables_of_containers_and_init_containers_are_overwritten() {
+    let before = pod("calico-node-x7k2p");
+    let mut after = harness(json!({})).filter(&ctx(), &before).json().unwrap();
+    let pairs = |pairs: &[(&str, Value)]| -> Vec<(String, Value)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.clone()))
+            .collect()
+    };
+    assert_eq!(
+        env(&after, "/spec/initContainers/0"),
+        pairs(&[
+            ("CNI_CONF_NAME", json!("10-calico.conflist")),
+            ("KUBERNETES_SERVICE_HOST", json!("169.254.2.1")),
+            ("KUBERNETES_SERVICE_PORT", json!("10268")),
+        ])
+    );
+    assert_eq!(
+        env(&after, "/spec/containers/0"),
+        pairs(&[
+            ("DATASTORE_TYPE", json!("kubernetes")),
+            ("KUBERNETES_SERVICE_HOST", json!("169.254.2.1")),
+            ("KUBERNETES_SERVICE_PORT", json!("10268")),
+            ("NODENAME", Value::Null),
+        ])
+    );
+    // Only those values moved: the valueFrom of NODENAME, metadata and resourceVersion stay.
+    for at in ["/spec/initContainers/0/env", "/spec/containers/0/env"] {
+        for i in [1, 2] {
+            let value = before.pointer(&format!("{at}/{i}/value")).unwrap().clone();
+            *after.pointer_mut(&format!("{at}/{i}/value")).unwrap() = value;
+        }
+    }
+    assert_eq!(after, before);
+}
+
+#[test]
+fn the_configured_hub_is_used() {
+    let harness = harness(json!({"host": "10.0.0.254", "port": 20443}));
+    let after = harness
+        .filter(&ctx(), &pod("calico-node-x7k2p"))
+        .json()
+        .unwrap();
+    let vars = env(&after, "/spec/containers/0");
+    assert_eq!(vars[1].1, "10.0.0.254");
+    assert_eq!(vars[2].1, "20443");
+}
+
+#[test]
+fn variables_are_never_added() {
+    let harness = harness(json!({}));
+    assert_eq!(
+        harness.filter(&ctx(), &pod("web-6b7d9c5f4-2kx8p")),
+        Output::Keep
+    );
+    // Only the port set: only the port is overwritten, the host is not added.
+    let mut only_port = pod("web-6b7d9c5f4-2kx8p");
+    only_port["spec"]["containers"][0]["env"] =
+        json!([{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]);
+    let after = harness.filter(&ctx(), &only_port).json().unwrap();
+    assert_eq!(
+        after["spec"]["containers"][0]["env"],
+        json!([{"name": "KUBERNETES_SERVICE_PORT", "value": "10268"}])
+    );
+    let mut no_env = pod("web-6b7d9c5f4-2kx8p");
+    no_env["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("env");
+    assert_eq!(harness.filter(&ctx(), &no_env), Output::Keep);
+}
+
+#[test]
+fn values_already_at_the_hub_are_kept_without_re_encoding() {
+    let harness = harness(json!({}));
+    let rewritten = harness
+        .filter(&ctx(), &pod("calico-node-x7k2p"))
+        .json()
+        .unwrap();
+    assert_eq!(harness.filter(&ctx(), &rewritten), Output::Keep);
+    assert_eq!(harness.counters().get("rewritten"), Some(&1));
+}
+
+#[test]
+fn a_reference_gives_way_to_the_hubs_value() {
+    let mut by_reference = pod("web-6b7d9c5f4-2kx8p");
+    by_reference["spec"]["containers"][0]["env"] = json!([{"name": "KUBERNETES_SERVICE_HOST",
+        "valueFrom": {"configMapKeyRef": {"name": "kubernetes-services-endpoint", "key": "host"}}}]);
+    let after = harness(json!({}))
+        .filter(&ctx(), &by_reference)
+        .json()
+        .unwrap();
+    assert_eq!(
+        after["spec"]["containers"][0]["env"],
+        json!([{"name": "KUBERNETES_SERVICE_HOST", "value": "169.254.2.1"}])
+    );
+}
+
+#[test]
+fn the_manifest_asks_for_kubelets_pods() {
+    let manifest = ServiceEnvUpdater::manifest();
+    assert_eq!(manifest.components, ["kubelet"]);
+    assert_eq!(manifest.matches[0].resources, ["pods"]);
+    assert_eq!(
+        manifest.matches[0].verbs,
+        [Verb::Get, Verb::List, Verb::Watch]
+    );
+    assert!(Harness::<ServiceEnvUpdater>::configure(json!({"port": "x"})).is_err());
+}
