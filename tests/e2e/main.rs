@@ -7,6 +7,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod crash;
+mod filters;
 mod offline;
 mod operator;
 mod proxy;
@@ -91,6 +92,22 @@ const TESTS: &[(&str, Test)] = &[
     (
         "operator::node_lease_is_the_heartbeat",
         operator::node_lease_is_the_heartbeat,
+    ),
+    (
+        "filters::hostile_filters_never_stop_the_service",
+        filters::hostile_filters_never_stop_the_service,
+    ),
+    (
+        "filters::hot_reload_under_load",
+        filters::hot_reload_under_load,
+    ),
+    (
+        "filters::watch_follows_the_visibility_rule",
+        filters::watch_follows_the_visibility_rule,
+    ),
+    (
+        "filters::a_large_list_streams_in_bounded_memory",
+        filters::a_large_list_streams_in_bounded_memory,
     ),
 ];
 

@@ -219,10 +219,20 @@ pub const CLIENT_GO_ACCEPT: &str = "application/vnd.kubernetes.protobuf,applicat
 /// GETs `url` as a client-go component would (its User-Agent, protobuf-first Accept, the
 /// admin token); returns the status and the whole body.
 pub async fn get_as(client: &Plain, url: &str, agent: &str) -> Result<(http::StatusCode, Bytes)> {
+    get_accepting(client, url, agent, CLIENT_GO_ACCEPT).await
+}
+
+/// GETs `url` as `agent` (admin token) accepting `accept`; the status and the whole body.
+pub async fn get_accepting(
+    client: &Plain,
+    url: &str,
+    agent: &str,
+    accept: &'static str,
+) -> Result<(http::StatusCode, Bytes)> {
     let mut request = request(http::Method::GET, url, Some(ADMIN_TOKEN), agent, None)?;
     request
         .headers_mut()
-        .insert("accept", http::HeaderValue::from_static(CLIENT_GO_ACCEPT));
+        .insert("accept", http::HeaderValue::from_static(accept));
     let response = client.request(request).await?;
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
@@ -236,14 +246,33 @@ pub async fn list_as(
     agent: &str,
 ) -> Result<(String, Vec<serde_json::Value>)> {
     let (status, body) = get_as(client, url, agent).await?;
+    parse_list(url, agent, status, &body)
+}
+
+/// Lists `url` as `agent` asking for JSON only (as kubectl does); items as [`list_as`].
+pub async fn list_json_as(
+    client: &Plain,
+    url: &str,
+    agent: &str,
+) -> Result<(String, Vec<serde_json::Value>)> {
+    let (status, body) = get_accepting(client, url, agent, "application/json").await?;
+    parse_list(url, agent, status, &body)
+}
+
+fn parse_list(
+    url: &str,
+    agent: &str,
+    status: http::StatusCode,
+    body: &Bytes,
+) -> Result<(String, Vec<serde_json::Value>)> {
     if status != 200 {
         bail!(
             "list {url} as {agent} answered {status}: {}",
-            String::from_utf8_lossy(&body)
+            String::from_utf8_lossy(body)
         );
     }
-    let list: serde_json::Value = serde_json::from_slice(&body).with_context(|| {
-        let text = String::from_utf8_lossy(&body);
+    let list: serde_json::Value = serde_json::from_slice(body).with_context(|| {
+        let text = String::from_utf8_lossy(body);
         let tail = &text[text.len().saturating_sub(200)..];
         format!(
             "list {url} as {agent}: {} bytes that are not JSON: {:?} … {tail:?}",

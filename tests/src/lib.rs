@@ -6,6 +6,7 @@
 //! - [`pki`]: the cluster's certificates and keys.
 //! - [`cluster`]: etcd and kube-apiserver processes, kubeconfigs, kubectl.
 //! - [`gateway`]: the edgegate process pointed at a cluster.
+//! - [`filters`]: the built filter components, built on first use.
 //! - [`process`]: child processes that die with the harness; free ports; polling.
 //! - [`http`]: a blocking raw HTTP/1.1 client for probes and malformed-request tests.
 //! - [`relay`]: a TCP relay to cut the gateway off from a running apiserver.
@@ -13,6 +14,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod cluster;
+pub mod filters;
 pub mod gateway;
 pub mod http;
 pub mod pki;

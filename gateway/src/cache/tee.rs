@@ -196,7 +196,9 @@ mod tests {
             CacheMetrics::default(),
         );
 
-        let all_room = cache.room(16 << 20).expect("the room is free at first");
+        let all_room = cache
+            .room(crate::cache::writer::IN_FLIGHT_BYTES)
+            .expect("the room is free at first");
         let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
         tee.list_item(&Bytes::from_static(OBJECT));
         tee.list_end(end());

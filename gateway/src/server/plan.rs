@@ -20,20 +20,21 @@ use crate::request::RequestInfo;
 /// node's clients do not all re-list at once.
 const RELIST_JITTER: Duration = Duration::from_secs(1);
 
-/// What a planned response passes through.
+/// What a resource request's response passes through.
 pub struct Plan {
     /// The filter session, if any filter applies.
     pub session: Option<Session>,
     /// The cache tee, if the response is cached.
     pub tee: Option<CacheTee>,
-    /// Identity of the filters that apply, to tell when a new generation changes them.
+    /// Identity of the filters that apply (none is an identity too), to tell when a new
+    /// generation changes them: a watch then ends, filtered or not.
     pub fingerprint: u64,
 }
 
 impl Plan {
-    /// The plan of a request, or `None` when its response passes through untouched: nothing
-    /// filters or caches it, or the client cannot take JSON (a protobuf-only client is
-    /// passed through uncached), or it asks for a server-side table.
+    /// The plan of a resource request (`None` for others). Nothing filters or caches the
+    /// response when the client cannot take JSON (a protobuf-only client is passed through
+    /// uncached) or asks for a server-side table.
     pub fn of(
         state: &Arc<State>,
         info: &RequestInfo,
@@ -41,20 +42,30 @@ impl Plan {
         query: Option<&str>,
         headers: &HeaderMap,
     ) -> Option<Plan> {
-        if !info.is_resource_request || !takes_json(headers) {
+        if !info.is_resource_request {
             return None;
         }
         let generation = state.filters.current();
+        let fingerprint = generation.fingerprint(info, component);
+        if !takes_json(headers) {
+            return Some(Plan {
+                session: None,
+                tee: None,
+                fingerprint,
+            });
+        }
         let session = generation.session(info, component);
         let target = state.cache.policy().target(component, info, query);
-        if session.is_none() && target.is_none() {
-            return None;
-        }
         Some(Plan {
             session,
             tee: target.and_then(|target| state.cache.tee(component, target)),
-            fingerprint: generation.fingerprint(info, component),
+            fingerprint,
         })
+    }
+
+    /// Whether the response must be framed: something filters or caches it.
+    pub fn frames(&self) -> bool {
+        self.session.is_some() || self.tee.is_some()
     }
 }
 

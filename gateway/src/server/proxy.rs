@@ -88,7 +88,7 @@ async fn forward(
     } else {
         Plan::of(state, info, component, query.as_deref(), request.headers())
     };
-    if plan.is_some() {
+    if plan.as_ref().is_some_and(Plan::frames) {
         plan::ask_for_json(request.headers_mut());
     }
     headers::strip_hop_by_hop(request.headers_mut(), upgrading);

@@ -28,9 +28,14 @@ pub async fn respond(
     mut response: Response<Incoming>,
 ) -> Response<ResponseBody> {
     headers::strip_hop_by_hop(response.headers_mut(), false);
+    let success = response.status().is_success();
     let plan = match plan {
-        Some(plan) if response.status().is_success() && plan::is_plain_json(response.headers()) => {
-            plan
+        Some(plan) if success && plan.frames() && plan::is_plain_json(response.headers()) => plan,
+        // A watch passed through still ends when the cloud goes or its filters change.
+        Some(plan) if success && info.verb == Verb::Watch => {
+            let stop =
+                plan::watch_stop(state, info.clone(), component.to_owned(), plan.fingerprint);
+            return response.map(|body| StreamBody::new(stream::until(body, stop)).boxed_unsync());
         }
         // Errors, tables and protobuf pass through; the tee (dropped here) commits nothing.
         _ => return response.map(|body| body.map_err(Into::into).boxed_unsync()),

@@ -342,6 +342,28 @@ where
     }
 }
 
+/// The client's body for a response passed through as it came, ending cleanly when `stop`
+/// resolves: for watches nothing frames (protobuf, or nothing filters or caches them).
+pub fn until<B>(
+    upstream: B,
+    stop: Pin<Box<dyn Future<Output = ()> + Send>>,
+) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    stream::unfold(Some((upstream, stop)), |state| async move {
+        let (mut upstream, mut stop) = state?;
+        tokio::select! {
+            frame = upstream.frame() => match frame? {
+                Ok(frame) => Some((Ok(frame), Some((upstream, stop)))),
+                Err(error) => Some((Err(error.into()), None)),
+            },
+            () = &mut stop => None,
+        }
+    })
+}
+
 /// A watch ERROR event carrying a `Status` 500.
 fn error_event(message: &str) -> Vec<u8> {
     let status = serde_json::json!({

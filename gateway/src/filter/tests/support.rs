@@ -1,8 +1,7 @@
 //! What the filter host tests share: the built components, a loader, requests, lookups.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
@@ -27,31 +26,9 @@ const FILTERS: [&str; 6] = [
     "tagger",
 ];
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// `target/filters/`, built once per test run if any component is missing.
 pub(super) fn filters_dir() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = repo().join("target/filters");
-            if FILTERS
-                .iter()
-                .any(|f| !dir.join(format!("{f}.wasm")).exists())
-            {
-                // A target dir of its own: the `cargo test` running us holds the lock of ours.
-                let status = Command::new("bash")
-                    .arg(repo().join("tests/build-filters"))
-                    .env("CARGO_TARGET_DIR", repo().join("target/filter-build"))
-                    .status()
-                    .expect("run tests/build-filters");
-                assert!(status.success(), "tests/build-filters failed");
-            }
-            dir
-        })
-        .clone()
+    edgegate_testkit::filters::built(&FILTERS).expect("the filters build")
 }
 
 /// The bytes of a built filter.
