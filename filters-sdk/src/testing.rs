@@ -121,6 +121,36 @@ impl<F: Filter> Harness<F> {
     }
 }
 
+/// The items of a `…List` as kube-apiserver sends it (JSON text), for tests on fixtures.
+/// Panics, failing the test, if the text is not such a list.
+pub fn list_items(list: &str) -> Vec<Value> {
+    let list: Value = match serde_json::from_str(list) {
+        Ok(list) => list,
+        Err(error) => panic!("the fixture is not JSON: {error}"),
+    };
+    match list.get("items") {
+        Some(Value::Array(items)) => items.clone(),
+        _ => panic!("the fixture is not a list: it has no items"),
+    }
+}
+
+/// The item `namespace/name` of a `…List` (JSON text; `namespace` empty for cluster-scoped
+/// objects). Panics, failing the test, if there is none.
+pub fn list_item(list: &str, namespace: &str, name: &str) -> Value {
+    let named = |item: &Value| {
+        let at = |key: &str| {
+            item.pointer(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        at("/metadata/namespace") == namespace && at("/metadata/name") == name
+    };
+    match list_items(list).into_iter().find(named) {
+        Some(item) => item,
+        None => panic!("the fixture has no item {namespace}/{name}"),
+    }
+}
+
 /// The host functions of [`crate::host`] in native builds: served by this thread's harness.
 pub(crate) mod fake {
     use super::*;
@@ -273,6 +303,18 @@ mod tests {
         assert!(host::get("", "v1", "nodes", Some("default"), "n1").is_none());
         host::count("looked-up", 2);
         assert_eq!(fake.counters().get("looked-up"), Some(&2));
+    }
+
+    #[test]
+    fn fixture_lists_give_their_items() {
+        let list = r#"{"kind": "PodList", "items": [
+            {"metadata": {"name": "a", "namespace": "x"}}, {"metadata": {"name": "n"}}]}"#;
+        assert_eq!(list_items(list).len(), 2);
+        assert_eq!(list_item(list, "x", "a")["metadata"]["name"], "a");
+        assert_eq!(list_item(list, "", "n")["metadata"]["name"], "n");
+        let missing = std::panic::catch_unwind(|| list_item(list, "y", "a"));
+        assert!(missing.is_err());
+        assert!(std::panic::catch_unwind(|| list_items(r#"{"kind": "Pod"}"#)).is_err());
     }
 
     #[test]

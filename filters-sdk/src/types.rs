@@ -183,6 +183,12 @@ impl Manifest {
         self.config_schema = Some(schema.to_string());
         self
     }
+
+    /// Declares that the filter takes no config: the gateway refuses any key at load, so a
+    /// misplaced setting is reported instead of silently ignored.
+    pub fn no_config(self) -> Manifest {
+        self.config_schema(serde_json::json!({"type": "object", "additionalProperties": false}))
+    }
 }
 
 /// What a filter decides about one object.
@@ -233,4 +239,21 @@ pub enum Level {
     Warn,
     /// Something failed.
     Error,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    #[test]
+    fn a_filter_without_config_refuses_every_key() {
+        let manifest = Manifest::new("plain", "1.0.0").no_config();
+        let schema: Value =
+            serde_json::from_str(manifest.config_schema.as_deref().unwrap()).unwrap();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(schema.get("properties"), None);
+    }
 }

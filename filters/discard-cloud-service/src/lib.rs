@@ -12,7 +12,7 @@ use edgegate_filter_sdk::kube::ServiceType;
 use edgegate_filter_sdk::kube::annotations::flag;
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The annotation that marks a LoadBalancer Service as the cloud's alone.
 pub const DISCARD: &str = "svc.openyurt.io/discard";
@@ -32,7 +32,7 @@ impl Filter for DiscardCloudService {
             .matches("", &["services"], &[Verb::List, Verb::Watch])
             .components(&["kube-proxy"])
             .priority(PRIORITY)
-            .config_schema(json!({"type": "object", "additionalProperties": false}))
+            .no_config()
     }
 
     fn configure(_config: Value) -> Result<Self, String> {

@@ -1,20 +1,12 @@
 //! YurtHub's discardcloudservice cases on kube-apiserver's JSON.
 
 use edgegate_filter_sdk::Output;
-use edgegate_filter_sdk::testing::Harness;
+use edgegate_filter_sdk::testing::{Harness, list_item, list_items};
 use serde_json::{Value, json};
 
 use super::*;
 
 const SERVICES: &str = include_str!("../fixtures/services.json");
-
-/// The fixture Service `name`.
-fn fixture(name: &str) -> Value {
-    let list: Value = serde_json::from_str(SERVICES).unwrap();
-    let mut items = list["items"].as_array().unwrap().clone();
-    let at = items.iter().position(|s| s["metadata"]["name"] == name);
-    items.swap_remove(at.unwrap())
-}
 
 fn decide(service: &Value) -> Output {
     let harness = Harness::<DiscardCloudService>::configure(json!({})).unwrap();
@@ -24,12 +16,15 @@ fn decide(service: &Value) -> Output {
 
 #[test]
 fn annotated_load_balancers_are_dropped() {
-    assert_eq!(decide(&fixture("shop-lb")), Output::Drop);
+    assert_eq!(
+        decide(&list_item(SERVICES, "shop", "shop-lb")),
+        Output::Drop
+    );
 }
 
 #[test]
 fn the_tunnel_servers_service_is_always_dropped() {
-    let mut tunnel = fixture("x-tunnel-server-internal-svc");
+    let mut tunnel = list_item(SERVICES, "kube-system", "x-tunnel-server-internal-svc");
     assert_eq!(decide(&tunnel), Output::Drop);
     tunnel["spec"]["type"] = json!("NodePort");
     assert_eq!(decide(&tunnel), Output::Drop);
@@ -39,13 +34,17 @@ fn the_tunnel_servers_service_is_always_dropped() {
 
 #[test]
 fn the_annotation_counts_only_on_load_balancers_and_only_when_true() {
-    assert_eq!(decide(&fixture("shop-edge")), Output::Keep, "no annotation");
-    let mut service = fixture("shop-lb");
+    assert_eq!(
+        decide(&list_item(SERVICES, "shop", "shop-edge")),
+        Output::Keep,
+        "no annotation"
+    );
+    let mut service = list_item(SERVICES, "shop", "shop-lb");
     for kind in ["ClusterIP", "NodePort", "ExternalName"] {
         service["spec"]["type"] = json!(kind);
         assert_eq!(decide(&service), Output::Keep, "{kind}");
     }
-    let mut service = fixture("shop-lb");
+    let mut service = list_item(SERVICES, "shop", "shop-lb");
     for value in ["false", "True", ""] {
         service["metadata"]["annotations"][DISCARD] = json!(value);
         assert_eq!(decide(&service), Output::Keep, "{value:?}");
@@ -56,8 +55,7 @@ fn the_annotation_counts_only_on_load_balancers_and_only_when_true() {
 fn a_list_loses_exactly_the_cloud_services() {
     let harness = Harness::<DiscardCloudService>::configure(json!({})).unwrap();
     let ctx = Context::new("kube-proxy", Verb::Watch, "", "v1", "services");
-    let list: Value = serde_json::from_str(SERVICES).unwrap();
-    let outs = harness.filter_batch(&ctx, list["items"].as_array().unwrap());
+    let outs = harness.filter_batch(&ctx, &list_items(SERVICES));
     assert_eq!(outs, [Output::Drop, Output::Drop, Output::Keep]);
     assert_eq!(harness.counters().get("discarded"), Some(&2));
     let manifest = DiscardCloudService::manifest();

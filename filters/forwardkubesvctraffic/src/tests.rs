@@ -1,21 +1,15 @@
 //! YurtHub's forwardkubesvctraffic cases on kube-apiserver's JSON, for v1 and v1beta1.
 
 use edgegate_filter_sdk::Output;
-use edgegate_filter_sdk::testing::Harness;
+use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
 
 use super::*;
 
 const SLICES: &str = include_str!("../fixtures/endpointslices.json");
 
-/// The fixture slice `namespace/name`.
 fn slice(namespace: &str, name: &str) -> Value {
-    let list: Value = serde_json::from_str(SLICES).unwrap();
-    let items = list["items"].as_array().unwrap();
-    let found = items
-        .iter()
-        .find(|s| s["metadata"]["namespace"] == namespace && s["metadata"]["name"] == name);
-    found.unwrap().clone()
+    list_item(SLICES, namespace, name)
 }
 
 fn ctx(version: &str) -> Context {

@@ -11,7 +11,7 @@ mod tests;
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The ConfigMap kubeadm writes kube-proxy's config to.
 const KUBE_PROXY: (&str, &str) = ("kube-system", "kube-proxy");
@@ -34,7 +34,7 @@ impl Filter for InClusterConfig {
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["kubelet"])
             .priority(PRIORITY)
-            .config_schema(json!({"type": "object", "additionalProperties": false}))
+            .no_config()
     }
 
     fn configure(_config: Value) -> Result<Self, String> {

@@ -2,21 +2,15 @@
 //! its `https` port, and nothing re-encoded when nothing changes.
 
 use edgegate_filter_sdk::Output;
-use edgegate_filter_sdk::testing::Harness;
+use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
 
 use super::*;
 
 const SERVICES: &str = include_str!("../fixtures/services.json");
 
-/// The fixture Service `namespace/name`.
 fn service(namespace: &str, name: &str) -> Value {
-    let list: Value = serde_json::from_str(SERVICES).unwrap();
-    let items = list["items"].as_array().unwrap();
-    let found = items
-        .iter()
-        .find(|s| s["metadata"]["namespace"] == namespace && s["metadata"]["name"] == name);
-    found.unwrap().clone()
+    list_item(SERVICES, namespace, name)
 }
 
 fn ctx() -> Context {

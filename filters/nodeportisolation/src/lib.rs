@@ -11,7 +11,7 @@ mod tests;
 use edgegate_filter_sdk::kube::{ListenPools, ServiceType};
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Drops run first, so later filters do no work on what is dropped.
 const PRIORITY: i32 = 20;
@@ -25,7 +25,7 @@ impl Filter for NodePortIsolation {
             .matches("", &["services"], &[Verb::List, Verb::Watch])
             .components(&["kube-proxy"])
             .priority(PRIORITY)
-            .config_schema(json!({"type": "object", "additionalProperties": false}))
+            .no_config()
     }
 
     fn configure(_config: Value) -> Result<Self, String> {

@@ -3,7 +3,7 @@
 
 use edgegate_filter_sdk::Output;
 use edgegate_filter_sdk::kube::listen::NODEPORT_LISTEN;
-use edgegate_filter_sdk::testing::Harness;
+use edgegate_filter_sdk::testing::{Harness, list_items};
 use serde_json::{Value, json};
 
 use super::*;
@@ -12,8 +12,7 @@ const SERVICES: &str = include_str!("../fixtures/services.json");
 
 /// The fixture NodePort Service, annotated `listen` (or not at all with `None`).
 fn node_port(listen: Option<&str>) -> Value {
-    let list: Value = serde_json::from_str(SERVICES).unwrap();
-    let mut service = list["items"][0].clone();
+    let mut service = list_items(SERVICES).remove(0);
     let annotations = service["metadata"]["annotations"].as_object_mut().unwrap();
     match listen {
         Some(listen) => annotations.insert(NODEPORT_LISTEN.into(), json!(listen)),
@@ -71,8 +70,7 @@ fn a_node_in_no_pool_sees_every_service() {
 
 #[test]
 fn load_balancers_are_isolated_like_node_ports() {
-    let list: Value = serde_json::from_str(SERVICES).unwrap();
-    let load_balancer = &list["items"][1];
+    let load_balancer = &list_items(SERVICES)[1];
     assert!(!seen_in(Some("foo"), load_balancer));
     assert!(seen_in(Some("bar"), load_balancer));
 }
@@ -85,19 +83,15 @@ fn services_without_node_ports_or_without_the_annotation_are_kept() {
         service["spec"]["type"] = json!(kind);
         assert!(seen_in(Some("bar"), &service), "{kind}");
     }
-    let list: Value = serde_json::from_str(SERVICES).unwrap();
-    assert!(
-        seen_in(Some("bar"), &list["items"][2]),
-        "telemetry: no annotation"
-    );
+    let telemetry = &list_items(SERVICES)[2];
+    assert!(seen_in(Some("bar"), telemetry), "no annotation");
 }
 
 #[test]
 fn drops_are_counted_and_the_manifest_targets_kube_proxy() {
     let harness = Harness::<NodePortIsolation>::configure(json!({})).unwrap();
     let ctx = Context::new("kube-proxy", Verb::Watch, "", "v1", "services").node_pool("bar");
-    let list: Value = serde_json::from_str(SERVICES).unwrap();
-    let outs = harness.filter_batch(&ctx, list["items"].as_array().unwrap());
+    let outs = harness.filter_batch(&ctx, &list_items(SERVICES));
     assert_eq!(outs, [Output::Drop, Output::Keep, Output::Keep]);
     assert_eq!(harness.counters().get("isolated"), Some(&1));
     let manifest = NodePortIsolation::manifest();

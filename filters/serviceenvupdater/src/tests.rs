@@ -1,20 +1,12 @@
 //! YurtHub's serviceenvupdater cases on kube-apiserver's JSON, plus init containers.
 
 use edgegate_filter_sdk::Output;
-use edgegate_filter_sdk::testing::Harness;
+use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
 
 use super::*;
 
 const PODS: &str = include_str!("../fixtures/pods.json");
-
-/// The fixture pod `name`.
-fn pod(name: &str) -> Value {
-    let list: Value = serde_json::from_str(PODS).unwrap();
-    let items = list["items"].as_array().unwrap();
-    let found = items.iter().find(|p| p["metadata"]["name"] == name);
-    found.unwrap().clone()
-}
 
 fn harness(config: Value) -> Harness<ServiceEnvUpdater> {
     Harness::<ServiceEnvUpdater>::configure(config).unwrap()
@@ -37,7 +29,7 @@ fn env(pod: &Value, pointer: &str) -> Vec<(String, Value)> {
 
 #[test]
 fn existing_variables_of_containers_and_init_containers_are_overwritten() {
-    let before = pod("calico-node-x7k2p");
+    let before = list_item(PODS, "kube-system", "calico-node-x7k2p");
     let mut after = harness(json!({})).filter(&ctx(), &before).json().unwrap();
     let pairs = |pairs: &[(&str, Value)]| -> Vec<(String, Value)> {
         pairs
@@ -76,7 +68,7 @@ fn existing_variables_of_containers_and_init_containers_are_overwritten() {
 fn the_configured_hub_is_used() {
     let harness = harness(json!({"host": "10.0.0.254", "port": 20443}));
     let after = harness
-        .filter(&ctx(), &pod("calico-node-x7k2p"))
+        .filter(&ctx(), &list_item(PODS, "kube-system", "calico-node-x7k2p"))
         .json()
         .unwrap();
     let vars = env(&after, "/spec/containers/0");
@@ -88,11 +80,11 @@ fn the_configured_hub_is_used() {
 fn variables_are_never_added() {
     let harness = harness(json!({}));
     assert_eq!(
-        harness.filter(&ctx(), &pod("web-6b7d9c5f4-2kx8p")),
+        harness.filter(&ctx(), &list_item(PODS, "default", "web-6b7d9c5f4-2kx8p")),
         Output::Keep
     );
     // Only the port set: only the port is overwritten, the host is not added.
-    let mut only_port = pod("web-6b7d9c5f4-2kx8p");
+    let mut only_port = list_item(PODS, "default", "web-6b7d9c5f4-2kx8p");
     only_port["spec"]["containers"][0]["env"] =
         json!([{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"}]);
     let after = harness.filter(&ctx(), &only_port).json().unwrap();
@@ -100,7 +92,7 @@ fn variables_are_never_added() {
         after["spec"]["containers"][0]["env"],
         json!([{"name": "KUBERNETES_SERVICE_PORT", "value": "10268"}])
     );
-    let mut no_env = pod("web-6b7d9c5f4-2kx8p");
+    let mut no_env = list_item(PODS, "default", "web-6b7d9c5f4-2kx8p");
     no_env["spec"]["containers"][0]
         .as_object_mut()
         .unwrap()
@@ -112,7 +104,7 @@ fn variables_are_never_added() {
 fn values_already_at_the_hub_are_kept_without_re_encoding() {
     let harness = harness(json!({}));
     let rewritten = harness
-        .filter(&ctx(), &pod("calico-node-x7k2p"))
+        .filter(&ctx(), &list_item(PODS, "kube-system", "calico-node-x7k2p"))
         .json()
         .unwrap();
     assert_eq!(harness.filter(&ctx(), &rewritten), Output::Keep);
@@ -121,7 +113,7 @@ fn values_already_at_the_hub_are_kept_without_re_encoding() {
 
 #[test]
 fn a_reference_gives_way_to_the_hubs_value() {
-    let mut by_reference = pod("web-6b7d9c5f4-2kx8p");
+    let mut by_reference = list_item(PODS, "default", "web-6b7d9c5f4-2kx8p");
     by_reference["spec"]["containers"][0]["env"] = json!([{"name": "KUBERNETES_SERVICE_HOST",
         "valueFrom": {"configMapKeyRef": {"name": "kubernetes-services-endpoint", "key": "host"}}}]);
     let after = harness(json!({}))

@@ -17,7 +17,7 @@ mod tests;
 use edgegate_filter_sdk::kube::{EndpointsKind, Topology};
 use edgegate_filter_sdk::{Context, Decision, Filter, Level, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use lookups::Lookups;
 
@@ -40,7 +40,7 @@ impl Filter for ServiceTopology {
             .matches("", &["endpoints"], &[Verb::List, Verb::Watch])
             .components(&["kube-proxy", "coredns", "nginx-ingress-controller"])
             .priority(PRIORITY)
-            .config_schema(json!({"type": "object", "additionalProperties": false}))
+            .no_config()
     }
 
     fn configure(_config: Value) -> Result<Self, String> {

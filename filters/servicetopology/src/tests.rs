@@ -1,7 +1,7 @@
 //! The cases of YurtHub's servicetopology tests, on kube-apiserver's JSON, plus v1 Endpoints.
 
 use edgegate_filter_sdk::Output;
-use edgegate_filter_sdk::testing::Harness;
+use edgegate_filter_sdk::testing::{Harness, list_items as items};
 use serde_json::{Value, json};
 
 use super::*;
@@ -24,12 +24,6 @@ const ALL: [&str; 5] = [
     "10.244.3.5",
     "192.168.7.20",
 ];
-
-/// The items of a fixture list.
-fn items(list: &str) -> Vec<Value> {
-    let list: Value = serde_json::from_str(list).unwrap();
-    list["items"].as_array().unwrap().clone()
-}
 
 /// The three shapes of endpoints the filter serves.
 #[derive(Clone, Copy, Debug)]
