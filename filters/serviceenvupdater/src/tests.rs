@@ -31,28 +31,20 @@ fn env(pod: &Value, pointer: &str) -> Vec<(String, Value)> {
 fn existing_variables_of_containers_and_init_containers_are_overwritten() {
     let before = list_item(PODS, "kube-system", "calico-node-x7k2p");
     let mut after = harness(json!({})).filter(&ctx(), &before).json().unwrap();
-    let pairs = |pairs: &[(&str, Value)]| -> Vec<(String, Value)> {
-        pairs
-            .iter()
-            .map(|(n, v)| ((*n).to_owned(), v.clone()))
-            .collect()
-    };
+    for (container, first) in [
+        (
+            "/spec/initContainers/0",
+            ("CNI_CONF_NAME", "10-calico.conflist"),
+        ),
+        ("/spec/containers/0", ("DATASTORE_TYPE", "kubernetes")),
+    ] {
+        let expected = [first, (HOST_VAR, "169.254.2.1"), (PORT_VAR, "10268")]
+            .map(|(name, value)| (name.to_owned(), json!(value)));
+        assert_eq!(env(&after, container)[..3], expected, "{container}");
+    }
     assert_eq!(
-        env(&after, "/spec/initContainers/0"),
-        pairs(&[
-            ("CNI_CONF_NAME", json!("10-calico.conflist")),
-            ("KUBERNETES_SERVICE_HOST", json!("169.254.2.1")),
-            ("KUBERNETES_SERVICE_PORT", json!("10268")),
-        ])
-    );
-    assert_eq!(
-        env(&after, "/spec/containers/0"),
-        pairs(&[
-            ("DATASTORE_TYPE", json!("kubernetes")),
-            ("KUBERNETES_SERVICE_HOST", json!("169.254.2.1")),
-            ("KUBERNETES_SERVICE_PORT", json!("10268")),
-            ("NODENAME", Value::Null),
-        ])
+        env(&after, "/spec/containers/0")[3],
+        ("NODENAME".to_owned(), Value::Null)
     );
     // Only those values moved: the valueFrom of NODENAME, metadata and resourceVersion stay.
     for at in ["/spec/initContainers/0/env", "/spec/containers/0/env"] {
