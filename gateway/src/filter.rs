@@ -49,7 +49,7 @@ use bytes::Bytes;
 use thiserror::Error;
 
 pub use author::{TestRequest, check, test};
-pub use chain::Generation;
+pub use chain::{Generation, NodeFacts};
 pub use edgegate_filter_sdk::LabelSelector;
 pub use instance::Failure;
 pub use metrics::FilterMetrics;

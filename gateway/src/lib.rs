@@ -7,6 +7,7 @@
 //! A request travels top to bottom; each module imports only those below it.
 //! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
 //! - [`local`]: answers from the cache while no apiserver is reachable.
+//! - [`informer`]: the objects filters look up, kept by the gateway's own informers.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
 //! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
 //! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
@@ -20,6 +21,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod filter;
+pub mod informer;
 pub mod local;
 pub mod metrics;
 pub mod reply;

@@ -23,7 +23,8 @@ use tokio::sync::watch;
 
 use crate::Config;
 use crate::cache::{Cache, CacheMetrics, CachePolicy, RedbStore, StoreError};
-use crate::filter::{FilterError, FilterSettings, Filters, Limits, NoLookup};
+use crate::filter::{FilterError, FilterSettings, Filters, Limits, Lookup, NoLookup};
+use crate::informer::Informers;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::upstream::{Balancer, HealthWatch, Transport, health};
@@ -49,6 +50,9 @@ pub enum ServerError {
     /// The filter runtime could not start.
     #[error(transparent)]
     Filters(#[from] FilterError),
+    /// The informers behind filter lookups could not start.
+    #[error("cannot start the informers of filter lookups")]
+    Informers(#[source] kube::Error),
 }
 
 /// How often unused components' caches are looked for.
@@ -63,6 +67,8 @@ pub(crate) struct State {
     pub(crate) health: HealthWatch,
     pub(crate) cache: Arc<Cache>,
     pub(crate) filters: Arc<Filters>,
+    /// The objects filters look up, when filters are configured.
+    pub(crate) informers: Option<Arc<Informers>>,
     pub(crate) local: Local,
     /// Turns true when the gateway is stopping: open watches end.
     pub(crate) stopping: watch::Receiver<bool>,
@@ -125,8 +131,32 @@ pub async fn serve(
         CachePolicy::new(&config.cache_agents),
         cache_metrics,
     );
-    let filters =
-        Arc::new(Filters::start(filter_settings(&config), Arc::new(NoLookup), &mut metrics).await?);
+    // Informers only serve filters' lookups: without a filter directory there are none.
+    let informers = match &config.filter_dir {
+        Some(_) => {
+            let proxy = listeners.proxy_addr().map_err(|source| ServerError::Bind {
+                addr: config.proxy_addr,
+                source,
+            })?;
+            Some(Arc::new(
+                Informers::start(proxy).map_err(ServerError::Informers)?,
+            ))
+        }
+        None => None,
+    };
+    let lookup: Arc<dyn Lookup> = match &informers {
+        Some(informers) => informers.clone(),
+        None => Arc::new(NoLookup),
+    };
+    let filters = Arc::new(Filters::start(filter_settings(&config), lookup, &mut metrics).await?);
+    let pool_follower = match (&informers, &config.node_name, &config.nodepool_name) {
+        (Some(informers), Some(node), None) => Some(tokio::spawn(follow_node_pool(
+            informers.clone(),
+            filters.clone(),
+            node.clone(),
+        ))),
+        _ => None,
+    };
     let metrics = Arc::new(metrics);
 
     let transport = Transport::new(config.credentials.clone(), config.request_timeout);
@@ -153,6 +183,7 @@ pub async fn serve(
         health: health_rx,
         cache: cache.clone(),
         filters,
+        informers,
         stopping: stopping_rx,
     });
 
@@ -182,6 +213,9 @@ pub async fn serve(
     stopping_tx.send_replace(true);
     checker.abort();
     collector.abort();
+    if let Some(follower) = pool_follower {
+        follower.abort();
+    }
     if tokio::time::timeout(config.shutdown_grace, graceful.shutdown())
         .await
         .is_err()
@@ -204,6 +238,25 @@ fn filter_settings(config: &Config) -> FilterSettings {
         node_pool: config.nodepool_name.clone(),
         limits: Limits::default(),
         debounce: crate::filter::DEFAULT_DEBOUNCE,
+    }
+}
+
+/// The label that names a node's pool in OpenYurt.
+const NODEPOOL_LABEL: &str = "apps.openyurt.io/nodepool";
+
+/// Keeps the node pool filters see equal to this node's `apps.openyurt.io/nodepool` label
+/// (when `--nodepool-name` does not fix it).
+async fn follow_node_pool(informers: Arc<Informers>, filters: Arc<Filters>, node: String) {
+    let mut changes = informers.changes();
+    loop {
+        let pool = informers.node_label(&node, NODEPOOL_LABEL);
+        if pool != filters.node_pool() {
+            tracing::info!(%node, pool = ?pool, "this node's pool");
+            filters.set_node_pool(pool);
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
     }
 }
 

@@ -91,8 +91,7 @@ pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> 
     let generation = Generation::new(
         1,
         vec![filter],
-        request.node_name.clone(),
-        request.node_pool.clone(),
+        super::NodeFacts::new(request.node_name.clone(), request.node_pool.clone()),
     );
     let info = request_info(request, verb);
     let Some(mut session) = generation.session(&info, &request.component) else {

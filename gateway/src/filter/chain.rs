@@ -11,12 +11,48 @@ use super::loaded::LoadedFilter;
 use super::session::Session;
 use crate::request::{RequestInfo, Verb as RequestVerb};
 
+/// What filters are told of the node the gateway serves: its name, and its pool, which can
+/// change while the gateway runs (it may come from the node's label).
+#[derive(Debug)]
+pub struct NodeFacts {
+    name: String,
+    pool: arc_swap::ArcSwapOption<String>,
+}
+
+impl NodeFacts {
+    /// Facts of node `name` in `pool`.
+    pub fn new(name: String, pool: Option<String>) -> Arc<NodeFacts> {
+        Arc::new(NodeFacts {
+            name,
+            pool: arc_swap::ArcSwapOption::from(pool.map(Arc::new)),
+        })
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The node's pool now.
+    pub fn pool(&self) -> Option<String> {
+        self.pool.load().as_deref().cloned()
+    }
+
+    /// Records a new pool; true when it changed.
+    pub(crate) fn set_pool(&self, pool: Option<String>) -> bool {
+        let changed = self.pool() != pool;
+        if changed {
+            self.pool.store(pool.map(Arc::new));
+        }
+        changed
+    }
+}
+
 /// One generation of the chain; responses hold it (by `Arc`) for their whole life.
 pub struct Generation {
     number: u64,
     filters: Vec<Arc<LoadedFilter>>,
-    node_name: String,
-    node_pool: Option<String>,
+    node: Arc<NodeFacts>,
 }
 
 impl Generation {
@@ -24,8 +60,7 @@ impl Generation {
     pub(crate) fn new(
         number: u64,
         mut filters: Vec<Arc<LoadedFilter>>,
-        node_name: String,
-        node_pool: Option<String>,
+        node: Arc<NodeFacts>,
     ) -> Generation {
         filters.sort_by(|a, b| {
             (a.effective.priority, &*a.name).cmp(&(b.effective.priority, &*b.name))
@@ -33,8 +68,7 @@ impl Generation {
         Generation {
             number,
             filters,
-            node_name,
-            node_pool,
+            node,
         }
     }
 
@@ -67,19 +101,25 @@ impl Generation {
             version: info.api_version.clone(),
             resource: info.resource.clone(),
             namespace: (!info.namespace.is_empty()).then(|| info.namespace.clone()),
-            node_name: self.node_name.clone(),
-            node_pool: self.node_pool.clone(),
+            node_name: self.node.name().to_owned(),
+            node_pool: self.node.pool(),
         };
         Some(Session::new(ctx, steps))
     }
 
     /// The identity of the filters that apply to a request (names, code, settings,
-    /// config), so an open watch can tell whether a new generation changes its filtering.
+    /// config) and of the node facts they see, so an open watch can tell whether a new
+    /// generation or a new node pool changes its filtering.
     pub fn fingerprint(&self, info: &RequestInfo, component: &str) -> u64 {
         let mut hasher = std::hash::DefaultHasher::new();
         if let Some(verb) = sdk_verb(info) {
+            let mut any = false;
             for filter in self.applicable(info, verb, component) {
                 filter.identity.hash(&mut hasher);
+                any = true;
+            }
+            if any {
+                self.node.pool().hash(&mut hasher);
             }
         }
         hasher.finish()

@@ -13,7 +13,7 @@ use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, ne
 use tokio::sync::{Notify, watch};
 use wasmtime::component::Component;
 
-use super::chain::Generation;
+use super::chain::{Generation, NodeFacts};
 use super::dir::{self, FilterFiles};
 use super::engine::Runtime;
 use super::loader::Loader;
@@ -48,6 +48,8 @@ pub(crate) struct ReloadState {
 /// What the reload task and the handle share.
 pub(crate) struct Shared {
     pub(crate) settings: FilterSettings,
+    /// The node facts every generation shares.
+    pub(crate) node: Arc<NodeFacts>,
     pub(crate) loader: Loader,
     pub(crate) current: ArcSwap<Generation>,
     numbers: watch::Sender<u64>,
@@ -91,14 +93,11 @@ impl Filters {
             metrics,
             default_limits: settings.limits,
         };
-        let empty = Generation::new(
-            0,
-            Vec::new(),
-            settings.node_name.clone(),
-            settings.node_pool.clone(),
-        );
+        let node = NodeFacts::new(settings.node_name.clone(), settings.node_pool.clone());
+        let empty = Generation::new(0, Vec::new(), node.clone());
         let shared = Arc::new(Shared {
             settings,
+            node,
             loader,
             current: ArcSwap::from_pointee(empty),
             numbers: watch::channel(0).0,
@@ -142,6 +141,19 @@ impl Filters {
     /// The generation serving now; a response keeps it for its whole life.
     pub fn current(&self) -> Arc<Generation> {
         self.shared.current.load_full()
+    }
+
+    /// Sets the node's pool filters see (the node's label changed); open watches are told,
+    /// as for a new generation, so those whose filtering changes re-list.
+    pub fn set_node_pool(&self, pool: Option<String>) {
+        if self.shared.node.set_pool(pool) {
+            self.shared.numbers.send_modify(|_| {});
+        }
+    }
+
+    /// The node's pool filters see now.
+    pub fn node_pool(&self) -> Option<String> {
+        self.shared.node.pool()
     }
 
     /// Generation numbers, announced as each new generation is swapped in.
@@ -225,12 +237,7 @@ impl Shared {
             .load_all(&files, &gateway, &state.compiled)
             .map_err(fail)?;
         let number = self.current.load().number() + 1;
-        let generation = Generation::new(
-            number,
-            loaded.filters,
-            self.settings.node_name.clone(),
-            self.settings.node_pool.clone(),
-        );
+        let generation = Generation::new(number, loaded.filters, self.node.clone());
         self.current.store(Arc::new(generation));
         self.loader
             .metrics

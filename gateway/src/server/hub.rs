@@ -59,6 +59,14 @@ fn readyz(state: &State) -> Response<ResponseBody> {
         .filter(|s| s.is_healthy())
         .map(|s| s.name.as_str())
         .collect();
+    if let Some(informers) = &state.informers
+        && !informers.is_synced()
+    {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the objects filters look up (services, nodes, nodepools) are not synced yet\n".into(),
+        );
+    }
     if healthy.is_empty() {
         let body = format!(
             "degraded: none of {} apiserver(s) is reachable; serving the node's components from the local cache\n",

@@ -106,14 +106,21 @@ pub fn is_plain_json(headers: &HeaderMap) -> bool {
 }
 
 /// Resolves when an open watch must end: the cloud became unreachable (the client re-lists
-/// once it is back), the filters that apply to it changed (after a jitter), or the gateway
-/// is stopping.
+/// once it is back), the filters that apply to it changed or — for a filtered watch — what
+/// they look up changed (both after a jitter), or the gateway is stopping.
 pub fn watch_stop(
     state: &Arc<State>,
     info: RequestInfo,
     component: String,
     fingerprint: u64,
+    filtered: bool,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    // What filters look up changed: a filtered watch is filtered anew after a re-list.
+    let mut lookups = state
+        .informers
+        .as_ref()
+        .filter(|_| filtered)
+        .map(|informers| informers.changes());
     let mut health = state.health.clone();
     let mut stopping = state.stopping.clone();
     let filters = state.filters.clone();
@@ -133,10 +140,21 @@ pub fn watch_stop(
                 }
             }
         };
+        let looked_up = async {
+            let Some(lookups) = lookups.as_mut() else {
+                return std::future::pending::<()>().await;
+            };
+            if lookups.changed().await.is_err() {
+                return std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(jitter()).await;
+            tracing::debug!(%component, resource = %info.resource, "what its filters look up changed: ending the watch");
+        };
         tokio::select! {
             _ = lost => {}
             _ = stop => {}
             () = changed => {}
+            () = looked_up => {}
         }
     })
 }

@@ -33,8 +33,13 @@ pub async fn respond(
         Some(plan) if success && plan.frames() && plan::is_plain_json(response.headers()) => plan,
         // A watch passed through still ends when the cloud goes or its filters change.
         Some(plan) if success && info.verb == Verb::Watch => {
-            let stop =
-                plan::watch_stop(state, info.clone(), component.to_owned(), plan.fingerprint);
+            let stop = plan::watch_stop(
+                state,
+                info.clone(),
+                component.to_owned(),
+                plan.fingerprint,
+                false,
+            );
             return response.map(|body| StreamBody::new(stream::until(body, stop)).boxed_unsync());
         }
         // Errors, tables and protobuf pass through; the tee (dropped here) commits nothing.
@@ -55,8 +60,14 @@ pub async fn respond(
             )
         }
         Verb::Watch => {
-            let stop =
-                plan::watch_stop(state, info.clone(), component.to_owned(), plan.fingerprint);
+            let filtered = pipeline.transform.is_some();
+            let stop = plan::watch_stop(
+                state,
+                info.clone(),
+                component.to_owned(),
+                plan.fingerprint,
+                filtered,
+            );
             let pipeline = Pipeline {
                 stop: Some(stop),
                 ..pipeline

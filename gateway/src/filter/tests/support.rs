@@ -130,7 +130,11 @@ pub(super) fn load(
     let gateway = GatewayFile::parse(gateway).expect("gateway config");
     let loaded = loader.load_all(&files, &gateway, &Default::default())?;
     Ok((
-        Generation::new(1, loaded.filters, "edge-1".into(), Some("pool-a".into())),
+        Generation::new(
+            1,
+            loaded.filters,
+            crate::filter::NodeFacts::new("edge-1".into(), Some("pool-a".into())),
+        ),
         metrics,
     ))
 }

@@ -1,0 +1,325 @@
+//! The objects filters look up (Services, Nodes, NodePools), kept current by informers that
+//! are clients of the gateway itself: their lists and watches pass through it as component
+//! `edgegate`, so they are balanced, health-checked, cached — and answered from the cache
+//! while the cloud is away, and after a restart without it.
+//!
+//! A digest of what lookups depend on (labels and annotations of Services, labels of Nodes,
+//! the members of NodePools) is announced when it changes, so watches whose filters looked
+//! things up can re-list and be filtered anew (YurtHub never re-filters: #871, #954). Node
+//! status heartbeats do not touch it.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
+
+use crate::filter::{LabelSelector, Lookup};
+
+/// One kind the informers keep.
+struct Kind {
+    resource: ApiResource,
+    store: Store<DynamicObject>,
+    namespaced: bool,
+}
+
+/// What of an object lookups read, by kind.
+#[derive(Clone, Copy)]
+enum Reads {
+    /// Services: labels and annotations (`openyurt.io/topologyKeys`, …).
+    LabelsAndAnnotations,
+    /// Nodes: labels only (their status changes every heartbeat).
+    Labels,
+    /// NodePools: labels and `status.nodes`.
+    LabelsAndMembers,
+}
+
+/// The gateway's informers.
+pub struct Informers {
+    kinds: Vec<Kind>,
+    synced: watch::Receiver<bool>,
+    digest: watch::Receiver<u64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Informers {
+    /// Starts informers that reach the cluster through the gateway's proxy at `proxy`.
+    pub fn start(proxy: SocketAddr) -> Result<Informers, kube::Error> {
+        let host = if proxy.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], proxy.port()))
+        } else {
+            proxy
+        };
+        let uri: http::Uri = format!("http://{host}")
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
+        let mut config = kube::Config::new(uri);
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!(
+                "edgegate/",
+                env!("CARGO_PKG_VERSION"),
+                " informer"
+            )),
+        ));
+        let client = kube::Client::try_from(config)?;
+
+        let (synced_tx, synced) = watch::channel(false);
+        let (digest_tx, digest) = watch::channel(0u64);
+        let synced_tx = Arc::new(synced_tx);
+        let digests = Arc::new(std::sync::Mutex::new([0u64; KINDS]));
+        let digest_tx = Arc::new(digest_tx);
+        let flags: Arc<[AtomicBool; KINDS]> = Arc::new(Default::default());
+        let specs = [
+            (
+                ("", "v1", "Service", "services"),
+                true,
+                false,
+                Reads::LabelsAndAnnotations,
+            ),
+            (("", "v1", "Node", "nodes"), false, false, Reads::Labels),
+            // Optional: a cluster without OpenYurt has no NodePool CRD.
+            (
+                ("apps.openyurt.io", "v1beta1", "NodePool", "nodepools"),
+                false,
+                true,
+                Reads::LabelsAndMembers,
+            ),
+        ];
+        let mut kinds = Vec::new();
+        let mut tasks = Vec::new();
+        for (index, ((group, version, kind, plural), namespaced, optional, reads)) in
+            specs.into_iter().enumerate()
+        {
+            let resource = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(group, version, kind),
+                plural,
+            );
+            let writer = reflector::store::Writer::new(resource.clone());
+            let store = writer.as_reader();
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let watch = Watching {
+                index,
+                optional,
+                plural,
+                reads,
+                flags: flags.clone(),
+                all_synced: synced_tx.clone(),
+                digests: digests.clone(),
+                digest: digest_tx.clone(),
+            };
+            let stream = watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .reflect(writer);
+            tasks.push(tokio::spawn(watch.run(stream)));
+            kinds.push(Kind {
+                resource,
+                store,
+                namespaced,
+            });
+        }
+        Ok(Informers {
+            kinds,
+            synced,
+            digest,
+            tasks,
+        })
+    }
+
+    /// Whether every kind has been listed (or is absent from the cluster).
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// The digest of what lookups depend on, announced as it changes.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.digest.clone()
+    }
+
+    /// A label of node `name`, if the node is known.
+    pub fn node_label(&self, name: &str, label: &str) -> Option<String> {
+        let nodes = self.kinds.get(1)?;
+        let node = nodes
+            .store
+            .get(&ObjectRef::new_with(name, nodes.resource.clone()))?;
+        node.metadata.labels.as_ref()?.get(label).cloned()
+    }
+
+    fn kind(&self, group: &str, resource: &str) -> Option<&Kind> {
+        self.kinds
+            .iter()
+            .find(|k| k.resource.group == group && k.resource.plural == resource)
+    }
+}
+
+impl Drop for Informers {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Lookup for Informers {
+    fn get(
+        &self,
+        group: &str,
+        _version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Bytes> {
+        let kind = self.kind(group, resource)?;
+        let mut key = ObjectRef::new_with(name, kind.resource.clone());
+        if kind.namespaced {
+            key = key.within(namespace.unwrap_or_default());
+        }
+        let object = kind.store.get(&key)?;
+        serde_json::to_vec(&*object).ok().map(Bytes::from)
+    }
+
+    fn list(
+        &self,
+        group: &str,
+        _version: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Bytes> {
+        let Some(kind) = self.kind(group, resource) else {
+            return Vec::new();
+        };
+        kind.store
+            .state()
+            .iter()
+            .filter(|o| namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)))
+            .filter(|o| {
+                let labels = o.metadata.labels.as_ref();
+                selector.matches_with(|key| labels.and_then(|l| l.get(key)).map(String::as_str))
+            })
+            .filter_map(|o| serde_json::to_vec(&**o).ok().map(Bytes::from))
+            .collect()
+    }
+}
+
+/// How many kinds the informers keep.
+const KINDS: usize = 3;
+
+/// The loop that drives one kind's informer and keeps its readiness and digest.
+struct Watching {
+    index: usize,
+    optional: bool,
+    plural: &'static str,
+    reads: Reads,
+    /// Per kind: listed at least once, or known to be absent from the cluster.
+    flags: Arc<[AtomicBool; KINDS]>,
+    all_synced: Arc<watch::Sender<bool>>,
+    digests: Arc<std::sync::Mutex<[u64; KINDS]>>,
+    digest: Arc<watch::Sender<u64>>,
+}
+
+impl Watching {
+    async fn run(
+        self,
+        stream: impl futures_util::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
+    ) {
+        let mut relevant: HashMap<String, u64> = HashMap::new();
+        let mut listing: Option<HashMap<String, u64>> = None;
+        let mut told_absent = false;
+        futures_util::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Init) => listing = Some(HashMap::new()),
+                Ok(watcher::Event::InitApply(object)) => {
+                    if let Some(listing) = listing.as_mut() {
+                        listing.insert(key(&object), relevance(&object, self.reads));
+                    }
+                }
+                Ok(watcher::Event::InitDone) => {
+                    relevant = listing.take().unwrap_or_default();
+                    self.publish(&relevant);
+                    self.mark_synced();
+                }
+                Ok(watcher::Event::Apply(object)) => {
+                    let hash = relevance(&object, self.reads);
+                    if relevant.insert(key(&object), hash) != Some(hash) {
+                        self.publish(&relevant);
+                    }
+                }
+                Ok(watcher::Event::Delete(object)) => {
+                    if relevant.remove(&key(&object)).is_some() {
+                        self.publish(&relevant);
+                    }
+                }
+                Err(error) => {
+                    let absent = matches!(&error, watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404);
+                    if absent && self.optional {
+                        if !told_absent {
+                            tracing::info!(
+                                resource = self.plural,
+                                "not in this cluster; lookups of it find nothing"
+                            );
+                            told_absent = true;
+                        }
+                        self.mark_synced();
+                    } else {
+                        tracing::warn!(resource = self.plural, %error, "informer error; retrying");
+                    }
+                }
+            }
+        }
+    }
+
+    fn mark_synced(&self) {
+        self.flags[self.index].store(true, Ordering::Release);
+        let now = self.flags.iter().all(|f| f.load(Ordering::Acquire));
+        self.all_synced
+            .send_if_modified(|all| std::mem::replace(all, now) != now);
+    }
+
+    fn publish(&self, relevant: &HashMap<String, u64>) {
+        let combined = relevant.values().fold(0u64, |acc, h| acc ^ h);
+        let mut digests = self.digests.lock().unwrap_or_else(|p| p.into_inner());
+        digests[self.index] = combined;
+        let total = digests.iter().fold(0u64, |acc, d| acc.rotate_left(17) ^ d);
+        drop(digests);
+        self.digest
+            .send_if_modified(|digest| std::mem::replace(digest, total) != total);
+    }
+}
+
+fn key(object: &DynamicObject) -> String {
+    format!(
+        "{}/{}",
+        object.metadata.namespace.as_deref().unwrap_or_default(),
+        object.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The hash of what lookups read of an object, by kind.
+fn relevance(object: &DynamicObject, reads: Reads) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    key(object).hash(&mut hasher);
+    let sorted = |map: &std::collections::BTreeMap<String, String>| map.clone();
+    if let Some(labels) = &object.metadata.labels {
+        sorted(labels).hash(&mut hasher);
+    }
+    if let (Reads::LabelsAndAnnotations, Some(annotations)) = (reads, &object.metadata.annotations)
+    {
+        sorted(annotations).hash(&mut hasher);
+    }
+    if let (Reads::LabelsAndMembers, Some(members)) = (
+        reads,
+        object.data.get("status").and_then(|s| s.get("nodes")),
+    ) {
+        members.to_string().hash(&mut hasher);
+    }
+    hasher.finish()
+}
