@@ -30,6 +30,11 @@ struct Kind {
     namespaced: bool,
 }
 
+/// Annotations written by tools for their own bookkeeping: no filter reads them, and
+/// `kubectl apply` rewrites the first on every apply, which would re-list every filtered
+/// watch of every node each time a Service is applied.
+const BOOKKEEPING_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
+
 /// What of an object lookups read, by kind.
 #[derive(Clone, Copy)]
 enum Reads {
@@ -307,13 +312,13 @@ fn key(object: &DynamicObject) -> String {
 fn relevance(object: &DynamicObject, reads: Reads) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     key(object).hash(&mut hasher);
-    let sorted = |map: &std::collections::BTreeMap<String, String>| map.clone();
-    if let Some(labels) = &object.metadata.labels {
-        sorted(labels).hash(&mut hasher);
-    }
+    object.metadata.labels.hash(&mut hasher);
     if let (Reads::LabelsAndAnnotations, Some(annotations)) = (reads, &object.metadata.annotations)
     {
-        sorted(annotations).hash(&mut hasher);
+        annotations
+            .iter()
+            .filter(|(key, _)| !BOOKKEEPING_ANNOTATIONS.contains(&key.as_str()))
+            .for_each(|entry| entry.hash(&mut hasher));
     }
     if let (Reads::LabelsAndMembers, Some(members)) = (
         reads,

@@ -66,6 +66,14 @@ impl FilterDir {
     }
 }
 
+/// Waits until the gateway is ready: with a filter directory, that includes the informers
+/// behind lookups, whose first sync would otherwise end filtered watches opened before it.
+fn ready(gateway: &Gateway) -> Result<()> {
+    wait_until(Duration::from_secs(30), "the gateway to be ready", || {
+        http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 200)
+    })
+}
+
 /// The gateway's live chain (`GET /v1/filters`).
 fn chain(gateway: &Gateway) -> Result<serde_json::Value> {
     Ok(serde_json::from_str(
@@ -314,6 +322,7 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(crate::support::unique("reload"));
     let dir = FilterDir::new(&scratch)?;
     let gateway = env.gateway(&[&dir.flag()])?;
+    ready(&gateway)?;
     let ns = namespace(&env.cluster, "reload")?;
     let rt = runtime();
     let client = client();
@@ -322,6 +331,7 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
 
     let lists = Arc::new(AtomicUsize::new(0));
     let watches = Arc::new(AtomicUsize::new(0));
+    let relists = Arc::new(AtomicUsize::new(0));
     let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let mut clients = Vec::new();
     for _ in 0..10 {
@@ -344,10 +354,11 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
         }));
     }
     for _ in 0..10 {
-        let (client, url, watches, failures) = (
+        let (client, url, watches, relists, failures) = (
             client.clone(),
             url.clone(),
             watches.clone(),
+            relists.clone(),
             failures.clone(),
         );
         clients.push(rt.spawn(async move {
@@ -365,9 +376,15 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
                     }
                 };
                 watches.fetch_add(1, Ordering::SeqCst);
-                // Read until the gateway ends the watch (the chain changed): a clean end.
+                // Read until the gateway ends the watch because the chain changed: it says
+                // so with a 410, which makes a real client re-list.
                 loop {
                     match watch.next(Duration::from_secs(60)).await {
+                        Ok(Some(event))
+                            if event["type"] == "ERROR" && event["object"]["code"] == 410 =>
+                        {
+                            relists.fetch_add(1, Ordering::SeqCst);
+                        }
                         Ok(Some(_)) => {}
                         Ok(None) => break,
                         Err(error) => {
@@ -405,10 +422,14 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
         client.abort();
     }
     latencies.sort();
-    let (lists, watches) = (lists.load(Ordering::SeqCst), watches.load(Ordering::SeqCst));
+    let (lists, watches, relists) = (
+        lists.load(Ordering::SeqCst),
+        watches.load(Ordering::SeqCst),
+        relists.load(Ordering::SeqCst),
+    );
     let failures = failures.lock().unwrap_or_else(|p| p.into_inner()).clone();
     println!(
-        "100 swaps up to generation {live}: rename → live p50 {:?}, p90 {:?}, max {:?}; {lists} lists and {watches} watch opens, {} failures",
+        "100 swaps up to generation {live}: rename → live p50 {:?}, p90 {:?}, max {:?}; {lists} lists, {watches} watch opens, {relists} told to re-list, {} failures",
         latencies[50],
         latencies[90],
         latencies[99],
@@ -437,6 +458,7 @@ pub fn watch_follows_the_visibility_rule(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(crate::support::unique("visibility"));
     let dir = FilterDir::new(&scratch)?;
     let gateway = env.gateway(&[&dir.flag()])?;
+    ready(&gateway)?;
     activate(
         &gateway,
         &dir,

@@ -13,6 +13,7 @@ mod operator;
 mod proxy;
 mod resilience;
 mod support;
+mod topology;
 mod upgrade_echo;
 
 use std::process::ExitCode;
@@ -108,6 +109,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "filters::a_large_list_streams_in_bounded_memory",
         filters::a_large_list_streams_in_bounded_memory,
+    ),
+    (
+        "topology::each_component_sees_its_filtered_view_online_and_offline",
+        topology::each_component_sees_its_filtered_view_online_and_offline,
+    ),
+    (
+        "topology::discard_follows_the_filter_and_the_annotation",
+        topology::discard_follows_the_filter_and_the_annotation,
     ),
 ];
 

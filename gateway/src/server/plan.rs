@@ -2,9 +2,7 @@
 //! when an open watch must end. Made before the request is forwarded, because a planned
 //! response must come back as JSON, uncompressed.
 
-use std::future::Future;
 use std::hash::BuildHasher;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,10 +13,14 @@ use super::State;
 use crate::cache::CacheTee;
 use crate::filter::Session;
 use crate::request::RequestInfo;
+use crate::stream::{Stop, StopSignal};
 
 /// Open watches whose filter chain changed end at a random moment within this window, so a
 /// node's clients do not all re-list at once.
 const RELIST_JITTER: Duration = Duration::from_secs(1);
+/// Watches whose filters' lookups changed are spread wider: such changes are not urgent, and
+/// every node of the cluster sees them at the same moment.
+const LOOKUP_RELIST_JITTER: Duration = Duration::from_secs(5);
 
 /// What a resource request's response passes through.
 pub struct Plan {
@@ -29,6 +31,10 @@ pub struct Plan {
     /// Identity of the filters that apply (none is an identity too), to tell when a new
     /// generation changes them: a watch then ends, filtered or not.
     pub fingerprint: u64,
+    /// Whether the client takes plain JSON.
+    json: bool,
+    /// Whether it is a watch.
+    watch: bool,
 }
 
 impl Plan {
@@ -47,11 +53,14 @@ impl Plan {
         }
         let generation = state.filters.current();
         let fingerprint = generation.fingerprint(info, component);
+        let watch = info.verb == crate::request::Verb::Watch;
         if !takes_json(headers) {
             return Some(Plan {
                 session: None,
                 tee: None,
                 fingerprint,
+                json: false,
+                watch,
             });
         }
         let session = generation.session(info, component);
@@ -60,12 +69,15 @@ impl Plan {
             session,
             tee: target.and_then(|target| state.cache.tee(component, target)),
             fingerprint,
+            json: true,
+            watch,
         })
     }
 
-    /// Whether the response must be framed: something filters or caches it.
+    /// Whether the response must be framed: something filters or caches it, or it is a
+    /// watch (which can then be told to re-list when its filtering changes).
     pub fn frames(&self) -> bool {
-        self.session.is_some() || self.tee.is_some()
+        self.json && (self.watch || self.session.is_some() || self.tee.is_some())
     }
 }
 
@@ -114,7 +126,7 @@ pub fn watch_stop(
     component: String,
     fingerprint: u64,
     filtered: bool,
-) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+) -> StopSignal {
     // What filters look up changed: a filtered watch is filtered anew after a re-list.
     let mut lookups = state
         .informers
@@ -134,7 +146,7 @@ pub fn watch_stop(
                     std::future::pending::<()>().await;
                 }
                 if filters.current().fingerprint(&info, &component) != fingerprint {
-                    tokio::time::sleep(jitter()).await;
+                    tokio::time::sleep(jitter(RELIST_JITTER)).await;
                     tracing::debug!(%component, resource = %info.resource, "the filter chain changed: ending the watch");
                     return;
                 }
@@ -147,24 +159,22 @@ pub fn watch_stop(
             if lookups.changed().await.is_err() {
                 return std::future::pending::<()>().await;
             }
-            tokio::time::sleep(jitter()).await;
+            tokio::time::sleep(jitter(LOOKUP_RELIST_JITTER)).await;
             tracing::debug!(%component, resource = %info.resource, "what its filters look up changed: ending the watch");
         };
         tokio::select! {
-            _ = lost => {}
-            _ = stop => {}
-            () = changed => {}
-            () = looked_up => {}
+            _ = lost => Stop::End,
+            _ = stop => Stop::End,
+            () = changed => Stop::Relist("the gateway's filters for this watch changed: re-list".into()),
+            () = looked_up => Stop::Relist("what this watch's filters look up changed: re-list".into()),
         }
     })
 }
 
-/// A random delay within [`RELIST_JITTER`].
-fn jitter() -> Duration {
+/// A random delay within `window`.
+fn jitter(window: Duration) -> Duration {
     let random = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
-    let millis = u64::try_from(RELIST_JITTER.as_millis())
-        .unwrap_or(1000)
-        .max(1);
+    let millis = u64::try_from(window.as_millis()).unwrap_or(1000).max(1);
     Duration::from_millis(random % millis)
 }
 
@@ -209,6 +219,6 @@ mod tests {
 
     #[test]
     fn jitter_stays_in_its_window() {
-        assert!((0..100).all(|_| jitter() < RELIST_JITTER));
+        assert!((0..100).all(|_| jitter(RELIST_JITTER) < RELIST_JITTER));
     }
 }

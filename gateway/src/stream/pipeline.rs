@@ -23,15 +23,27 @@ use crate::BoxError;
 /// few enough that no list is held whole.
 const BATCH: usize = 64;
 
+/// Why an open watch is ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// End the stream cleanly (the cloud went away, the gateway stops).
+    End,
+    /// End it with an ERROR event `410 Expired`, so the client re-lists: what it would be
+    /// shown changed although the objects did not.
+    Relist(String),
+}
+
+/// Resolves when an open watch must end, and says how.
+pub type StopSignal = Pin<Box<dyn Future<Output = Stop> + Send>>;
+
 /// What a response is sent through besides the framing.
 pub struct Pipeline {
     /// The filter chain for this request, if any filter applies.
     pub transform: Option<Box<dyn Transform>>,
     /// The cache tee, if the response is cached.
     pub sink: Option<Box<dyn Sink>>,
-    /// Ends an open watch cleanly when it resolves (filter chain changed, cloud came back,
-    /// shutdown); the client then re-lists.
-    pub stop: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// Ends an open watch when it resolves: cleanly, or telling the client to re-list.
+    pub stop: Option<StopSignal>,
 }
 
 /// The client's body for a list response.
@@ -270,24 +282,32 @@ where
             let upstream = &mut self.upstream;
             let next = match self.pipeline.stop.as_mut() {
                 Some(stop) => tokio::select! {
-                    frame = upstream.frame() => Some(frame),
-                    () = stop => None,
+                    frame = upstream.frame() => Ok(frame),
+                    stop = stop => Err(stop),
                 },
-                None => Some(upstream.frame().await),
+                None => Ok(upstream.frame().await),
             };
-            match next {
-                // Told to stop: end cleanly so the client re-lists.
-                None => {
+            let next = match next {
+                Ok(next) => next,
+                Err(Stop::End) => {
                     self.done = true;
                     return Ok(None);
                 }
-                Some(Some(Ok(frame))) => {
+                // A re-watch from its last version would not bring back what the client
+                // misses now: a 410 makes client-go and kube-rs re-list.
+                Err(Stop::Relist(message)) => {
+                    self.done = true;
+                    return Ok(Some(Bytes::from(status_event(410, "Expired", &message))));
+                }
+            };
+            match next {
+                Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         self.framer.push(&data);
                     }
                 }
-                Some(Some(Err(error))) => return Err(StreamError::Upstream(error.into()).into()),
-                Some(None) => {
+                Some(Err(error)) => return Err(StreamError::Upstream(error.into()).into()),
+                None => {
                     self.framer.finish()?;
                     self.done = true;
                     return Ok(None);
@@ -314,7 +334,11 @@ where
                     Ok(verdict) => verdict,
                     Err(error) => {
                         // A fail-closed filter failed: the watch ends with an ERROR event.
-                        self.out.extend_from_slice(&error_event(&error.message));
+                        self.out.extend_from_slice(&status_event(
+                            500,
+                            "InternalError",
+                            &error.message,
+                        ));
                         self.done = true;
                         if let Some(sink) = self.pipeline.sink.as_mut() {
                             sink.abort(&error.message);
@@ -346,7 +370,7 @@ where
 /// resolves: for watches nothing frames (protobuf, or nothing filters or caches them).
 pub fn until<B>(
     upstream: B,
-    stop: Pin<Box<dyn Future<Output = ()> + Send>>,
+    stop: StopSignal,
 ) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -359,13 +383,13 @@ where
                 Ok(frame) => Some((Ok(frame), Some((upstream, stop)))),
                 Err(error) => Some((Err(error.into()), None)),
             },
-            () = &mut stop => None,
+            _ = &mut stop => None,
         }
     })
 }
 
-/// A watch ERROR event carrying a `Status` 500.
-fn error_event(message: &str) -> Vec<u8> {
+/// A watch ERROR event carrying a failure `Status`.
+fn status_event(code: u16, reason: &str, message: &str) -> Vec<u8> {
     let status = serde_json::json!({
         "type": "ERROR",
         "object": {
@@ -374,8 +398,8 @@ fn error_event(message: &str) -> Vec<u8> {
             "metadata": {},
             "status": "Failure",
             "message": message,
-            "reason": "InternalError",
-            "code": 500,
+            "reason": reason,
+            "code": code,
         }
     });
     let mut bytes = status.to_string().into_bytes();
