@@ -15,7 +15,7 @@ use thiserror::Error;
 
 pub use list::{ListFrame, ListFramer};
 pub use object::{Meta, compare_versions};
-pub use pipeline::{Pipeline, list, until, watch};
+pub use pipeline::{Pipeline, Stop, StopSignal, list, until, watch};
 pub use sink::{ListEnd, Sink};
 pub use transform::{Transform, TransformError, Verdict};
 pub use visibility::Visibility;
