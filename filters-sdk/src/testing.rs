@@ -110,6 +110,18 @@ impl<F: Filter> Harness<F> {
         self.slot.filter_batch(ctx, &objects)
     }
 
+    /// Runs the filter on one object given as the JSON bytes the host sends, without the
+    /// re-encoding of [`Harness::filter`]: what benchmarks compare with the wasm host.
+    pub fn filter_bytes(&self, ctx: &Context, object: &[u8]) -> Output {
+        self.slot.filter(ctx, object)
+    }
+
+    /// Runs the filter on several objects given as JSON bytes, as the host's `filter-batch`
+    /// call does.
+    pub fn filter_batch_bytes(&self, ctx: &Context, objects: &[Vec<u8>]) -> Vec<Output> {
+        self.slot.filter_batch(ctx, objects)
+    }
+
     /// The lines the filter logged so far.
     pub fn logs(&self) -> Vec<(Level, String)> {
         self.host.logs()

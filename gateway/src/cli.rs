@@ -172,6 +172,21 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 10261, value_name = "PORT")]
     pub proxy_port: u16,
 
+    /// Port of the HTTPS proxy (YurtHub's secure port): in-cluster pods reach the apiserver
+    /// here once masterservice points `default/kubernetes` at it. Served only with
+    /// --tls-cert-file and --tls-private-key-file.
+    #[arg(long, default_value_t = 10268, value_name = "PORT")]
+    pub proxy_secure_port: u16,
+
+    /// The HTTPS proxy's certificate chain (PEM), e.g. issued by the cluster's CA for the
+    /// gateway's address.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The HTTPS proxy's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+
     /// Directory of the local cache.
     #[arg(
         long,
@@ -346,6 +361,7 @@ mod tests {
             &["edgegate", "--bind-address", "localhost"],
             &["edgegate", "--heartbeat-interval-seconds", "0"],
             &["edgegate", "--no-such-flag"],
+            &["edgegate", "--tls-cert-file", "cert.pem"],
         ] {
             let err = Cli::try_parse_from(args).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{args:?}");

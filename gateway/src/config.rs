@@ -20,6 +20,9 @@ pub enum ConfigError {
     /// The kubeconfig could not be used.
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
+    /// The HTTPS proxy's certificate or key cannot be used.
+    #[error(transparent)]
+    Tls(#[from] crate::server::TlsError),
 }
 
 /// Everything the gateway needs to run.
@@ -39,6 +42,8 @@ pub struct Config {
     pub hub_addr: SocketAddr,
     /// Where the plain-HTTP proxy listens.
     pub proxy_addr: SocketAddr,
+    /// Where the HTTPS proxy listens, and its TLS settings, when it is served.
+    pub secure_proxy: Option<(SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
     /// Directory of the local cache.
     pub disk_cache_path: PathBuf,
     /// Directory of the Wasm filters.
@@ -81,6 +86,13 @@ impl Config {
             nodepool_name: args.nodepool_name.clone(),
             hub_addr: SocketAddr::new(args.bind_address, args.serve_port),
             proxy_addr: SocketAddr::new(args.bind_proxy_address, args.proxy_port),
+            secure_proxy: match (&args.tls_cert_file, &args.tls_private_key_file) {
+                (Some(cert), Some(key)) => Some((
+                    SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port),
+                    crate::server::server_config(cert, key)?,
+                )),
+                _ => None,
+            },
             disk_cache_path: args.disk_cache_path.clone(),
             filter_dir: args.filter_dir.clone(),
             filter_config: args.filter_config.clone(),

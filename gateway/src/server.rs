@@ -9,6 +9,7 @@ mod plan;
 mod proxy;
 mod respond;
 mod status;
+mod tls;
 mod upgrade;
 
 use std::future::Future;
@@ -31,6 +32,7 @@ use crate::upstream::{Balancer, HealthWatch, Transport, health};
 
 pub use crate::reply::{ResponseBody, status_response};
 pub use status::ProxyError;
+pub use tls::{TlsError, server_config};
 
 /// Why the gateway could not start.
 #[derive(Debug, Error)]
@@ -77,6 +79,8 @@ pub(crate) struct State {
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
 pub struct Listeners {
     proxy: TcpListener,
+    /// The HTTPS proxy, when served.
+    secure: Option<(TcpListener, tokio_rustls::TlsAcceptor)>,
     hub: TcpListener,
 }
 
@@ -88,8 +92,16 @@ impl Listeners {
                 .await
                 .map_err(|source| ServerError::Bind { addr, source })
         };
+        let secure = match &config.secure_proxy {
+            Some((addr, tls)) => Some((
+                bind(*addr).await?,
+                tokio_rustls::TlsAcceptor::from(tls.clone()),
+            )),
+            None => None,
+        };
         Ok(Listeners {
             proxy: bind(config.proxy_addr).await?,
+            secure,
             hub: bind(config.hub_addr).await?,
         })
     }
@@ -97,6 +109,13 @@ impl Listeners {
     /// The address the proxy listens on.
     pub fn proxy_addr(&self) -> std::io::Result<SocketAddr> {
         self.proxy.local_addr()
+    }
+
+    /// The address the HTTPS proxy listens on, when it is served.
+    pub fn secure_proxy_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.secure
+            .as_ref()
+            .map(|(listener, _)| listener.local_addr())
     }
 
     /// The address the hub server listens on.
@@ -189,6 +208,7 @@ pub async fn serve(
 
     tracing::info!(
         proxy = %display_addr(listeners.proxy_addr()),
+        secure_proxy = %listeners.secure_proxy_addr().map_or_else(|| "off".to_owned(), display_addr),
         hub = %display_addr(listeners.hub_addr()),
         servers = ?config.servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "edgegate is serving"
@@ -196,15 +216,23 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     {
         let proxy_state = state.clone();
-        let proxy = listener::serve(listeners.proxy, &graceful, move |request, peer| {
-            proxy::handle(proxy_state.clone(), request, peer)
-        });
+        let proxy_handler = move |request, peer| proxy::handle(proxy_state.clone(), request, peer);
+        let proxy = listener::serve(listeners.proxy, None, &graceful, proxy_handler.clone());
+        let secure = async {
+            match listeners.secure {
+                Some((listener, tls)) => {
+                    listener::serve(listener, Some(tls), &graceful, proxy_handler).await
+                }
+                None => std::future::pending().await,
+            }
+        };
         let hub_state = state.clone();
-        let hub = listener::serve(listeners.hub, &graceful, move |request, _peer| {
+        let hub = listener::serve(listeners.hub, None, &graceful, move |request, _peer| {
             hub::handle(hub_state.clone(), request)
         });
         tokio::select! {
             _ = proxy => {}
+            _ = secure => {}
             _ = hub => {}
             _ = shutdown => {}
         }

@@ -6,6 +6,7 @@
 mod list;
 mod object;
 mod pipeline;
+mod scan;
 mod sink;
 mod transform;
 mod visibility;

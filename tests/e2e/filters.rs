@@ -10,8 +10,8 @@ use anyhow::{Context, Result, ensure};
 use edgegate_testkit::{Gateway, http, process::wait_until};
 
 use crate::support::{
-    Env, Watch, client, create_configmaps, get_as, list_as, list_json_as, metric, namespace,
-    runtime,
+    Env, Watch, client, create_configmaps, get_as, list_as, list_json_as, metric, names, namespace,
+    runtime, wait_readyz,
 };
 
 /// The component the test filters apply to.
@@ -64,14 +64,6 @@ impl FilterDir {
     fn flag(&self) -> String {
         format!("--filter-dir={}", self.path.display())
     }
-}
-
-/// Waits until the gateway is ready: with a filter directory, that includes the informers
-/// behind lookups, whose first sync would otherwise end filtered watches opened before it.
-fn ready(gateway: &Gateway) -> Result<()> {
-    wait_until(Duration::from_secs(30), "the gateway to be ready", || {
-        http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 200)
-    })
 }
 
 /// The gateway's live chain (`GET /v1/filters`).
@@ -130,18 +122,6 @@ fn deactivate(gateway: &Gateway, dir: &FilterDir, name: &str) -> Result<()> {
     wait_until(Duration::from_secs(10), "the filter to go", || {
         !loaded(gateway, name).unwrap_or(true)
     })
-}
-
-fn names(items: &[serde_json::Value]) -> Vec<String> {
-    items
-        .iter()
-        .map(|i| {
-            i["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
 }
 
 /// Hostile filters, each while other clients keep being served: a loop is stopped at its
@@ -322,7 +302,7 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(crate::support::unique("reload"));
     let dir = FilterDir::new(&scratch)?;
     let gateway = env.gateway(&[&dir.flag()])?;
-    ready(&gateway)?;
+    wait_readyz(&gateway, 200, "the gateway to be ready")?;
     let ns = namespace(&env.cluster, "reload")?;
     let rt = runtime();
     let client = client();
@@ -458,7 +438,7 @@ pub fn watch_follows_the_visibility_rule(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(crate::support::unique("visibility"));
     let dir = FilterDir::new(&scratch)?;
     let gateway = env.gateway(&[&dir.flag()])?;
-    ready(&gateway)?;
+    wait_readyz(&gateway, 200, "the gateway to be ready")?;
     activate(
         &gateway,
         &dir,

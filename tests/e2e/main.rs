@@ -51,6 +51,10 @@ const TESTS: &[(&str, Test)] = &[
         proxy::hub_server_reports_health_and_metrics,
     ),
     (
+        "proxy::https_proxy_serves_like_the_apiserver",
+        proxy::https_proxy_serves_like_the_apiserver,
+    ),
+    (
         "resilience::upstream_outage_is_a_status_then_recovers",
         resilience::upstream_outage_is_a_status_then_recovers,
     ),

@@ -3,26 +3,15 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::{Gateway, Relay, http, process::wait_until};
+use edgegate_testkit::{Gateway, http};
 
 use crate::support::{
-    Env, Watch, client, create_configmaps, get_as, list_as, namespace, runtime, wait_metric,
+    Env, Watch, apply, client, create_configmaps, get_as, list_as, namespace, relayed_gateway,
+    runtime, wait_metric, wait_readyz,
 };
 
 const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
 const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
-
-fn apply(
-    cluster: &edgegate_testkit::Cluster,
-    dir: &std::path::Path,
-    name: &str,
-    json: &str,
-) -> Result<()> {
-    let file = dir.join(name);
-    std::fs::write(&file, json)?;
-    cluster.kubectl(&["apply", "-f", &file.display().to_string()])?;
-    Ok(())
-}
 
 /// Services and EndpointSlices for kube-proxy: `web` with two slices, `db` with one.
 fn services_and_slices(ns: &str) -> String {
@@ -178,13 +167,7 @@ pub fn restart_while_offline_serves_from_cache(env: &Env) -> Result<()> {
 /// An object deleted while the gateway is cut off from the cloud disappears after the
 /// reconnect: the next list no longer returns it, and the cache no longer holds it.
 pub fn objects_deleted_while_offline_disappear(env: &Env) -> Result<()> {
-    let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
-    let gateway = Gateway::start_to(
-        &env.bin,
-        &env.cluster,
-        &relay.url(),
-        &["--heartbeat-interval-seconds=1"],
-    )?;
+    let (relay, gateway) = relayed_gateway(env)?;
     let ns = namespace(&env.cluster, "deleted")?;
     let rt = runtime();
     let client = client();
@@ -195,11 +178,7 @@ pub fn objects_deleted_while_offline_disappear(env: &Env) -> Result<()> {
     wait_metric(gateway.hub, "edgegate_cache_commits_total", 1.0)?;
 
     relay.cut();
-    wait_until(
-        Duration::from_secs(15),
-        "the gateway to notice the cut",
-        || http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 503),
-    )?;
+    wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
     env.cluster
         .kubectl(&["delete", "configmap", "cm-3", "-n", &ns])?;
     let (_, offline) = rt.block_on(list_as(&client, &url, KUBELET))?;
@@ -209,9 +188,7 @@ pub fn objects_deleted_while_offline_disappear(env: &Env) -> Result<()> {
     );
 
     relay.restore();
-    wait_until(Duration::from_secs(15), "the gateway to reconnect", || {
-        http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 200)
-    })?;
+    wait_readyz(&gateway, 200, "the gateway to reconnect")?;
     let commits = crate::support::metric(gateway.hub, "edgegate_cache_commits_total")?;
     let (_, after) = rt.block_on(list_as(&client, &url, KUBELET))?;
     ensure!(
@@ -221,11 +198,7 @@ pub fn objects_deleted_while_offline_disappear(env: &Env) -> Result<()> {
     wait_metric(gateway.hub, "edgegate_cache_commits_total", commits + 1.0)?;
 
     relay.cut();
-    wait_until(
-        Duration::from_secs(15),
-        "the gateway to notice the second cut",
-        || http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 503),
-    )?;
+    wait_readyz(&gateway, 503, "the gateway to notice the second cut")?;
     let (_, cached) = rt.block_on(list_as(&client, &url, KUBELET))?;
     ensure!(cached == after, "the cache no longer holds cm-3");
     let (status, _) = rt.block_on(get_as(&client, &format!("{url}/cm-3"), KUBELET))?;
@@ -239,13 +212,7 @@ pub fn objects_deleted_while_offline_disappear(env: &Env) -> Result<()> {
 /// Offline, a list with a label selector returns only the matching cached objects; writes
 /// are answered as YurtHub answers them; unknown resources and kubelet's empty pod list are 404.
 pub fn offline_answers_follow_the_request(env: &Env) -> Result<()> {
-    let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
-    let gateway = Gateway::start_to(
-        &env.bin,
-        &env.cluster,
-        &relay.url(),
-        &["--heartbeat-interval-seconds=1"],
-    )?;
+    let (relay, gateway) = relayed_gateway(env)?;
     let ns = namespace(&env.cluster, "selector")?;
     let rt = runtime();
     let client = client();
@@ -261,11 +228,7 @@ pub fn offline_answers_follow_the_request(env: &Env) -> Result<()> {
     wait_metric(gateway.hub, "edgegate_cache_commits_total", 2.0)?;
 
     relay.cut();
-    wait_until(
-        Duration::from_secs(15),
-        "the gateway to notice the cut",
-        || http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 503),
-    )?;
+    wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
     let (_, selected) = rt.block_on(list_as(
         &client,
         &format!("{url}?labelSelector=group%3D1"),

@@ -374,3 +374,45 @@ pub fn hub_server_reports_health_and_metrics(env: &Env) -> Result<()> {
     }
     Ok(())
 }
+
+/// The HTTPS proxy (YurtHub's secure port), where masterservice sends in-cluster pods:
+/// served with a certificate of the cluster's CA, it takes a client's own token like the
+/// plain proxy does.
+pub fn https_proxy_serves_like_the_apiserver(env: &Env) -> Result<()> {
+    let port = edgegate_testkit::process::free_port()?;
+    let pki = &env.cluster.pki;
+    let gateway = env.gateway(&[
+        &format!("--proxy-secure-port={port}"),
+        &format!("--tls-cert-file={}", pki.gateway_serving_cert.display()),
+        &format!(
+            "--tls-private-key-file={}",
+            pki.gateway_serving_key.display()
+        ),
+    ])?;
+    let kubeconfig = gateway.dir.join("https.kubeconfig");
+    env.cluster.kubeconfig_for(
+        &kubeconfig,
+        &format!("https://127.0.0.1:{port}"),
+        &edgegate_testkit::User::Token(ADMIN_TOKEN),
+    )?;
+    let via = edgegate_testkit::cluster::kubectl(
+        &env.tools,
+        &kubeconfig,
+        &["get", "namespace", "default", "-o", "name"],
+    )?;
+    ensure!(via.trim() == "namespace/default", "{via}");
+    let nobody = gateway.dir.join("nobody.kubeconfig");
+    env.cluster.kubeconfig_for(
+        &nobody,
+        &format!("https://127.0.0.1:{port}"),
+        &edgegate_testkit::User::Token(NOBODY_TOKEN),
+    )?;
+    let refused = edgegate_testkit::cluster::kubectl(&env.tools, &nobody, &["get", "secrets"]);
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("Forbidden")),
+        "a pod's own token is kept over TLS: {refused:?}"
+    );
+    Ok(())
+}

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::{ADMIN_TOKEN, Gateway, http, process::wait_until};
 
-use crate::support::{Env, client, get, runtime};
+use crate::support::{Env, client, get, runtime, wait_readyz};
 
 /// Upstream stopped → a request gets a `Status` 502/503 within 3 s; upstream back →
 /// requests succeed again without restarting the gateway.
@@ -34,19 +34,13 @@ pub fn upstream_outage_is_a_status_then_recovers(env: &Env) -> Result<()> {
         status_body["message"]
     );
 
-    wait_until(
-        Duration::from_secs(15),
-        "readyz to report not ready",
-        || http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 503),
-    )?;
+    wait_readyz(&gateway, 503, "readyz to report not ready")?;
 
     cluster.start_apiserver()?;
     wait_until(Duration::from_secs(15), "requests to succeed again", || {
         rt.block_on(get(&client, &url)).is_ok_and(|(s, _)| s == 200)
     })?;
-    wait_until(Duration::from_secs(15), "readyz to report ready", || {
-        http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 200)
-    })?;
+    wait_readyz(&gateway, 200, "readyz to report ready")?;
     gateway.process().context("gateway runs")?.check_running()?;
     Ok(())
 }

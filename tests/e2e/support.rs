@@ -361,3 +361,44 @@ pub async fn create_configmaps(
     }
     Ok(())
 }
+
+/// Applies a JSON manifest with kubectl, directly against the apiserver.
+pub fn apply(cluster: &Cluster, dir: &std::path::Path, name: &str, json: &str) -> Result<()> {
+    let file = dir.join(name);
+    std::fs::write(&file, json)?;
+    cluster.kubectl(&["apply", "-f", &file.display().to_string()])?;
+    Ok(())
+}
+
+/// The names of a list's items.
+pub fn names(items: &[serde_json::Value]) -> Vec<String> {
+    items
+        .iter()
+        .map(|i| {
+            i["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Waits (up to 30 s) until the gateway's `/v1/readyz` answers `status`.
+pub fn wait_readyz(gateway: &Gateway, status: u16, what: &str) -> Result<()> {
+    edgegate_testkit::process::wait_until(Duration::from_secs(30), what, || {
+        edgegate_testkit::http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == status)
+    })
+}
+
+/// A gateway in front of the shared apiserver through a relay the test can cut, probing
+/// its upstream every second.
+pub fn relayed_gateway(env: &Env) -> Result<(edgegate_testkit::Relay, Gateway)> {
+    let relay = edgegate_testkit::Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
+    let gateway = Gateway::start_to(
+        &env.bin,
+        &env.cluster,
+        &relay.url(),
+        &["--heartbeat-interval-seconds=1"],
+    )?;
+    Ok((relay, gateway))
+}

@@ -7,9 +7,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::{ADMIN_TOKEN, Cluster, Gateway, http, process::wait_until};
+use edgegate_testkit::{ADMIN_TOKEN, Cluster, Gateway, process::wait_until};
 
-use crate::support::{Env, Watch, client, list_as, list_json_as, runtime, unique};
+use crate::support::{
+    Env, Watch, apply, client, list_as, list_json_as, names, runtime, unique, wait_readyz,
+};
 
 const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
 const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
@@ -38,13 +40,6 @@ fn filter_dir(under: &Path) -> Result<std::path::PathBuf> {
         )?;
     }
     Ok(dir)
-}
-
-fn apply(cluster: &Cluster, dir: &Path, name: &str, json: &str) -> Result<()> {
-    let file = dir.join(name);
-    std::fs::write(&file, json)?;
-    cluster.kubectl(&["apply", "-f", &file.display().to_string()])?;
-    Ok(())
 }
 
 /// The NodePool CRD (apps.openyurt.io/v1beta1, cluster-scoped), three nodes in two pools,
@@ -168,18 +163,6 @@ fn endpoints(items: &[serde_json::Value]) -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
-fn names(items: &[serde_json::Value]) -> Vec<String> {
-    items
-        .iter()
-        .map(|i| {
-            i["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .collect()
-}
-
 /// kube-proxy sees only this node's (or pool's) endpoints and no discarded LoadBalancer,
 /// kubectl sees everything, kubelet sees `default/kubernetes` at the gateway's address —
 /// online through the filters loaded from --filter-dir, and the same from the cache once
@@ -202,11 +185,7 @@ pub fn each_component_sees_its_filtered_view_online_and_offline(env: &Env) -> Re
             "--heartbeat-interval-seconds=2",
         ],
     )?;
-    wait_until(
-        Duration::from_secs(30),
-        "the gateway to be ready (informers synced)",
-        || http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 200),
-    )?;
+    wait_readyz(&gateway, 200, "the gateway to be ready (informers synced)")?;
     let rt = runtime();
     let client = client();
     let slices = format!(
@@ -305,11 +284,7 @@ pub fn each_component_sees_its_filtered_view_online_and_offline(env: &Env) -> Re
     let (_, proxy_slices_now) = rt.block_on(list_as(&client, &slices, KUBE_PROXY))?;
     crate::support::wait_metric(gateway.hub, "edgegate_cache_commits_total", commits + 1.0)?;
     cluster.stop_apiserver()?;
-    wait_until(
-        Duration::from_secs(20),
-        "the gateway to notice the outage",
-        || http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 503),
-    )?;
+    wait_readyz(&gateway, 503, "the gateway to notice the outage")?;
     let (_, offline_slices) = rt.block_on(list_as(&client, &slices, KUBE_PROXY))?;
     ensure!(
         offline_slices == proxy_slices_now,
@@ -346,9 +321,7 @@ pub fn discard_follows_the_filter_and_the_annotation(env: &Env) -> Result<()> {
         &env.cluster,
         &[&format!("--filter-dir={}", filters.display())],
     )?;
-    wait_until(Duration::from_secs(30), "the gateway to be ready", || {
-        http::get(gateway.hub, "/v1/readyz").is_ok_and(|r| r.status == 200)
-    })?;
+    wait_readyz(&gateway, 200, "the gateway to be ready")?;
     let ns = crate::support::namespace(&env.cluster, "discard")?;
     let lb = |name: &str, annotations: &str| {
         format!(

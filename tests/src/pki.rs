@@ -27,6 +27,10 @@ pub struct Pki {
     pub gateway_cert: PathBuf,
     /// Its key.
     pub gateway_key: PathBuf,
+    /// A serving certificate for the gateway's HTTPS proxy (IP SAN 127.0.0.1), from the CA.
+    pub gateway_serving_cert: PathBuf,
+    /// Its key.
+    pub gateway_serving_key: PathBuf,
 }
 
 impl Pki {
@@ -71,6 +75,15 @@ impl Pki {
         let gateway_cert = write("gateway.crt", client_cert.pem())?;
         let gateway_key = write("gateway.key", client_key_pair.serialize_pem())?;
 
+        let mut gateway_serving = CertificateParams::new(vec!["127.0.0.1".to_owned()])?;
+        gateway_serving.distinguished_name = name("edgegate", None);
+        gateway_serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let gateway_serving_pair = KeyPair::generate()?;
+        let gateway_serving_signed = gateway_serving.signed_by(&gateway_serving_pair, &ca)?;
+        let gateway_serving_cert = write("gateway-serving.crt", gateway_serving_signed.pem())?;
+        let gateway_serving_key =
+            write("gateway-serving.key", gateway_serving_pair.serialize_pem())?;
+
         let sa = KeyPair::generate()?;
         let sa_key = write("sa.key", sa.serialize_pem())?;
         let sa_pub = write("sa.pub", sa.public_key_pem())?;
@@ -83,6 +96,8 @@ impl Pki {
             sa_pub,
             gateway_cert,
             gateway_key,
+            gateway_serving_cert,
+            gateway_serving_key,
         })
     }
 }

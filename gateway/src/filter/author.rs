@@ -10,12 +10,8 @@ use edgegate_filter_sdk::Verb;
 use serde_json::{Value, json};
 
 use super::chain::Generation;
-use super::dir::sha256;
-use super::engine::Runtime;
 use super::loaded::LoadedFilter;
-use super::loader::{Loader, parse_file};
-use super::metrics::FilterMetrics;
-use super::options::{GatewayFile, Limits};
+use super::loader::load_one;
 use super::{FilterError, NoLookup};
 use crate::request::{RequestInfo, Verb as RequestVerb};
 use crate::stream::{Transform, Verdict};
@@ -86,13 +82,16 @@ pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> 
     })?;
     let input: Value = serde_json::from_slice(input)
         .map_err(|e| FilterError::Input(format!("stdin is not JSON: {e}")))?;
-    let filter = Arc::new(load(&request.wasm, request.options.as_deref())?);
-    let name = filter.name.to_string();
-    let generation = Generation::new(
-        1,
-        vec![filter],
+    let source = read_source(&request.wasm, request.options.as_deref())?;
+    let name = source.name.clone();
+    let generation = Generation::single(
+        &source.name,
+        &source.wasm,
+        source.toml.as_deref(),
         super::NodeFacts::new(request.node_name.clone(), request.node_pool.clone()),
-    );
+        Arc::new(NoLookup),
+        None,
+    )?;
     let info = request_info(request, verb);
     let Some(mut session) = generation.session(&info, &request.component) else {
         return Err(FilterError::Input(format!(
@@ -131,8 +130,14 @@ pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> 
     Ok(pretty(&json!({"decisions": decisions, "output": output})))
 }
 
-/// Loads one filter file with its options, without a compiled-code cache.
-fn load(wasm: &Path, options: Option<&Path>) -> Result<LoadedFilter, FilterError> {
+/// A filter's name (its file stem), its bytes and its `NAME.toml` text, read from disk.
+struct FilterSource {
+    name: String,
+    wasm: Vec<u8>,
+    toml: Option<String>,
+}
+
+fn read_source(wasm: &Path, options: Option<&Path>) -> Result<FilterSource, FilterError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|source| FilterError::Read {
             path: path.to_owned(),
@@ -145,28 +150,29 @@ fn load(wasm: &Path, options: Option<&Path>) -> Result<LoadedFilter, FilterError
         .and_then(|s| s.to_str())
         .ok_or_else(|| FilterError::Input(format!("{} has no file name", wasm.display())))?
         .to_owned();
-    let options_text = match options {
+    let toml = match options {
         Some(path) => Some(
             String::from_utf8(read(path)?)
                 .map_err(|_| FilterError::Input(format!("{} is not UTF-8", path.display())))?,
         ),
         None => None,
     };
-    let file = parse_file(&name, options_text.as_deref())?;
-    let runtime = Runtime::new(None)?;
-    let component = runtime.compile(&name, &bytes)?;
-    let loader = Loader {
-        runtime,
-        lookup: Arc::new(NoLookup),
-        metrics: FilterMetrics::new(),
-        default_limits: Limits::default(),
-    };
-    loader.load(
-        &name,
-        &component,
-        &sha256(&bytes),
-        &file,
-        &GatewayFile::default(),
+    Ok(FilterSource {
+        name,
+        wasm: bytes,
+        toml,
+    })
+}
+
+/// Loads one filter file with its options, without a compiled-code cache.
+fn load(wasm: &Path, options: Option<&Path>) -> Result<LoadedFilter, FilterError> {
+    let source = read_source(wasm, options)?;
+    load_one(
+        &source.name,
+        &source.wasm,
+        source.toml.as_deref(),
+        Arc::new(NoLookup),
+        None,
     )
 }
 

@@ -8,6 +8,6 @@ wasmtime::component::bindgen!({
     imports: { default: trappable },
 });
 
+pub(crate) use self::edgegate::filter::host::Host as HostImports;
+pub(crate) use self::edgegate::filter::types::{Host as TypesHost, Level, Verb};
 pub(crate) use self::{Filter as FilterWorld, FilterPre as FilterWorldPre};
-pub(crate) use edgegate::filter::host::Host as HostImports;
-pub(crate) use edgegate::filter::types::{Host as TypesHost, Level, Verb};

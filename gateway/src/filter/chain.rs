@@ -2,13 +2,16 @@
 //! (priority, then name), and which of them apply to a request.
 
 use std::hash::{Hash, Hasher};
+use std::path::Path;
 use std::sync::Arc;
 
 use edgegate_filter_sdk::Verb as SdkVerb;
 
 use super::bindings::{Context, Verb};
 use super::loaded::LoadedFilter;
+use super::loader::load_one;
 use super::session::Session;
+use super::{FilterError, Lookup};
 use crate::request::{RequestInfo, Verb as RequestVerb};
 
 /// What filters are told of the node the gateway serves: its name, and its pool, which can
@@ -70,6 +73,21 @@ impl Generation {
             filters,
             node,
         }
+    }
+
+    /// One filter loaded from its bytes and its `NAME.toml` text as the gateway would, in a
+    /// generation (number 1) and a runtime of its own: what `edgegate filter test` runs and
+    /// the benchmarks measure. Compiled code is cached under `compiled_cache` when given.
+    pub fn single(
+        name: &str,
+        wasm: &[u8],
+        toml: Option<&str>,
+        node: Arc<NodeFacts>,
+        lookup: Arc<dyn Lookup>,
+        compiled_cache: Option<&Path>,
+    ) -> Result<Generation, FilterError> {
+        let filter = load_one(name, wasm, toml, lookup, compiled_cache)?;
+        Ok(Generation::new(1, vec![Arc::new(filter)], node))
     }
 
     /// The generation's number (0 is the empty chain the gateway starts with).

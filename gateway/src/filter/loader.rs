@@ -4,6 +4,7 @@
 //! filter and the step.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::Arc;
 
 use edgegate_filter_sdk::{Manifest, ResourceMatch};
@@ -11,7 +12,7 @@ use wasmtime::component::Component;
 
 use super::bindings;
 use super::chain::sdk_verb_of;
-use super::dir::FilterFiles;
+use super::dir::{FilterFiles, sha256};
 use super::engine::Runtime;
 use super::instance::Factory;
 use super::loaded::LoadedFilter;
@@ -121,6 +122,33 @@ impl Loader {
             instance,
         ))
     }
+}
+
+/// Loads one filter from its bytes and its `NAME.toml` text as the gateway would, in a runtime
+/// of its own; compiled code is cached under `compiled_cache` when given.
+pub(crate) fn load_one(
+    name: &str,
+    wasm: &[u8],
+    toml: Option<&str>,
+    lookup: Arc<dyn Lookup>,
+    compiled_cache: Option<&Path>,
+) -> Result<LoadedFilter, FilterError> {
+    let file = parse_file(name, toml)?;
+    let runtime = Runtime::new(compiled_cache)?;
+    let component = runtime.compile(name, wasm)?;
+    let loader = Loader {
+        runtime,
+        lookup,
+        metrics: FilterMetrics::new(),
+        default_limits: Limits::default(),
+    };
+    loader.load(
+        name,
+        &component,
+        &sha256(wasm),
+        &file,
+        &GatewayFile::default(),
+    )
 }
 
 /// Parses a filter's `NAME.toml` (an absent file means all defaults).

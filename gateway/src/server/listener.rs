@@ -1,5 +1,5 @@
-//! Accepting connections: HTTP/1.1 (with upgrades) and HTTP/2, each connection on its own
-//! task and registered for graceful shutdown.
+//! Accepting connections: HTTP/1.1 (with upgrades) and HTTP/2, in the clear or over TLS,
+//! each connection on its own task and registered for graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -11,20 +11,27 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 use super::ResponseBody;
 
-/// How long a client may take to send its request headers: a slow or stuck client does not
-/// hold a connection slot forever.
+/// How long a client may take to send its request headers (or finish its TLS handshake):
+/// a slow or stuck client does not hold a connection slot forever.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves every connection `listener` accepts with `handler`, until the future is dropped.
-pub async fn serve<F, Fut>(listener: TcpListener, graceful: &GracefulShutdown, handler: F)
-where
+/// Serves every connection `listener` accepts with `handler` (over TLS when `tls` is given),
+/// until the future is dropped.
+pub async fn serve<F, Fut>(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    graceful: &GracefulShutdown,
+    handler: F,
+) where
     F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
 {
@@ -44,19 +51,47 @@ where
             }
         };
         let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
-        let service = service_fn(move |request| {
-            let response = handler(request, peer);
-            async move { Ok::<_, Infallible>(response.await) }
-        });
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        let (builder, handler, watcher, tls) = (
+            builder.clone(),
+            handler.clone(),
+            graceful.watcher(),
+            tls.clone(),
+        );
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, %error, "connection ended with an error");
+            match tls {
+                None => connection(builder, stream, peer, handler, watcher).await,
+                Some(tls) => {
+                    match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream)).await {
+                        Ok(Ok(stream)) => connection(builder, stream, peer, handler, watcher).await,
+                        Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
             }
         });
+    }
+}
+
+/// Serves one connection until it closes.
+async fn connection<I, F, Fut>(
+    builder: auto::Builder<TokioExecutor>,
+    io: I,
+    peer: SocketAddr,
+    handler: F,
+    watcher: Watcher,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let response = handler(request, peer);
+        async move { Ok::<_, Infallible>(response.await) }
+    });
+    let connection = builder
+        .serve_connection_with_upgrades(TokioIo::new(io), service)
+        .into_owned();
+    if let Err(error) = watcher.watch(connection).await {
+        tracing::debug!(%peer, %error, "connection ended with an error");
     }
 }

@@ -94,6 +94,8 @@ async fn forward(
     headers::strip_hop_by_hop(request.headers_mut(), upgrading);
     headers::add_forwarded_for(request.headers_mut(), peer);
     request.headers_mut().remove(http::header::HOST);
+    // Clients may speak HTTP/2 (over TLS, by ALPN); upstream connections are HTTP/1.1.
+    *request.version_mut() = http::Version::HTTP_11;
     // Only the path and query travel; the transport puts the server in front.
     if let Some(path_and_query) = request.uri().path_and_query().cloned() {
         *request.uri_mut() = http::Uri::from(path_and_query);

@@ -4,9 +4,9 @@
 //! the network chunk into the framing buffer.
 
 use bytes::{Buf, Bytes, BytesMut};
-use memchr::memchr2;
 
 use super::FrameError;
+use super::scan::{Skipped, Strings};
 
 /// One piece of a list body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,9 +41,7 @@ pub struct ListFramer {
     pos: usize,
     phase: Phase,
     depth: u32,
-    in_string: bool,
-    /// A backslash ended the last chunk inside a string: the next byte is escaped.
-    escape_pending: bool,
+    strings: Strings,
     /// At depth 1, the next string is a key.
     expect_key: bool,
     /// Start of the depth-1 key being read.
@@ -68,8 +66,7 @@ impl ListFramer {
             pos: 0,
             phase: Phase::Head,
             depth: 0,
-            in_string: false,
-            escape_pending: false,
+            strings: Strings::default(),
             expect_key: false,
             key_start: None,
             items_key: false,
@@ -94,32 +91,20 @@ impl ListFramer {
         }
         let mut i = self.pos;
         while i < self.buf.len() {
-            if self.in_string {
-                if self.escape_pending {
-                    self.escape_pending = false;
-                    i += 1;
-                    continue;
-                }
-                let Some(offset) = memchr2(b'"', b'\\', &self.buf[i..]) else {
-                    i = self.buf.len();
-                    break;
-                };
-                i += offset;
-                if self.buf[i] == b'\\' {
-                    if i + 1 >= self.buf.len() {
-                        self.escape_pending = true;
+            if self.strings.inside() {
+                match self.strings.skip(&self.buf, i) {
+                    Skipped::Open => {
                         i = self.buf.len();
                         break;
                     }
-                    i += 2;
-                    continue;
+                    Skipped::Closed(quote) => {
+                        if let Some(start) = self.key_start.take() {
+                            self.items_key = &self.buf[start..quote] == b"items";
+                        }
+                        i = quote + 1;
+                        continue;
+                    }
                 }
-                self.in_string = false;
-                if let Some(start) = self.key_start.take() {
-                    self.items_key = &self.buf[start..i] == b"items";
-                }
-                i += 1;
-                continue;
             }
             let byte = self.buf[i];
             match self.phase {
@@ -151,7 +136,7 @@ impl ListFramer {
             }
             Phase::Head => {
                 self.phase = Phase::Done;
-                if self.depth != 0 || self.in_string {
+                if self.depth != 0 || self.strings.inside() {
                     return Err(FrameError::Truncated);
                 }
                 Ok(Some(ListFrame::Head(self.buf.split().freeze())))
@@ -163,7 +148,7 @@ impl ListFramer {
     fn head_byte(&mut self, byte: u8, i: usize) -> Result<Option<ListFrame>, FrameError> {
         match byte {
             b'"' => {
-                self.in_string = true;
+                self.strings.open();
                 if self.depth == 1 && self.expect_key {
                     self.key_start = Some(i + 1);
                     self.expect_key = false;
@@ -198,7 +183,7 @@ impl ListFramer {
 
     fn items_byte(&mut self, byte: u8, i: usize) -> Result<Option<ListFrame>, FrameError> {
         match (byte, self.depth) {
-            (b'"', d) if d > 2 => self.in_string = true,
+            (b'"', d) if d > 2 => self.strings.open(),
             (b'{' | b'[', d) if d > 2 => self.depth += 1,
             (b'}' | b']', d) if d > 3 => self.depth -= 1,
             (b'}', 3) => {

@@ -65,6 +65,19 @@ where
         batch: Vec::with_capacity(BATCH),
         done: false,
     };
+    body(state)
+}
+
+/// A body made chunk by chunk by one of the framing state machines.
+trait Chunks: Send + 'static {
+    /// The next chunk for the client; `None` when the body is done.
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Bytes>, BoxError>> + Send;
+    /// The body broke off with `error`: nothing more is sent.
+    fn fail(&mut self, error: &BoxError);
+}
+
+/// The client's body, pulled from `state`.
+fn body<S: Chunks>(state: S) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send {
     stream::unfold(state, |mut state| async move {
         match state.next_chunk().await {
             Ok(Some(bytes)) => Some((Ok(Frame::data(bytes)), state)),
@@ -75,6 +88,16 @@ where
             }
         }
     })
+}
+
+impl Pipeline {
+    /// The response of kind `what` broke off: logged, and the tee gives up on it.
+    fn broke_off(&mut self, what: &str, error: &BoxError) {
+        tracing::warn!(%error, "{what} stream broke off");
+        if let Some(sink) = self.sink.as_mut() {
+            sink.abort(&error.to_string());
+        }
+    }
 }
 
 struct ListState<B> {
@@ -95,7 +118,7 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BoxError> {
+    async fn produce(&mut self) -> Result<Option<Bytes>, BoxError> {
         loop {
             if self.done {
                 return Ok(None);
@@ -202,14 +225,6 @@ where
         }
         Ok(())
     }
-
-    fn fail(&mut self, error: &BoxError) {
-        self.done = true;
-        tracing::warn!(%error, "list stream broke off");
-        if let Some(sink) = self.pipeline.sink.as_mut() {
-            sink.abort(&error.to_string());
-        }
-    }
 }
 
 /// A list without its items: what its end tells the cache.
@@ -240,20 +255,37 @@ where
         out: BytesMut::new(),
         done: false,
     };
-    stream::unfold(state, |mut state| async move {
-        match state.next_chunk().await {
-            Ok(Some(bytes)) => Some((Ok(Frame::data(bytes)), state)),
-            Ok(None) => None,
-            Err(error) => {
-                state.done = true;
-                tracing::warn!(%error, "watch stream broke off");
-                if let Some(sink) = state.pipeline.sink.as_mut() {
-                    sink.abort(&error.to_string());
-                }
-                Some((Err(error), state))
-            }
-        }
-    })
+    body(state)
+}
+
+impl<B> Chunks for ListState<B>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Bytes>, BoxError>> + Send {
+        self.produce()
+    }
+
+    fn fail(&mut self, error: &BoxError) {
+        self.done = true;
+        self.pipeline.broke_off("list", error);
+    }
+}
+
+impl<B> Chunks for WatchState<B>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    fn next_chunk(&mut self) -> impl Future<Output = Result<Option<Bytes>, BoxError>> + Send {
+        self.produce()
+    }
+
+    fn fail(&mut self, error: &BoxError) {
+        self.done = true;
+        self.pipeline.broke_off("watch", error);
+    }
 }
 
 struct WatchState<B> {
@@ -270,7 +302,7 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    async fn next_chunk(&mut self) -> Result<Option<Bytes>, BoxError> {
+    async fn produce(&mut self) -> Result<Option<Bytes>, BoxError> {
         loop {
             if self.done {
                 return Ok(None);

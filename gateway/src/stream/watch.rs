@@ -6,10 +6,10 @@
 //! so any whitespace between events is accepted.
 
 use bytes::{Buf, Bytes, BytesMut};
-use memchr::memchr2;
 use serde::Deserialize;
 
 use super::FrameError;
+use super::scan::{Skipped, Strings};
 
 /// Splits a watch body into event frames.
 #[derive(Debug, Default)]
@@ -17,8 +17,7 @@ pub struct WatchFramer {
     buf: BytesMut,
     pos: usize,
     depth: u32,
-    in_string: bool,
-    escape_pending: bool,
+    strings: Strings,
     start: Option<usize>,
 }
 
@@ -37,29 +36,17 @@ impl WatchFramer {
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         let mut i = self.pos;
         while i < self.buf.len() {
-            if self.in_string {
-                if self.escape_pending {
-                    self.escape_pending = false;
-                    i += 1;
-                    continue;
-                }
-                let Some(offset) = memchr2(b'"', b'\\', &self.buf[i..]) else {
-                    i = self.buf.len();
-                    break;
-                };
-                i += offset;
-                if self.buf[i] == b'\\' {
-                    if i + 1 >= self.buf.len() {
-                        self.escape_pending = true;
+            if self.strings.inside() {
+                match self.strings.skip(&self.buf, i) {
+                    Skipped::Open => {
                         i = self.buf.len();
                         break;
                     }
-                    i += 2;
-                    continue;
+                    Skipped::Closed(quote) => {
+                        i = quote + 1;
+                        continue;
+                    }
                 }
-                self.in_string = false;
-                i += 1;
-                continue;
             }
             match (self.buf[i], self.depth) {
                 (b'{', 0) => {
@@ -76,7 +63,7 @@ impl WatchFramer {
                 }
                 (b' ' | b'\t' | b'\r' | b'\n', 0) => {}
                 (_, 0) => return Err(FrameError::Malformed),
-                (b'"', _) => self.in_string = true,
+                (b'"', _) => self.strings.open(),
                 (b'{' | b'[', _) => self.depth += 1,
                 (b'}' | b']', _) => self.depth -= 1,
                 _ => {}
@@ -89,7 +76,7 @@ impl WatchFramer {
 
     /// Ends the body: an error if it stopped inside an event.
     pub fn finish(&self) -> Result<(), FrameError> {
-        if self.depth > 0 || self.in_string {
+        if self.depth > 0 || self.strings.inside() {
             return Err(FrameError::Truncated);
         }
         Ok(())

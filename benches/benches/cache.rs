@@ -1,0 +1,139 @@
+//! The cache: commit throughput (objects/s) of a streamed 10 000-object list through the
+//! tee, the one writer and the redb store, until it is durable; and an offline LIST of those
+//! 10 000 cached objects read back as the local proxy does (goal ≤ 50 ms).
+//!
+//! `cargo bench -p edgegate-benches --bench cache`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use edgegate::cache::{
+    self, Cache, CacheMetrics, CachePolicy, CacheTarget, RedbStore, ResourceKey, Scope, SetKey,
+};
+use edgegate::stream::{ListEnd, Sink};
+use edgegate_benches::fixtures::slices;
+
+/// Objects in the list: the size the issue names.
+const OBJECTS: usize = 10_000;
+/// Bytes a bench lets wait for the writer at most: well under the writer's 4 MiB in-flight
+/// bound, which a tee that outruns the disk hits (and then gives the list up, by design).
+const AHEAD: u64 = 1 << 20;
+
+fn resource() -> ResourceKey {
+    ResourceKey {
+        component: "kube-proxy".into(),
+        resource: "endpointslices".into(),
+        version: "v1".into(),
+        group: "discovery.k8s.io".into(),
+    }
+}
+
+fn target() -> CacheTarget {
+    CacheTarget::List {
+        set: SetKey::new(resource(), "", "", ""),
+        continue_from: None,
+    }
+}
+
+/// Streams `objects` as one list into the cache and waits until it is committed durably.
+fn commit(cache: &Arc<Cache>, objects: &[Bytes]) {
+    let commits = cache.metrics().commits.get();
+    let mut tee = cache
+        .tee("kube-proxy", target())
+        .unwrap_or_else(|| panic!("a first page is always teed"));
+    let mut sent = cache.metrics().bytes.get();
+    for object in objects {
+        // Paced as a network would be: never more than AHEAD bytes ahead of the writer.
+        while sent.saturating_sub(cache.metrics().bytes.get()) > AHEAD {
+            std::thread::yield_now();
+        }
+        tee.list_item(object);
+        sent += object.len() as u64;
+    }
+    tee.list_end(ListEnd {
+        kind: "EndpointSliceList".into(),
+        api_version: "discovery.k8s.io/v1".into(),
+        resource_version: "4242".into(),
+        continue_token: String::new(),
+    });
+    drop(tee);
+    cache.flush();
+    assert_eq!(
+        (cache.metrics().commits.get(), cache.metrics().refused.get()),
+        (commits + 1, 0),
+        "the list was committed whole"
+    );
+}
+
+fn caching(c: &mut Criterion) {
+    let objects = slices(OBJECTS);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let store = Arc::new(RedbStore::open(dir.path()).unwrap_or_else(|e| panic!("{e}")));
+    let cache = Cache::start(
+        store.clone(),
+        CachePolicy::new(&["*"]),
+        CacheMetrics::default(),
+    );
+
+    // The offline list reads what a first commit left, whichever bench runs first.
+    commit(&cache, &objects);
+    let mut group = c.benchmark_group("cache");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(OBJECTS as u64));
+    // Each list replaces the set the previous one committed: the steady state of a re-list.
+    group.bench_function("commit_10000", |b| {
+        b.iter_custom(|iters| {
+            let started = Instant::now();
+            for _ in 0..iters {
+                commit(&cache, &objects);
+            }
+            started.elapsed()
+        })
+    });
+    group.bench_function("offline_list_10000", |b| {
+        b.iter(|| offline_list(store.as_ref()))
+    });
+    group.finish();
+    cache.close();
+}
+
+/// An offline LIST of everything cached: the store read in key order into 64 KiB body
+/// chunks, as the local proxy streams it; returns the body size.
+fn offline_list(store: &dyn cache::Store) -> usize {
+    let scope = Scope {
+        namespace: "",
+        labels: "",
+        fields: "",
+    };
+    let listing = cache::list(store, &resource(), scope).unwrap_or_else(|e| panic!("{e}"));
+    let mut chunk = BytesMut::with_capacity(64 << 10);
+    let (mut size, mut items) = (0, 0);
+    chunk.extend_from_slice(br#"{"kind":"EndpointSliceList","items":["#);
+    for item in listing.items {
+        let item = item.unwrap_or_else(|e| panic!("{e}"));
+        if items > 0 {
+            chunk.extend_from_slice(b",");
+        }
+        chunk.extend_from_slice(&item);
+        items += 1;
+        if chunk.len() >= 64 << 10 {
+            size += black_box(chunk.split().freeze()).len();
+        }
+    }
+    chunk.extend_from_slice(b"]}");
+    size += chunk.len();
+    assert_eq!(items, OBJECTS);
+    size
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    targets = caching
+}
+criterion_main!(benches);

@@ -1,0 +1,83 @@
+//! Stream framing throughput (MB/s) on a 50 MB body: `ListFramer` and `WatchFramer` alone,
+//! and the whole `stream::list` / `stream::watch` pipelines with no filter and no tee (the
+//! floor every framed response pays).
+//!
+//! `cargo bench -p edgegate-benches --bench stream`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use edgegate::stream::{ListFrame, ListFramer, WatchFramer};
+use edgegate_benches::drive;
+use edgegate_benches::fixtures::{list_body, slices, watch_body};
+
+/// The body size the issue asks for: a large list of a big cluster.
+const BODY_BYTES: usize = 50 << 20;
+
+/// 2 KB EndpointSlices, as many as make [`BODY_BYTES`].
+fn objects() -> Vec<Bytes> {
+    let one = slices(1)[0].len();
+    slices(BODY_BYTES / (one + 1) + 1)
+}
+
+fn framing(c: &mut Criterion) {
+    let objects = objects();
+    let list = drive::chunks(&list_body(
+        "EndpointSliceList",
+        "discovery.k8s.io/v1",
+        objects.iter().map(|o| &o[..]),
+    ));
+    let watch = drive::chunks(&watch_body(objects.iter().map(|o| &o[..])));
+    let size = |chunks: &[Bytes]| chunks.iter().map(Bytes::len).sum::<usize>() as u64;
+    let rt = drive::runtime();
+
+    let mut group = c.benchmark_group("stream");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(size(&list)));
+    group.bench_function("list_framer_50MB", |b| {
+        b.iter(|| {
+            let mut framer = ListFramer::new();
+            let mut items = 0usize;
+            for chunk in &list {
+                framer.push(black_box(chunk));
+                while let Some(frame) = framer.next_frame().unwrap_or(None) {
+                    items += usize::from(matches!(frame, ListFrame::Item(_)));
+                }
+            }
+            assert!(matches!(framer.finish(), Ok(Some(ListFrame::Tail(_)))));
+            items
+        })
+    });
+    group.bench_function("list_pipeline_50MB", |b| {
+        b.iter(|| drive::list(&rt, black_box(&list), drive::bare()))
+    });
+    group.throughput(Throughput::Bytes(size(&watch)));
+    group.bench_function("watch_framer_50MB", |b| {
+        b.iter(|| {
+            let mut framer = WatchFramer::new();
+            let mut events = 0usize;
+            for chunk in &watch {
+                framer.push(black_box(chunk));
+                while let Ok(Some(_)) = framer.next_frame() {
+                    events += 1;
+                }
+            }
+            events
+        })
+    });
+    group.bench_function("watch_pipeline_50MB", |b| {
+        b.iter(|| drive::watch(&rt, black_box(&watch), drive::bare()))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    targets = framing
+}
+criterion_main!(benches);

@@ -1,0 +1,143 @@
+//! `edgegate-load`: the side-by-side load harness (`run`, what `benches/load/run` calls), and
+//! the two helpers it starts as processes of their own: the static upstream and the watch
+//! fan-out client.
+#![allow(clippy::disallowed_methods)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use edgegate_benches::load::run::{self, Settings};
+use edgegate_benches::load::targets::Binaries;
+use edgegate_benches::load::{report, upstream, watch};
+
+#[derive(Parser)]
+#[command(about = "edgegate's side-by-side load harness")]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs every workload against every target and prints the report (Markdown).
+    Run {
+        /// The edgegate binary (a release build).
+        #[arg(long)]
+        edgegate: PathBuf,
+        /// The Go comparator binary.
+        #[arg(long)]
+        goproxy: PathBuf,
+        /// The directory of built filter components.
+        #[arg(long)]
+        filters: PathBuf,
+        /// Seconds per workload and target.
+        #[arg(long, default_value_t = 8)]
+        seconds: u64,
+        /// Watches of the fan-out.
+        #[arg(long, default_value_t = 10)]
+        watchers: usize,
+        /// Events per second the static upstream sends each watch.
+        #[arg(long, default_value_t = 1000)]
+        events_per_second: u32,
+        /// Hot reload trials.
+        #[arg(long, default_value_t = 20)]
+        reload_trials: usize,
+        /// Skip the kube-apiserver upstream.
+        #[arg(long)]
+        no_apiserver: bool,
+        /// Where the report is written besides stdout.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Serves the static upstream.
+    StaticUpstream {
+        /// The port on 127.0.0.1.
+        #[arg(long)]
+        port: u16,
+        /// Events per second each watch gets.
+        #[arg(long, default_value_t = 1000)]
+        events_per_second: u32,
+    },
+    /// Measures watch event delivery delays through `authority`; prints a JSON summary.
+    WatchClient {
+        /// host:port of the target.
+        #[arg(long)]
+        authority: String,
+        /// Watches to open.
+        #[arg(long)]
+        watchers: usize,
+        /// Seconds to measure (after one of warm-up).
+        #[arg(long)]
+        seconds: u64,
+    },
+}
+
+fn main() -> Result<()> {
+    match Args::parse().command {
+        Command::Run {
+            edgegate,
+            goproxy,
+            filters,
+            seconds,
+            watchers,
+            events_per_second,
+            reload_trials,
+            no_apiserver,
+            out,
+        } => {
+            std::fs::create_dir_all(&out)?;
+            let scratch = tempfile::Builder::new()
+                .prefix("edgegate-load-")
+                .tempdir()?;
+            let settings = Settings {
+                bins: Binaries {
+                    edgegate,
+                    goproxy,
+                    filters,
+                },
+                seconds,
+                watchers,
+                events_per_second,
+                reload_trials,
+                apiserver: !no_apiserver,
+                scratch: scratch.path().to_owned(),
+            };
+            let report = run::run(&settings)?;
+            let text = report::markdown(&report, &settings);
+            std::fs::write(out.join("report.md"), &text)?;
+            print!("{text}");
+            Ok(())
+        }
+        Command::StaticUpstream {
+            port,
+            events_per_second,
+        } => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let listener =
+                    tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+                let canned = Arc::new(upstream::Canned::new(events_per_second));
+                upstream::serve(listener, canned).await?;
+                Ok(())
+            })
+        }
+        Command::WatchClient {
+            authority,
+            watchers,
+            seconds,
+        } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let delays = rt.block_on(watch::measure(&authority, watchers, seconds))?;
+            println!("{}", delays.summary());
+            Ok(())
+        }
+    }
+}

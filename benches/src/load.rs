@@ -1,0 +1,24 @@
+//! The side-by-side load harness behind `benches/load/run`: the same workloads against the
+//! upstream directly, edgegate without filters, edgegate with the three seed filters, and a
+//! Go `httputil.ReverseProxy` that tees each body to disk (the core of YurtHub), on a fast
+//! static upstream and on kube-apiserver, in one run.
+//!
+//! # Layout
+//! - `workload`: the wrk workloads and what wrk reports.
+//! - `upstream`: the static upstream (canned GET, LIST and watch answers).
+//! - `apiserver`: etcd and kube-apiserver from the test harness, with the same objects.
+//! - `targets`: the proxies under test, pinned to their CPU.
+//! - `measure`: a workload's figures with the proxy's CPU time and peak RSS; the watch client.
+//! - `watch`: the watch fan-out client (event delivery delay).
+//! - `probes`: idle RSS, LIST memory growth, hot reload time.
+//! - `run`: a whole run. `report`: the Markdown report.
+
+pub mod apiserver;
+pub mod measure;
+pub mod probes;
+pub mod report;
+pub mod run;
+pub mod targets;
+pub mod upstream;
+pub mod watch;
+pub mod workload;
