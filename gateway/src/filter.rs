@@ -18,6 +18,8 @@
 //! - `loader`: compile, link, manifest, settings, schema check, configure.
 //! - `chain`: a [`Generation`] of the chain, its order and which filters apply.
 //! - `session`: a [`Session`], the filtering of one response ([`crate::stream::Transform`]).
+//! - `feeds`: which change feeds a filter's lookups read ([`LookupUse`]), so only watches
+//!   whose filters read a changed feed are re-listed.
 //! - `options`: `NAME.toml` and the gateway filter config; the settings a filter runs with.
 //! - `schema`: config validation against the manifest's JSON Schema.
 //! - `dir`: reading and hashing the directory. `reload`: watching it, swapping generations.
@@ -30,6 +32,7 @@ mod chain;
 mod describe;
 mod dir;
 mod engine;
+mod feeds;
 mod host;
 mod instance;
 mod loaded;
@@ -51,6 +54,7 @@ use thiserror::Error;
 pub use author::{TestRequest, check, test};
 pub use chain::{Generation, NodeFacts};
 pub use edgegate_filter_sdk::LabelSelector;
+pub use feeds::LookupUse;
 pub use instance::Failure;
 pub use metrics::FilterMetrics;
 pub use options::{Effective, Limits, OnError};
@@ -188,6 +192,13 @@ pub trait Lookup: Send + Sync {
         namespace: Option<&str>,
         selector: &LabelSelector,
     ) -> Vec<Bytes>;
+
+    /// The change feed that announces changes to `resource` of `group` (a bit number below
+    /// 64), so watches whose filters looked it up can be re-listed; `None` if changes to it
+    /// are not announced.
+    fn feed(&self, _group: &str, _resource: &str) -> Option<u32> {
+        None
+    }
 }
 
 /// A [`Lookup`] that knows no objects.

@@ -4,9 +4,10 @@
 //! while the cloud is away, and after a restart without it.
 //!
 //! A digest of what lookups depend on (labels and annotations of Services, labels of Nodes,
-//! the members of NodePools) is announced when it changes, so watches whose filters looked
-//! things up can re-list and be filtered anew (YurtHub never re-filters: #871, #954). Node
-//! status heartbeats do not touch it.
+//! the members of NodePools) is announced per kind when it changes, so watches whose filters
+//! looked that kind up can re-list and be filtered anew (YurtHub never re-filters: #871,
+//! #954). Each kind is a change feed of [`Lookup::feed`]. Node status heartbeats do not
+//! touch its digest.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -50,7 +51,7 @@ enum Reads {
 pub struct Informers {
     kinds: Vec<Kind>,
     synced: watch::Receiver<bool>,
-    digest: watch::Receiver<u64>,
+    digest: watch::Receiver<Digests>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -77,9 +78,8 @@ impl Informers {
         let client = kube::Client::try_from(config)?;
 
         let (synced_tx, synced) = watch::channel(false);
-        let (digest_tx, digest) = watch::channel(0u64);
+        let (digest_tx, digest) = watch::channel(Digests::default());
         let synced_tx = Arc::new(synced_tx);
-        let digests = Arc::new(std::sync::Mutex::new([0u64; KINDS]));
         let digest_tx = Arc::new(digest_tx);
         let flags: Arc<[AtomicBool; KINDS]> = Arc::new(Default::default());
         let specs = [
@@ -117,7 +117,6 @@ impl Informers {
                 reads,
                 flags: flags.clone(),
                 all_synced: synced_tx.clone(),
-                digests: digests.clone(),
                 digest: digest_tx.clone(),
             };
             let stream = watcher(api, watcher::Config::default().any_semantic())
@@ -143,8 +142,8 @@ impl Informers {
         *self.synced.borrow()
     }
 
-    /// The digest of what lookups depend on, announced as it changes.
-    pub fn changes(&self) -> watch::Receiver<u64> {
+    /// The digests of what lookups depend on, per kind, announced as they change.
+    pub fn changes(&self) -> watch::Receiver<Digests> {
         self.digest.clone()
     }
 
@@ -158,9 +157,13 @@ impl Informers {
     }
 
     fn kind(&self, group: &str, resource: &str) -> Option<&Kind> {
+        self.kinds.get(self.index(group, resource)?)
+    }
+
+    fn index(&self, group: &str, resource: &str) -> Option<usize> {
         self.kinds
             .iter()
-            .find(|k| k.resource.group == group && k.resource.plural == resource)
+            .position(|k| k.resource.group == group && k.resource.plural == resource)
     }
 }
 
@@ -212,10 +215,28 @@ impl Lookup for Informers {
             .filter_map(|o| serde_json::to_vec(&**o).ok().map(Bytes::from))
             .collect()
     }
+
+    fn feed(&self, group: &str, resource: &str) -> Option<u32> {
+        self.index(group, resource)
+            .and_then(|i| u32::try_from(i).ok())
+    }
 }
 
 /// How many kinds the informers keep.
 const KINDS: usize = 3;
+
+/// Per kind (in [`Lookup::feed`] order), a digest of what lookups read of its objects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Digests([u64; KINDS]);
+
+impl Digests {
+    /// The feeds (a mask, bit `i` = kind `i`) whose digest differs from `before`.
+    pub fn changed_since(&self, before: &Digests) -> u64 {
+        (0..KINDS)
+            .filter(|&i| self.0[i] != before.0[i])
+            .fold(0, |mask, i| mask | 1 << i)
+    }
+}
 
 /// The loop that drives one kind's informer and keeps its readiness and digest.
 struct Watching {
@@ -226,8 +247,7 @@ struct Watching {
     /// Per kind: listed at least once, or known to be absent from the cluster.
     flags: Arc<[AtomicBool; KINDS]>,
     all_synced: Arc<watch::Sender<bool>>,
-    digests: Arc<std::sync::Mutex<[u64; KINDS]>>,
-    digest: Arc<watch::Sender<u64>>,
+    digest: Arc<watch::Sender<Digests>>,
 }
 
 impl Watching {
@@ -291,12 +311,9 @@ impl Watching {
 
     fn publish(&self, relevant: &HashMap<String, u64>) {
         let combined = relevant.values().fold(0u64, |acc, h| acc ^ h);
-        let mut digests = self.digests.lock().unwrap_or_else(|p| p.into_inner());
-        digests[self.index] = combined;
-        let total = digests.iter().fold(0u64, |acc, d| acc.rotate_left(17) ^ d);
-        drop(digests);
-        self.digest
-            .send_if_modified(|digest| std::mem::replace(digest, total) != total);
+        self.digest.send_if_modified(|digests| {
+            std::mem::replace(&mut digests.0[self.index], combined) != combined
+        });
     }
 }
 

@@ -122,6 +122,10 @@ const TESTS: &[(&str, Test)] = &[
         "topology::discard_follows_the_filter_and_the_annotation",
         topology::discard_follows_the_filter_and_the_annotation,
     ),
+    (
+        "topology::a_lookup_change_ends_only_the_watches_that_read_it",
+        topology::a_lookup_change_ends_only_the_watches_that_read_it,
+    ),
 ];
 
 fn main() -> ExitCode {

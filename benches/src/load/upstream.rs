@@ -32,8 +32,8 @@ pub struct Canned {
     lists: Vec<(String, Bytes)>,
     services: Bytes,
     nodes: Bytes,
-    /// A watch event split around its resourceVersion and its send time.
-    event: [String; 3],
+    /// A watch event line with `@RV@` and `@SENT@` where its resourceVersion and send time go.
+    event: String,
     events_per_second: u32,
     resource_version: AtomicU64,
 }
@@ -75,15 +75,12 @@ impl Canned {
         let mut watched = slice(WATCH_NAMESPACE, 0);
         watched["metadata"]["resourceVersion"] = json!("@RV@");
         watched["metadata"]["annotations"][SENT_ANNOTATION] = json!("@SENT@");
-        let text = format!(r#"{{"type":"MODIFIED","object":{watched}}}"#);
-        let (head, rest) = text.split_once("@RV@").unwrap_or((&text, ""));
-        let (middle, tail) = rest.split_once("@SENT@").unwrap_or((rest, ""));
         Canned {
             small: Bytes::from(small_config_map().to_string()),
             lists,
             services: list_of("ServiceList", "v1", services),
             nodes: list_of("NodeList", "v1", vec![node]),
-            event: [head.to_owned(), middle.to_owned(), format!("{tail}\n")],
+            event: format!("{{\"type\":\"MODIFIED\",\"object\":{watched}}}\n"),
             events_per_second: events_per_second.max(1),
             resource_version: AtomicU64::new(10_000),
         }
@@ -128,6 +125,19 @@ fn list_of(kind: &str, api_version: &str, items: Vec<Value>) -> Bytes {
         "items": items,
     });
     Bytes::from(text.to_string())
+}
+
+impl Canned {
+    /// The next watch event, stamped with its resourceVersion and the time it is written.
+    fn event(&self) -> String {
+        let rv = self.resource_version.fetch_add(1, Ordering::Relaxed);
+        let sent = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        self.event
+            .replacen("@RV@", &rv.to_string(), 1)
+            .replacen("@SENT@", &sent.to_string(), 1)
+    }
 }
 
 /// Serves `canned` on `listener` until the process ends.
@@ -217,12 +227,7 @@ fn events(canned: Arc<Canned>) -> Response<Body> {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let stream = futures_util::stream::unfold((ticks, canned), |(mut ticks, canned)| async move {
         ticks.tick().await;
-        let rv = canned.resource_version.fetch_add(1, Ordering::Relaxed);
-        let sent = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let [head, middle, tail] = &canned.event;
-        let event = format!("{head}{rv}{middle}{sent}{tail}");
+        let event = canned.event();
         Some((Ok(Frame::data(Bytes::from(event))), (ticks, canned)))
     });
     streaming(StreamBody::new(stream).boxed_unsync())
@@ -235,4 +240,30 @@ fn streaming(body: Body) -> Response<Body> {
         http::HeaderValue::from_static("application/json"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_events_are_one_json_line_each_stamped() {
+        let canned = Canned::new(1000);
+        let (first, second) = (canned.event(), canned.event());
+        assert!(first.ends_with('\n') && !first.trim_end().contains('\n'));
+        let event: Value = serde_json::from_str(&first).unwrap();
+        let next: Value = serde_json::from_str(&second).unwrap();
+        let rv = |e: &Value| {
+            e["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        assert_eq!(rv(&next), rv(&event) + 1);
+        let sent = event["object"]["metadata"]["annotations"][SENT_ANNOTATION]
+            .as_str()
+            .unwrap();
+        assert!(sent.parse::<u128>().unwrap() > 0);
+    }
 }

@@ -41,6 +41,8 @@ pub(crate) struct HostState {
     limits: StoreLimits,
     /// Set when the memory cap refused a growth, so the trap that follows is told apart.
     pub(crate) memory_refused: bool,
+    /// The change feeds the current call's lookups read (a mask; see [`Lookup::feed`]).
+    pub(crate) feeds: u64,
     filter: Arc<str>,
     lookup: Arc<dyn Lookup>,
     metrics: FilterMetrics,
@@ -76,6 +78,7 @@ impl HostState {
                 .instances(64)
                 .build(),
             memory_refused: false,
+            feeds: 0,
             filter,
             lookup,
             metrics,
@@ -83,9 +86,17 @@ impl HostState {
         }
     }
 
+    /// Notes a lookup of `resource` of `group` in the current call's feeds.
+    fn read_feed(&mut self, group: &str, resource: &str) {
+        if let Some(bit) = self.lookup.feed(group, resource).filter(|bit| *bit < 64) {
+            self.feeds |= 1 << bit;
+        }
+    }
+
     /// Readies the state for the next call.
     pub(crate) fn start_call(&mut self) {
         self.memory_refused = false;
+        self.feeds = 0;
         self.log_budget = LOG_LINES_PER_CALL;
     }
 }
@@ -184,6 +195,7 @@ impl HostImports for HostState {
         namespace: Option<String>,
         name: String,
     ) -> wasmtime::Result<Option<Vec<u8>>> {
+        self.read_feed(&group, &resource);
         let found = self
             .lookup
             .get(&group, &version, &resource, namespace.as_deref(), &name);
@@ -201,6 +213,7 @@ impl HostImports for HostState {
         let selector = LabelSelector::parse(&label_selector).map_err(|error| {
             wasmtime::format_err!("list: bad label selector {label_selector:?}: {error}")
         })?;
+        self.read_feed(&group, &resource);
         let found: Vec<Bytes> =
             self.lookup
                 .list(&group, &version, &resource, namespace.as_deref(), &selector);

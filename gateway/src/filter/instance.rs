@@ -12,6 +12,7 @@ use wasmtime::Store;
 use super::Lookup;
 use super::bindings::{Context, Decision, FilterWorld, FilterWorldPre, Manifest};
 use super::engine::Runtime;
+use super::feeds::FeedsRead;
 use super::host::HostState;
 use super::metrics::FilterMetrics;
 use super::options::Limits;
@@ -81,6 +82,8 @@ pub(crate) struct Factory {
     runtime: Arc<Runtime>,
     lookup: Arc<dyn Lookup>,
     pub(crate) metrics: FilterMetrics,
+    /// The change feeds this filter's lookups have read, over all its instances.
+    pub(crate) feeds_read: FeedsRead,
 }
 
 impl Factory {
@@ -100,6 +103,7 @@ impl Factory {
             runtime,
             lookup,
             metrics,
+            feeds_read: FeedsRead::default(),
         }
     }
 
@@ -217,6 +221,7 @@ impl Factory {
             let _running = self.runtime.enter();
             call(&instance.world, &mut instance.store)
         };
+        self.feeds_read.record(instance.store.data().feeds);
         result.map_err(|error| {
             if matches!(
                 error.downcast_ref::<wasmtime::Trap>(),

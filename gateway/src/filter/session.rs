@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::bindings::{Context, Decision};
+use super::feeds::LookupUse;
 use super::instance::{Failure, Instance};
 use super::loaded::LoadedFilter;
 use super::options::OnError;
@@ -54,6 +55,16 @@ impl Session {
             })
             .collect();
         Session { ctx, steps }
+    }
+
+    /// The change feeds this response's filters read, for ending its watch when one changes.
+    pub fn lookup_use(&self) -> LookupUse {
+        LookupUse::new(
+            self.steps
+                .iter()
+                .map(|s| s.filter.factory().feeds_read.clone())
+                .collect(),
+        )
     }
 
     /// The names of the filters this response passes, in order.

@@ -11,7 +11,7 @@ use http::header::{ACCEPT, ACCEPT_ENCODING, HeaderValue};
 
 use super::State;
 use crate::cache::CacheTee;
-use crate::filter::Session;
+use crate::filter::{LookupUse, Session};
 use crate::request::RequestInfo;
 use crate::stream::{Stop, StopSignal};
 
@@ -118,21 +118,21 @@ pub fn is_plain_json(headers: &HeaderMap) -> bool {
 }
 
 /// Resolves when an open watch must end: the cloud became unreachable (the client re-lists
-/// once it is back), the filters that apply to it changed or — for a filtered watch — what
-/// they look up changed (both after a jitter), or the gateway is stopping.
+/// once it is back), the filters that apply to it changed or — for a filtered watch — a kind
+/// its filters have looked up changed (both after a jitter), or the gateway is stopping.
 pub fn watch_stop(
     state: &Arc<State>,
     info: RequestInfo,
     component: String,
     fingerprint: u64,
-    filtered: bool,
+    lookups: Option<LookupUse>,
 ) -> StopSignal {
-    // What filters look up changed: a filtered watch is filtered anew after a re-list.
-    let mut lookups = state
+    // A kind its filters read changed: the watch is filtered anew after a re-list.
+    let feeds = state
         .informers
         .as_ref()
-        .filter(|_| filtered)
-        .map(|informers| informers.changes());
+        .zip(lookups)
+        .map(|(informers, lookups)| (informers.changes(), lookups));
     let mut health = state.health.clone();
     let mut stopping = state.stopping.clone();
     let filters = state.filters.clone();
@@ -153,14 +153,23 @@ pub fn watch_stop(
             }
         };
         let looked_up = async {
-            let Some(lookups) = lookups.as_mut() else {
+            let Some((mut changes, lookups)) = feeds else {
                 return std::future::pending::<()>().await;
             };
-            if lookups.changed().await.is_err() {
-                return std::future::pending::<()>().await;
+            let mut seen = *changes.borrow_and_update();
+            loop {
+                if changes.changed().await.is_err() {
+                    return std::future::pending::<()>().await;
+                }
+                let now = *changes.borrow_and_update();
+                let changed = now.changed_since(&seen);
+                seen = now;
+                if lookups.reads_any(changed) {
+                    break;
+                }
             }
             tokio::time::sleep(jitter(LOOKUP_RELIST_JITTER)).await;
-            tracing::debug!(%component, resource = %info.resource, "what its filters look up changed: ending the watch");
+            tracing::debug!(%component, resource = %info.resource, "what its filters looked up changed: ending the watch");
         };
         tokio::select! {
             _ = lost => Stop::End,

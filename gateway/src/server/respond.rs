@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 
 use super::plan::{self, Plan};
 use super::{ResponseBody, State, headers};
+use crate::filter::Session;
 use crate::reply::status_response;
 use crate::request::{RequestInfo, Verb};
 use crate::stream::{self, Pipeline, Sink, Transform, Verdict};
@@ -38,7 +39,7 @@ pub async fn respond(
                 info.clone(),
                 component.to_owned(),
                 plan.fingerprint,
-                false,
+                None,
             );
             return response.map(|body| StreamBody::new(stream::until(body, stop)).boxed_unsync());
         }
@@ -46,6 +47,7 @@ pub async fn respond(
         _ => return response.map(|body| body.map_err(Into::into).boxed_unsync()),
     };
     let (mut parts, body) = response.into_parts();
+    let lookups = plan.session.as_ref().map(Session::lookup_use);
     let pipeline = Pipeline {
         transform: plan.session.map(|s| Box::new(s) as Box<dyn Transform>),
         sink: plan.tee.map(|t| Box::new(t) as Box<dyn Sink>),
@@ -60,13 +62,12 @@ pub async fn respond(
             )
         }
         Verb::Watch => {
-            let filtered = pipeline.transform.is_some();
             let stop = plan::watch_stop(
                 state,
                 info.clone(),
                 component.to_owned(),
                 plan.fingerprint,
-                filtered,
+                lookups,
             );
             let pipeline = Pipeline {
                 stop: Some(stop),

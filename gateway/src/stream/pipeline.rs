@@ -307,7 +307,9 @@ where
             if self.done {
                 return Ok(None);
             }
-            self.drain()?;
+            if let Err(error) = self.drain() {
+                self.malformed(&error);
+            }
             if !self.out.is_empty() {
                 return Ok(Some(self.out.split().freeze()));
             }
@@ -340,12 +342,26 @@ where
                 }
                 Some(Err(error)) => return Err(StreamError::Upstream(error.into()).into()),
                 None => {
-                    self.framer.finish()?;
+                    if let Err(error) = self.framer.finish() {
+                        self.malformed(&error.into());
+                        return Ok(Some(self.out.split().freeze()));
+                    }
                     self.done = true;
                     return Ok(None);
                 }
             }
         }
+    }
+
+    /// The upstream's watch body is not the JSON it claims to be: what was good is sent, then
+    /// an ERROR event says why the watch ends (the client re-watches or re-lists), and the
+    /// tee gives up on the stream.
+    fn malformed(&mut self, error: &BoxError) {
+        self.done = true;
+        self.pipeline.broke_off("watch", error);
+        let message = format!("edgegate: the apiserver's watch stream is malformed: {error}");
+        self.out
+            .extend_from_slice(&status_event(500, "InternalError", &message));
     }
 
     fn drain(&mut self) -> Result<(), BoxError> {
@@ -437,4 +453,76 @@ fn status_event(code: u16, reason: &str, message: &str) -> Vec<u8> {
     let mut bytes = status.to_string().into_bytes();
     bytes.push(b'\n');
     bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http_body_util::StreamBody;
+
+    use super::*;
+
+    fn upstream(
+        chunks: Vec<&'static str>,
+    ) -> StreamBody<impl Stream<Item = Result<Frame<Bytes>, Infallible>> + Unpin> {
+        let frames: Vec<Result<Frame<Bytes>, Infallible>> = chunks
+            .into_iter()
+            .map(|c| Ok(Frame::data(Bytes::from_static(c.as_bytes()))))
+            .collect();
+        StreamBody::new(stream::iter(frames))
+    }
+
+    async fn client_reads(
+        body: impl Stream<Item = Result<Frame<Bytes>, BoxError>>,
+    ) -> (String, usize) {
+        use futures_util::StreamExt;
+        let (mut text, mut errors) = (String::new(), 0);
+        futures_util::pin_mut!(body);
+        while let Some(frame) = body.next().await {
+            match frame {
+                Ok(frame) => text.push_str(&String::from_utf8_lossy(
+                    &frame.into_data().unwrap_or_default(),
+                )),
+                Err(_) => errors += 1,
+            }
+        }
+        (text, errors)
+    }
+
+    fn bare() -> Pipeline {
+        Pipeline {
+            transform: None,
+            sink: None,
+            stop: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_malformed_watch_body_ends_with_an_error_event_not_a_broken_stream() {
+        let good = r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#;
+        for bad in [
+            "}{\n",
+            r#"{"type":"ADDED","object":{"metadata":{"name":"b"]}}"#,
+            r#"{"type":"ADDED","obj"#,
+        ] {
+            let body = upstream(vec![good, "\n", bad]);
+            let (text, errors) = client_reads(watch(body, bare())).await;
+            let lines: Vec<serde_json::Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(errors, 0, "{bad}: a clean end");
+            assert_eq!(lines.len(), 2, "{bad}: {text}");
+            assert_eq!(lines[0]["object"]["metadata"]["name"], "a");
+            assert_eq!(
+                (
+                    lines[1]["type"].as_str(),
+                    lines[1]["object"]["code"].as_u64()
+                ),
+                (Some("ERROR"), Some(500)),
+                "{bad}"
+            );
+        }
+    }
 }
