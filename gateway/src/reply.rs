@@ -7,6 +7,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 
 use crate::BoxError;
+use crate::stream::failure_status;
 
 /// The body of every response the gateway sends.
 pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -33,15 +34,7 @@ pub fn json(code: StatusCode, body: Bytes) -> Response<ResponseBody> {
 
 /// A Kubernetes `Status` response (`kind: Status`, `status: Failure`).
 pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
-    let body = serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code.as_u16(),
-    });
+    let body = failure_status(code.as_u16(), reason, message);
     json(code, Bytes::from(body.to_string()))
 }
 

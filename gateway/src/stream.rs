@@ -20,7 +20,7 @@ pub use pipeline::{Pipeline, Stop, StopSignal, list, until, watch};
 pub use sink::{ListEnd, Sink};
 pub use transform::{Transform, TransformError, Verdict};
 pub use visibility::Visibility;
-pub use watch::{Event, EventType, WatchFramer};
+pub use watch::{Event, EventType, WatchFramer, failure_status};
 
 /// A body that is not the JSON it claims to be.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]

@@ -28,12 +28,12 @@ const FILTERS: [&str; 7] = [
     "serviceenvupdater",
 ];
 
-/// Copies the built filters into a fresh filter directory under `under`.
-fn filter_dir(under: &Path) -> Result<std::path::PathBuf> {
-    let built = edgegate_testkit::filters::built(&FILTERS)?;
+/// Copies the built filters `names` into a fresh filter directory under `under`.
+fn filter_dir(under: &Path, names: &[&str]) -> Result<std::path::PathBuf> {
+    let built = edgegate_testkit::filters::built(names)?;
     let dir = under.join("filters");
     std::fs::create_dir_all(&dir)?;
-    for name in FILTERS {
+    for name in names {
         std::fs::copy(
             built.join(format!("{name}.wasm")),
             dir.join(format!("{name}.wasm")),
@@ -175,7 +175,7 @@ pub fn each_component_sees_its_filtered_view_online_and_offline(env: &Env) -> Re
     nodes_and_pools(&cluster, &scratch, nodes)?;
     let ns = crate::support::namespace(&cluster, "topology")?;
     services_and_slices(&cluster, &scratch, &ns, nodes)?;
-    let filters = filter_dir(&scratch)?;
+    let filters = filter_dir(&scratch, &FILTERS)?;
     let gateway = Gateway::start(
         &env.bin,
         &cluster,
@@ -315,7 +315,7 @@ pub fn discard_follows_the_filter_and_the_annotation(env: &Env) -> Result<()> {
 
     let scratch = env.cluster.dir.join(unique("discard"));
     std::fs::create_dir_all(&scratch)?;
-    let filters = filter_dir(&scratch)?;
+    let filters = filter_dir(&scratch, &FILTERS)?;
     let gateway = Gateway::start(
         &env.bin,
         &env.cluster,
@@ -402,15 +402,7 @@ pub fn discard_follows_the_filter_and_the_annotation(env: &Env) -> Result<()> {
 /// endpoint, while a watch through a filter that looks nothing up (tagger) stays open.
 pub fn a_lookup_change_ends_only_the_watches_that_read_it(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(unique("lookups"));
-    let filters = scratch.join("filters");
-    std::fs::create_dir_all(&filters)?;
-    let built = edgegate_testkit::filters::built(&["servicetopology", "tagger"])?;
-    for name in ["servicetopology", "tagger"] {
-        std::fs::copy(
-            built.join(format!("{name}.wasm")),
-            filters.join(format!("{name}.wasm")),
-        )?;
-    }
+    let filters = filter_dir(&scratch, &["servicetopology", "tagger"])?;
     std::fs::write(filters.join("tagger.toml"), "[config]\ntag = \"t\"\n")?;
     let nodes = [&*unique("edge"), "elsewhere-1", "elsewhere-2"];
     let ns = crate::support::namespace(&env.cluster, "lookups")?;

@@ -206,10 +206,8 @@ fn plain(body: Bytes) -> Response<Body> {
 }
 
 fn status(code: StatusCode) -> Response<Body> {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "reason": code.canonical_reason().unwrap_or_default(), "code": code.as_u16(),
-    });
+    let reason = code.canonical_reason().unwrap_or_default();
+    let body = edgegate::stream::failure_status(code.as_u16(), reason, reason);
     json_response(code, Bytes::from(body.to_string()))
 }
 

@@ -15,7 +15,7 @@ use super::object::Meta;
 use super::sink::{ListEnd, Sink};
 use super::transform::{Transform, Verdict};
 use super::visibility::Visibility;
-use super::watch::{Event, EventType, WatchFramer};
+use super::watch::{Event, EventType, WatchFramer, failure_status};
 use super::{FrameError, StreamError};
 use crate::BoxError;
 
@@ -438,19 +438,11 @@ where
 
 /// A watch ERROR event carrying a failure `Status`.
 fn status_event(code: u16, reason: &str, message: &str) -> Vec<u8> {
-    let status = serde_json::json!({
+    let event = serde_json::json!({
         "type": "ERROR",
-        "object": {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code,
-        }
+        "object": failure_status(code, reason, message),
     });
-    let mut bytes = status.to_string().into_bytes();
+    let mut bytes = event.to_string().into_bytes();
     bytes.push(b'\n');
     bytes
 }
