@@ -68,6 +68,22 @@ pub enum FilterCommand {
     /// Runs a filter on one object, or a `…List` of them, read as JSON from stdin, and
     /// prints the decisions and the output.
     Test(FilterTestArgs),
+    /// Compiles a filter component into the compiled-code cache, so that a gateway using
+    /// that cache loads it without compiling (the gateway runs this in a child process for
+    /// every new filter; operators may run it when building a node image).
+    Compile(FilterCompileArgs),
+}
+
+/// `edgegate filter compile`.
+#[derive(Debug, Args)]
+pub struct FilterCompileArgs {
+    /// The filter component; `-` reads it from stdin.
+    #[arg(value_name = "FILE.wasm")]
+    pub wasm: PathBuf,
+
+    /// The compiled-code cache [default: `<--disk-cache-path>/_compiled-filters`].
+    #[arg(long, value_name = "DIR")]
+    pub compiled_cache_dir: Option<PathBuf>,
 }
 
 /// `edgegate filter check`.

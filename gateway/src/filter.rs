@@ -39,6 +39,7 @@ mod loaded;
 mod loader;
 mod metrics;
 mod options;
+mod precompile;
 mod reload;
 mod schema;
 mod session;
@@ -58,6 +59,7 @@ pub use feeds::LookupUse;
 pub use instance::Failure;
 pub use metrics::FilterMetrics;
 pub use options::{Effective, Limits, OnError};
+pub use precompile::compile_into_cache;
 pub use reload::Filters;
 pub use session::Session;
 
@@ -223,6 +225,9 @@ pub struct FilterSettings {
     pub config_file: Option<PathBuf>,
     /// Where compiled code is cached (outside the watched directory).
     pub compiled_cache_dir: PathBuf,
+    /// The `edgegate` binary whose `filter compile` compiles new filters in a child process,
+    /// so the compiler's memory leaves with it; `None` compiles in this process.
+    pub compiler: Option<PathBuf>,
     /// This node's name, given to filters.
     pub node_name: String,
     /// This node's pool, given to filters.
@@ -240,18 +245,3 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
 /// The compiled-code cache's folder under `--disk-cache-path`; the underscore keeps it apart
 /// from the per-component folders of the object cache.
 pub const COMPILED_CACHE_DIR: &str = "_compiled-filters";
-
-impl FilterSettings {
-    /// The settings the gateway's flags give.
-    pub fn from_args(args: &crate::cli::RunArgs) -> FilterSettings {
-        FilterSettings {
-            dir: args.filter_dir.clone(),
-            config_file: args.filter_config.clone(),
-            compiled_cache_dir: args.disk_cache_path.join(COMPILED_CACHE_DIR),
-            node_name: args.node_name.clone().unwrap_or_default(),
-            node_pool: args.nodepool_name.clone(),
-            limits: Limits::default(),
-            debounce: DEFAULT_DEBOUNCE,
-        }
-    }
-}

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.run.log_level, cli.run.log_format);
     match cli.command {
-        Some(Command::Filter(command)) => return tools::filter(command),
+        Some(Command::Filter(command)) => return tools::filter(command, &cli.run),
         Some(Command::Cache(command)) => return tools::cache(command, &cli.run),
         None => {}
     }
@@ -27,7 +27,10 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async {
         let config = match Config::load(&cli.run).await {
-            Ok(config) => config,
+            Ok(config) => Config {
+                filter_compiler: std::env::current_exe().ok(),
+                ..config
+            },
             Err(error) => {
                 eprintln!("edgegate: {}", edgegate::error_chain(&error));
                 return ExitCode::from(2);

@@ -1,17 +1,19 @@
-//! The command-line tools that run instead of the gateway: `edgegate filter check|test`
-//! for filter authors, `edgegate cache ls|get` for operators.
+//! The command-line tools that run instead of the gateway: `edgegate filter
+//! check|test|compile` for filter authors (and the gateway's own compiler process),
+//! `edgegate cache ls|get` for operators.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cache::{self, RedbStore, SetSummary};
-use crate::cli::{CacheCommand, FilterCommand, RunArgs};
+use crate::cli::{CacheCommand, FilterCommand, FilterCompileArgs, RunArgs};
 use crate::filter;
 
-/// Runs `edgegate filter check|test`: the result on stdout, errors on stderr.
-pub fn filter(command: FilterCommand) -> ExitCode {
+/// Runs `edgegate filter check|test|compile`: the result on stdout, errors on stderr.
+pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
     let result = match command {
+        FilterCommand::Compile(args) => compile(&args, run),
         FilterCommand::Check(args) => filter::check(&args.wasm, args.config.as_deref()),
         FilterCommand::Test(args) => {
             let mut input = Vec::new();
@@ -48,6 +50,28 @@ pub fn filter(command: FilterCommand) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `edgegate filter compile`: reads the component (from stdin for `-`) and compiles it into
+/// the compiled-code cache.
+fn compile(args: &FilterCompileArgs, run: &RunArgs) -> Result<String, filter::FilterError> {
+    let (name, wasm) = if args.wasm.as_os_str() == "-" {
+        let mut wasm = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut wasm)
+            .map_err(|e| filter::FilterError::Input(format!("cannot read stdin: {e}")))?;
+        ("stdin".to_owned(), wasm)
+    } else {
+        let wasm = std::fs::read(&args.wasm).map_err(|e| {
+            filter::FilterError::Input(format!("cannot read {}: {e}", args.wasm.display()))
+        })?;
+        (args.wasm.display().to_string(), wasm)
+    };
+    let dir = args
+        .compiled_cache_dir
+        .clone()
+        .unwrap_or_else(|| run.disk_cache_path.join(filter::COMPILED_CACHE_DIR));
+    filter::compile_into_cache(&name, &wasm, &dir)?;
+    Ok(format!("compiled {name} into {}", dir.display()))
 }
 
 /// Runs `edgegate cache ls|get`: asks the running gateway's hub, or, when none answers,

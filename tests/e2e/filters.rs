@@ -296,7 +296,8 @@ pub fn hostile_filters_never_stop_the_service(env: &Env) -> Result<()> {
 }
 
 /// Hot reload under load: 100 swaps (add, change, remove) while 20 clients list and watch
-/// through the gateway → no failed request, and each new generation goes live. The
+/// through the gateway → no failed request, and each new generation goes live, its new
+/// components compiled in a child process (the compiler's memory leaves with it). The
 /// rename → live latencies are printed; `benches/load/run` measures them against the 1 s goal.
 pub fn hot_reload_under_load(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(crate::support::unique("reload"));
@@ -408,12 +409,23 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
         relists.load(Ordering::SeqCst),
     );
     let failures = failures.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let compiles = |place: &str| {
+        crate::support::metric_sample(
+            gateway.hub,
+            &format!("edgegate_filter_compiles_total{{place=\"{place}\"}}"),
+        )
+    };
+    let (in_child, in_gateway) = (compiles("child")?, compiles("gateway")?);
     println!(
-        "100 swaps up to generation {live}: rename → live p50 {:?}, p90 {:?}, max {:?}; {lists} lists, {watches} watch opens, {relists} told to re-list, {} failures",
+        "100 swaps up to generation {live}: rename → live p50 {:?}, p90 {:?}, max {:?}; {lists} lists, {watches} watch opens, {relists} told to re-list, {} failures; {in_child} compiles in a child process, {in_gateway} in the gateway's",
         latencies[50],
         latencies[90],
         latencies[99],
         failures.len()
+    );
+    ensure!(
+        in_child >= 34.0 && in_gateway == 0.0,
+        "each added filter is compiled in a child process: {in_child} there, {in_gateway} in the gateway"
     );
     ensure!(
         failures.is_empty(),

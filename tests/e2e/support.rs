@@ -317,6 +317,21 @@ pub fn metric(hub: std::net::SocketAddr, name: &str) -> Result<f64> {
         .sum())
 }
 
+/// One sample of the gateway's metrics, named with its labels as the hub prints it
+/// (`name{label="value"}`); 0 when the hub prints no such sample.
+pub fn metric_sample(hub: std::net::SocketAddr, series: &str) -> Result<f64> {
+    let text = edgegate_testkit::http::get(hub, "/metrics")?.body;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .parse::<f64>()
+                .ok()
+        })
+        .fold(0.0, |sum, v| sum + v))
+}
+
 /// Waits until `metric` reaches at least `at_least`.
 pub fn wait_metric(hub: std::net::SocketAddr, name: &str, at_least: f64) -> Result<()> {
     edgegate_testkit::process::wait_until(Duration::from_secs(20), name, || {

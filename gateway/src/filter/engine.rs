@@ -19,6 +19,7 @@ use wasmtime::{
 use super::FilterError;
 use super::bindings::{FilterWorld, FilterWorldPre};
 use super::host::{HostState, add_wasi_to_linker};
+use super::precompile::{ChildCompiler, CompiledIn};
 
 /// How often the epoch advances while a call runs: a deadline is enforced to within one
 /// tick. 2 ms is well under any useful deadline (tens of ms) and, since the ticker only
@@ -42,11 +43,17 @@ pub(crate) struct Runtime {
     ticker: Ticker,
     /// Components compiled so far (cache hits included), to show reuse.
     compiles: AtomicU64,
+    /// Compiles new components in a child process first, when set.
+    child: Option<ChildCompiler>,
 }
 
 impl Runtime {
-    /// Builds the engine; compiled code is cached under `compiled_cache_dir` if given.
-    pub(crate) fn new(compiled_cache_dir: Option<&Path>) -> Result<Arc<Runtime>, FilterError> {
+    /// Builds the engine; compiled code is cached under `compiled_cache_dir` if given, and
+    /// then compiled by `child` first when one is given.
+    pub(crate) fn new(
+        compiled_cache_dir: Option<&Path>,
+        child: Option<ChildCompiler>,
+    ) -> Result<Arc<Runtime>, FilterError> {
         let engine_error = |error: wasmtime::Error| FilterError::Engine(format!("{error:#}"));
         let mut config = Config::new();
         config.epoch_interruption(true);
@@ -59,10 +66,13 @@ impl Runtime {
             .max_memory_size(MAX_MEMORY_BYTES);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         if let Some(dir) = compiled_cache_dir {
-            std::fs::create_dir_all(dir).map_err(|source| FilterError::CompiledCache {
+            let cache_error = |source| FilterError::CompiledCache {
                 path: dir.to_owned(),
                 source,
-            })?;
+            };
+            std::fs::create_dir_all(dir).map_err(cache_error)?;
+            // wasmtime's cache wants an absolute path; `--disk-cache-path` may be relative.
+            let dir = std::path::absolute(dir).map_err(cache_error)?;
             let mut cache = CacheConfig::new();
             cache.with_directory(dir);
             config.cache(Some(Cache::new(cache).map_err(engine_error)?));
@@ -82,6 +92,7 @@ impl Runtime {
             linker,
             ticker,
             compiles: AtomicU64::new(0),
+            child: child.filter(|_| compiled_cache_dir.is_some()),
         }))
     }
 
@@ -90,13 +101,29 @@ impl Runtime {
         &self.engine
     }
 
-    /// Compiles a component (or finds it in the compiled-code cache).
-    pub(crate) fn compile(&self, name: &str, wasm: &[u8]) -> Result<Component, FilterError> {
+    /// Compiles a component (or finds it in the compiled-code cache), and says where.
+    pub(crate) fn compile(
+        &self,
+        name: &str,
+        wasm: &[u8],
+    ) -> Result<(Component, CompiledIn), FilterError> {
         self.compiles.fetch_add(1, Ordering::Relaxed);
-        Component::new(&self.engine, wasm).map_err(|error| FilterError::Compile {
-            name: name.to_owned(),
-            message: format!("{error:#}"),
-        })
+        let place = match &self.child {
+            Some(child) => match child.compile(wasm) {
+                Ok(()) => CompiledIn::Child,
+                Err(reason) => {
+                    tracing::debug!(filter = name, %reason, "compiling in the gateway's process");
+                    CompiledIn::Gateway
+                }
+            },
+            None => CompiledIn::Gateway,
+        };
+        let component =
+            Component::new(&self.engine, wasm).map_err(|error| FilterError::Compile {
+                name: name.to_owned(),
+                message: format!("{error:#}"),
+            })?;
+        Ok((component, place))
     }
 
     /// Links a compiled component: imports the world does not provide (filesystem, sockets,
@@ -191,5 +218,21 @@ impl Drop for Ticker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Runtime;
+
+    #[test]
+    fn a_relative_compiled_cache_dir_is_accepted() {
+        // `--disk-cache-path` may be relative; the compiled-code cache lives under it.
+        let scratch = tempfile::tempdir_in(".").expect("a scratch dir beside the crate");
+        let name = scratch.path().file_name().expect("a dir name");
+        let relative = std::path::Path::new(name).join("_compiled-filters");
+        assert!(relative.is_relative());
+        Runtime::new(Some(&relative), None).expect("the runtime builds");
+        assert!(scratch.path().join("_compiled-filters").is_dir());
     }
 }

@@ -60,7 +60,11 @@ impl Loader {
             }
             let component = match compiled.get(&files.hash) {
                 Some(component) => component.clone(),
-                None => self.runtime.compile(name, &files.wasm)?,
+                None => {
+                    let (component, place) = self.runtime.compile(name, &files.wasm)?;
+                    self.metrics.compiled(place);
+                    component
+                }
             };
             let filter = self.load(name, &component, &files.hash, &file, gateway)?;
             loaded.compiled.insert(files.hash.clone(), component);
@@ -134,8 +138,8 @@ pub(crate) fn load_one(
     compiled_cache: Option<&Path>,
 ) -> Result<LoadedFilter, FilterError> {
     let file = parse_file(name, toml)?;
-    let runtime = Runtime::new(compiled_cache)?;
-    let component = runtime.compile(name, wasm)?;
+    let runtime = Runtime::new(compiled_cache, None)?;
+    let (component, _) = runtime.compile(name, wasm)?;
     let loader = Loader {
         runtime,
         lookup,

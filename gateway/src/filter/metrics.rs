@@ -32,6 +32,13 @@ pub struct OutcomeLabels {
     pub kind: &'static str,
 }
 
+/// Labels of where filter code was compiled.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CompileLabels {
+    /// `child` (a compiler process, then read from the compiled-code cache) or `gateway`.
+    pub place: &'static str,
+}
+
 /// Labels of a counter a filter bumps itself.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GuestCounterLabels {
@@ -51,6 +58,7 @@ pub struct FilterMetrics {
     pub(crate) guest: Family<GuestCounterLabels, Counter>,
     pub(crate) generation: Gauge,
     pub(crate) load_failures: Counter,
+    pub(crate) compiles: Family<CompileLabels, Counter>,
     guest_names: Arc<Mutex<HashMap<String, HashSet<String>>>>,
 }
 
@@ -65,6 +73,7 @@ impl FilterMetrics {
             guest: Family::default(),
             generation: Gauge::default(),
             load_failures: Counter::default(),
+            compiles: Family::default(),
             guest_names: Arc::default(),
         }
     }
@@ -103,6 +112,19 @@ impl FilterMetrics {
             "Filter directory loads that failed (the previous generation kept serving)",
             self.load_failures.clone(),
         );
+        registry.register(
+            "compiles",
+            "New filter components compiled, by place (child process or the gateway's own)",
+            self.compiles.clone(),
+        );
+    }
+
+    pub(crate) fn compiled(&self, place: super::precompile::CompiledIn) {
+        self.compiles
+            .get_or_create(&CompileLabels {
+                place: place.label(),
+            })
+            .inc();
     }
 
     pub(crate) fn decision(&self, filter: &str, kind: &'static str) {

@@ -19,6 +19,7 @@ use super::engine::Runtime;
 use super::loader::Loader;
 use super::metrics::FilterMetrics;
 use super::options::GatewayFile;
+use super::precompile::ChildCompiler;
 use super::{FilterError, FilterSettings, Lookup};
 use crate::metrics::Metrics;
 
@@ -84,7 +85,11 @@ impl Filters {
         metrics: FilterMetrics,
     ) -> Result<Filters, FilterError> {
         let cache_dir = settings.compiled_cache_dir.clone();
-        let runtime = tokio::task::spawn_blocking(move || Runtime::new(Some(&cache_dir)))
+        let child = settings
+            .compiler
+            .clone()
+            .map(|exe| ChildCompiler::new(exe, cache_dir.clone()));
+        let runtime = tokio::task::spawn_blocking(move || Runtime::new(Some(&cache_dir), child))
             .await
             .map_err(|e| FilterError::Engine(e.to_string()))??;
         let loader = Loader {

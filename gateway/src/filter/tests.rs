@@ -4,5 +4,6 @@
 mod author;
 mod chain;
 mod limits;
+mod precompile;
 mod reload;
 mod support;

@@ -23,6 +23,7 @@ fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterS
         dir: Some(dir.to_owned()),
         config_file,
         compiled_cache_dir: cache,
+        compiler: None,
         node_name: "edge-1".into(),
         node_pool: None,
         limits: Limits::default(),

@@ -40,7 +40,7 @@ pub(super) fn wasm(name: &str) -> Vec<u8> {
 /// for its instance pool).
 pub(super) fn runtime() -> Arc<Runtime> {
     static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
-    Arc::clone(RUNTIME.get_or_init(|| Runtime::new(None).expect("build the runtime")))
+    Arc::clone(RUNTIME.get_or_init(|| Runtime::new(None, None).expect("build the runtime")))
 }
 
 /// A fresh empty directory under the system temp dir.
