@@ -5,6 +5,10 @@
 //! stale members. redb recovers to the last durable commit, and every commit is atomic, so a
 //! kill at any moment leaves each set as its old list or its new one; staging left by a crash
 //! is cleared at open.
+//!
+//! Most re-lists bring back what the set already holds, so an item whose bytes equal the
+//! stored object is staged as a bare key ([`UNCHANGED`]) and left where it is at commit:
+//! a re-list of an unchanged set writes its keys, not its objects, twice.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +24,9 @@ use crate::stream::{Meta, compare_versions};
 const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
 /// Items of lists still streaming, by list and object key.
 const STAGING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("staging");
+/// The staged value of an item whose stored object is byte for byte the same (no object
+/// encodes to zero bytes).
+const UNCHANGED: &[u8] = b"";
 /// Committed list sets: encoded set key → [`SetMeta`] as JSON.
 const SETS: TableDefinition<&str, &[u8]> = TableDefinition::new("sets");
 /// Components → last use (unix seconds).
@@ -168,8 +175,13 @@ impl Store for RedbStore {
             for op in ops {
                 match op {
                     WriteOp::Stage { list, key, object } => {
+                        let unchanged = objects
+                            .get(key.as_str())
+                            .map_err(engine)?
+                            .is_some_and(|stored| stored.value() == object.as_ref());
+                        let staged = if unchanged { UNCHANGED } else { object };
                         staging
-                            .insert((*list, key.as_str()), object.as_ref())
+                            .insert((*list, key.as_str()), staged)
                             .map_err(engine)?;
                     }
                     WriteOp::Commit { list, set, meta } => {
@@ -281,9 +293,11 @@ fn commit(
     }
     for entry in staging.range((list, "")..(list + 1, "")).map_err(engine)? {
         let (key, value) = entry.map_err(engine)?;
-        objects
-            .insert(key.value().1, value.value())
-            .map_err(engine)?;
+        if value.value() != UNCHANGED {
+            objects
+                .insert(key.value().1, value.value())
+                .map_err(engine)?;
+        }
     }
     staging
         .retain_in((list, "")..(list + 1, ""), |_, _| false)

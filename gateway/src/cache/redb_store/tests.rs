@@ -241,3 +241,72 @@ fn prefix_end_bounds_the_prefix() {
     assert_eq!(prefix_end("a/"), "a0");
     assert!("a/zzz" < prefix_end("a/").as_str());
 }
+
+#[test]
+fn a_relist_of_unchanged_objects_keeps_them_and_replaces_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    store
+        .apply(
+            &[
+                stage(1, "a", "x", 1, ""),
+                stage(1, "a", "y", 1, ""),
+                stage(1, "a", "z", 1, ""),
+                commit(1, &all, "10"),
+            ],
+            true,
+        )
+        .unwrap();
+    // x comes back unchanged, y changed, z is gone, w is new.
+    store
+        .apply(
+            &[
+                stage(2, "a", "x", 1, ""),
+                stage(2, "a", "y", 2, ""),
+                stage(2, "a", "w", 2, ""),
+            ],
+            false,
+        )
+        .unwrap();
+    let staged_bytes = |name: &str| {
+        let txn = store.db.begin_read().unwrap();
+        let staging = txn.open_table(STAGING).unwrap();
+        let key = services().object_key("a", name);
+        let len = staging
+            .get((2, key.as_str()))
+            .unwrap()
+            .unwrap()
+            .value()
+            .len();
+        len
+    };
+    assert_eq!(
+        staged_bytes("x"),
+        0,
+        "an unchanged item is staged as its key"
+    );
+    assert!(staged_bytes("y") > 0 && staged_bytes("w") > 0);
+    store.apply(&[commit(2, &all, "20")], true).unwrap();
+    let rv = |name: &str| {
+        let stored = store.get(&services().object_key("a", name)).unwrap();
+        stored.map(|object| Meta::parse(&object).unwrap().resource_version.to_string())
+    };
+    assert_eq!(
+        [rv("w"), rv("x"), rv("y"), rv("z")],
+        [
+            Some("2".to_owned()),
+            Some("1".to_owned()),
+            Some("2".to_owned()),
+            None
+        ]
+    );
+    assert_eq!(
+        store
+            .get(&services().object_key("a", "x"))
+            .unwrap()
+            .unwrap(),
+        svc("a", "x", 1, ""),
+        "the unchanged object keeps its bytes"
+    );
+}
