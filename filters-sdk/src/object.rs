@@ -1,14 +1,24 @@
 //! [`Object`]: one Kubernetes object, parsed once, with typed accessors for what filters
 //! touch: identity, labels, annotations, and `spec`/`status` fields by path.
 //!
+//! Parsing is lazy: an object made from bytes reads only its head (identity, labels,
+//! annotations) up front, and builds the whole JSON value the first time a filter asks for
+//! anything else. A filter that decides on a name or a label never pays for the rest, and an
+//! object left unchanged encodes back to its original bytes.
+//!
 //! A path is a dot-separated list of keys, where a number indexes an array:
 //! `ports.0.port` is the first port's `port`. Keys that contain a dot are reached through
 //! [`Object::value`] or [`Object::value_mut`].
 
+mod head;
+
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 use thiserror::Error;
+
+use head::Head;
 
 /// Why bytes are not an object.
 #[derive(Debug, Error)]
@@ -21,16 +31,35 @@ pub enum ObjectError {
     NotAnObject,
 }
 
-/// A Kubernetes object as a JSON value.
-#[derive(Clone, Debug, PartialEq)]
+/// A Kubernetes object: its bytes and head, and its JSON value once needed.
+#[derive(Clone, Debug)]
 pub struct Object {
-    value: Value,
+    /// The bytes it was read from (empty for an object made from a value).
+    raw: Vec<u8>,
+    /// The head read from `raw`; stale once `value` is built, which then answers.
+    head: Head,
+    /// The whole value, built on first need.
+    value: OnceCell<Value>,
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Object) -> bool {
+        self.value() == other.value()
+    }
 }
 
 impl Object {
-    /// Parses JSON bytes.
+    /// Reads JSON bytes: checks they are one JSON object and reads its head.
     pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {
-        Object::from_value(serde_json::from_slice(bytes)?)
+        match Head::read(bytes) {
+            Some(head) => Ok(Object {
+                raw: bytes.to_vec(),
+                head,
+                value: OnceCell::new(),
+            }),
+            // Not the usual shape (or not JSON): the whole parse says which, or accepts it.
+            None => Object::from_value(serde_json::from_slice(bytes)?),
+        }
     }
 
     /// Wraps a JSON value, which must be an object.
@@ -38,38 +67,59 @@ impl Object {
         if !value.is_object() {
             return Err(ObjectError::NotAnObject);
         }
-        Ok(Object { value })
+        Ok(Object {
+            raw: Vec::new(),
+            head: Head::default(),
+            value: OnceCell::from(value),
+        })
     }
 
     /// The whole object.
     pub fn value(&self) -> &Value {
-        &self.value
+        self.value.get_or_init(|| parse_whole(&self.raw))
     }
 
     /// The whole object, to change.
     pub fn value_mut(&mut self) -> &mut Value {
-        &mut self.value
+        if self.value.get().is_none() {
+            let value = parse_whole(&self.raw);
+            self.value = OnceCell::from(value);
+        }
+        match self.value.get_mut() {
+            Some(value) => value,
+            None => unreachable!("the value was just built"),
+        }
     }
 
     /// The object's JSON value.
     pub fn into_value(self) -> Value {
-        self.value
+        let Object { raw, value, .. } = self;
+        value.into_inner().unwrap_or_else(|| parse_whole(&raw))
     }
 
-    /// The object encoded as JSON.
+    /// The object encoded as JSON: its original bytes if its value was never built.
     pub fn to_vec(&self) -> Vec<u8> {
-        // Encoding a Value (string keys only) cannot fail.
-        serde_json::to_vec(&self.value).unwrap_or_default()
+        match self.value.get() {
+            // Encoding a Value (string keys only) cannot fail.
+            Some(value) => serde_json::to_vec(value).unwrap_or_default(),
+            None => self.raw.clone(),
+        }
     }
 
     /// `apiVersion`.
     pub fn api_version(&self) -> Option<&str> {
-        self.value.get("apiVersion")?.as_str()
+        match self.value.get() {
+            Some(value) => value.get("apiVersion")?.as_str(),
+            None => self.head.api_version.as_deref(),
+        }
     }
 
     /// `kind`.
     pub fn kind(&self) -> Option<&str> {
-        self.value.get("kind")?.as_str()
+        match self.value.get() {
+            Some(value) => value.get("kind")?.as_str(),
+            None => self.head.kind.as_deref(),
+        }
     }
 
     /// Sets `kind`.
@@ -79,7 +129,10 @@ impl Object {
 
     /// `metadata.name`.
     pub fn name(&self) -> Option<&str> {
-        self.metadata()?.get("name")?.as_str()
+        match self.value.get() {
+            Some(_) => self.metadata()?.get("name")?.as_str(),
+            None => self.head.metadata()?.name.as_deref(),
+        }
     }
 
     /// Sets `metadata.name`.
@@ -89,7 +142,10 @@ impl Object {
 
     /// `metadata.namespace`.
     pub fn namespace(&self) -> Option<&str> {
-        self.metadata()?.get("namespace")?.as_str()
+        match self.value.get() {
+            Some(_) => self.metadata()?.get("namespace")?.as_str(),
+            None => self.head.metadata()?.namespace.as_deref(),
+        }
     }
 
     /// Sets `metadata.namespace`.
@@ -105,17 +161,26 @@ impl Object {
 
     /// `metadata.resourceVersion` (which a filter must never change).
     pub fn resource_version(&self) -> Option<&str> {
-        self.metadata()?.get("resourceVersion")?.as_str()
+        match self.value.get() {
+            Some(_) => self.metadata()?.get("resourceVersion")?.as_str(),
+            None => self.head.metadata()?.resource_version.as_deref(),
+        }
     }
 
     /// One label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.string_map("labels")?.get(key)?.as_str()
+        match self.value.get() {
+            Some(_) => self.string_map("labels")?.get(key)?.as_str(),
+            None => head_entry(self.head.metadata()?.labels.as_ref()?, key),
+        }
     }
 
     /// All labels (string values only).
     pub fn labels(&self) -> BTreeMap<&str, &str> {
-        collect_strings(self.string_map("labels"))
+        match self.value.get() {
+            Some(_) => collect_strings(self.string_map("labels")),
+            None => head_map(self.head.metadata().and_then(|m| m.labels.as_ref())),
+        }
     }
 
     /// Sets a label.
@@ -131,12 +196,18 @@ impl Object {
 
     /// One annotation's value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.string_map("annotations")?.get(key)?.as_str()
+        match self.value.get() {
+            Some(_) => self.string_map("annotations")?.get(key)?.as_str(),
+            None => head_entry(self.head.metadata()?.annotations.as_ref()?, key),
+        }
     }
 
     /// All annotations (string values only).
     pub fn annotations(&self) -> BTreeMap<&str, &str> {
-        collect_strings(self.string_map("annotations"))
+        match self.value.get() {
+            Some(_) => collect_strings(self.string_map("annotations")),
+            None => head_map(self.head.metadata().and_then(|m| m.annotations.as_ref())),
+        }
     }
 
     /// Sets an annotation.
@@ -183,7 +254,7 @@ impl Object {
     /// Any field by path from the root (`metadata.ownerReferences.0.kind`).
     pub fn get(&self, path: &str) -> Option<&Value> {
         path.split('.')
-            .try_fold(&self.value, |value, key| match value {
+            .try_fold(self.value(), |value, key| match value {
                 Value::Object(map) => map.get(key),
                 Value::Array(items) => items.get(key.parse::<usize>().ok()?),
                 _ => None,
@@ -193,7 +264,7 @@ impl Object {
     /// Any field by path from the root, to change.
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Value> {
         path.split('.')
-            .try_fold(&mut self.value, |value, key| match value {
+            .try_fold(self.value_mut(), |value, key| match value {
                 Value::Object(map) => map.get_mut(key),
                 Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
                 _ => None,
@@ -208,7 +279,7 @@ impl Object {
             Some((parent, last)) => (Some(parent), last),
             None => (None, path),
         };
-        let mut parent = &mut self.value;
+        let mut parent = self.value_mut();
         if let Some(parent_path) = parent_path {
             for key in parent_path.split('.') {
                 parent = match parent {
@@ -251,10 +322,11 @@ impl Object {
     }
 
     fn root_mut(&mut self) -> &mut Map<String, Value> {
-        if !self.value.is_object() {
-            self.value = Value::Object(Map::new());
+        let root = self.value_mut();
+        if !root.is_object() {
+            *root = Value::Object(Map::new());
         }
-        match &mut self.value {
+        match root {
             Value::Object(map) => map,
             // Made an object just above.
             _ => unreachable!("the root was just made an object"),
@@ -262,7 +334,7 @@ impl Object {
     }
 
     fn metadata(&self) -> Option<&Map<String, Value>> {
-        self.value.get("metadata")?.as_object()
+        self.value().get("metadata")?.as_object()
     }
 
     fn metadata_mut(&mut self) -> &mut Map<String, Value> {
@@ -288,6 +360,25 @@ fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<S
         Value::Object(map) => map,
         _ => unreachable!("the entry was just made an object"),
     }
+}
+
+/// The whole value of bytes whose head was read, so they are known to be a JSON object.
+fn parse_whole(raw: &[u8]) -> Value {
+    match serde_json::from_slice(raw) {
+        Ok(value) => value,
+        Err(error) => panic!("an object whose head was read does not parse whole: {error}"),
+    }
+}
+
+fn head_entry<'a>(map: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+    map.get(key).map(String::as_str)
+}
+
+fn head_map(map: Option<&BTreeMap<String, String>>) -> BTreeMap<&str, &str> {
+    map.into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
 }
 
 fn collect_strings(map: Option<&Map<String, Value>>) -> BTreeMap<&str, &str> {
@@ -386,5 +477,47 @@ mod tests {
         ));
         let object = Object::from_slice(br#"{"kind":"Pod"}"#).unwrap();
         assert_eq!(Object::from_slice(&object.to_vec()).unwrap(), object);
+    }
+
+    #[test]
+    fn the_head_answers_until_the_value_is_needed() {
+        let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7", "labels": {"app": "web"}, "annotations": {"a": "1"}}, "spec": {"type": "ClusterIP"}}"#;
+        let mut object = Object::from_slice(bytes).unwrap();
+        assert_eq!(
+            (object.kind(), object.name(), object.namespace()),
+            (Some("Service"), Some("web"), Some("default"))
+        );
+        assert_eq!(object.resource_version(), Some("7"));
+        assert_eq!(object.label("app"), Some("web"));
+        assert_eq!(object.annotations(), BTreeMap::from([("a", "1")]));
+        assert!(
+            object.value.get().is_none(),
+            "identity and maps come from the head"
+        );
+        assert_eq!(object.to_vec(), bytes, "unchanged, the original bytes");
+
+        assert_eq!(object.spec("type"), Some(&Value::from("ClusterIP")));
+        object.set_label("app", "api");
+        object.set_name("api");
+        assert_eq!(
+            (object.name(), object.label("app")),
+            (Some("api"), Some("api"))
+        );
+        let written: Value = serde_json::from_slice(&object.to_vec()).unwrap();
+        assert_eq!(written["metadata"]["labels"]["app"], "api");
+    }
+
+    #[test]
+    fn an_unusual_head_falls_back_to_the_whole_value() {
+        // A label that is not a string does not fit the head; the object is still read.
+        let object =
+            Object::from_slice(br#"{"metadata":{"name":"x","labels":{"n":1,"s":"v"}}}"#).unwrap();
+        assert_eq!(object.name(), Some("x"));
+        assert_eq!(object.label("n"), None);
+        assert_eq!(object.labels(), BTreeMap::from([("s", "v")]));
+        assert!(matches!(
+            Object::from_slice(b" [null, null, null]"),
+            Err(ObjectError::NotAnObject)
+        ));
     }
 }
