@@ -44,6 +44,15 @@ pub fn peak_rss(pid: u32) -> Result<u64> {
     status_bytes(pid, "VmHWM:")
 }
 
+/// Resident memory now, split into anonymous (heap, stacks, wasm memories) and file-backed
+/// (the binary's code and data, read in as first used) bytes.
+pub fn rss_split(pid: u32) -> Result<(u64, u64)> {
+    Ok((
+        status_bytes(pid, "RssAnon:")?,
+        status_bytes(pid, "RssFile:")?,
+    ))
+}
+
 /// Resets the peak-RSS mark (`VmHWM`) of `pid` to its current RSS.
 pub fn reset_peak(pid: u32) -> Result<()> {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5")

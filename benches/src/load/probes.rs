@@ -26,12 +26,26 @@ pub struct Growth {
     pub largest: usize,
     /// Whether the cache committed it.
     pub committed: bool,
+    /// Anonymous and file-backed resident bytes before the list.
+    pub split_before: (u64, u64),
+    /// The same once the list was committed.
+    pub split_after: (u64, u64),
 }
 
 impl Growth {
     /// Peak minus before.
     pub fn growth(&self) -> u64 {
         self.peak.saturating_sub(self.before)
+    }
+
+    /// Growth of anonymous memory (heap, wasm memories), before → after; may be negative.
+    pub fn anon_growth(&self) -> i64 {
+        self.split_after.0 as i64 - self.split_before.0 as i64
+    }
+
+    /// Growth of file-backed memory: code and data of the binary paged in for the first time.
+    pub fn file_growth(&self) -> i64 {
+        self.split_after.1 as i64 - self.split_before.1 as i64
     }
 
     /// The goal: 2 × the largest object + 8 MB.
@@ -60,6 +74,7 @@ pub fn list_growth(target: &Target, slices_api: &str) -> Result<Growth> {
     let commits = target.metric("edgegate_cache_commits_total")?;
     proc::reset_peak(pid)?;
     let before = proc::rss(pid)?;
+    let split_before = proc::rss_split(pid)?;
     let path = format!(
         "{slices_api}/namespaces/{}/endpointslices",
         LIST_NAMESPACES[1].0
@@ -75,6 +90,7 @@ pub fn list_growth(target: &Target, slices_api: &str) -> Result<Growth> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let peak = proc::peak_rss(pid)?;
+    let split_after = proc::rss_split(pid)?;
     let list: serde_json::Value = serde_json::from_str(&body)?;
     let items = list["items"].as_array().context("a list")?;
     if items.len() != LIST_NAMESPACES[1].1 {
@@ -87,6 +103,8 @@ pub fn list_growth(target: &Target, slices_api: &str) -> Result<Growth> {
         body: body.len(),
         largest,
         committed,
+        split_before,
+        split_after,
     })
 }
 

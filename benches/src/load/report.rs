@@ -74,12 +74,12 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
         );
         let _ = writeln!(
             out,
-            "| list | body MB | largest item B | RSS before MB | peak MB | growth MB | goal (2 × largest + 8 MB) | committed |\n|---|---|---|---|---|---|---|---|"
+            "| list | body MB | largest item B | RSS before MB | peak MB | growth MB | goal (2 × largest + 8 MB) | after: anon ± MB | after: file ± MB | committed |\n|---|---|---|---|---|---|---|---|---|---|"
         );
         for (i, g) in report.growth.iter().enumerate() {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | ≤ {} {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | ≤ {} {} | {:+.1} | {:+.1} | {} |",
                 if i == 0 { "cold" } else { "warm" },
                 mb(g.body as u64),
                 g.largest,
@@ -92,9 +92,15 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
                 } else {
                     "✗"
                 },
+                g.anon_growth() as f64 / 1e6,
+                g.file_growth() as f64 / 1e6,
                 g.committed
             );
         }
+        let _ = writeln!(
+            out,
+            "\n\"after\": resident memory once the list was committed against before it, split into anonymous (heap, wasm memories) and file-backed (the binary's code and data, paged in on first use) (`RssAnon`, `RssFile`)."
+        );
         out.push('\n');
     }
     if !report.reloads.added.is_empty() {
