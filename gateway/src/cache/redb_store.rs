@@ -33,9 +33,10 @@ const SETS: TableDefinition<&str, &[u8]> = TableDefinition::new("sets");
 const COMPONENTS: TableDefinition<&str, u64> = TableDefinition::new("components");
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
-/// file anyway; 4 MiB holds the hot pages of writing a list without costing an edge node
-/// more (16 MiB added 2.5 MB to the peak RSS of caching a 10 000-object list).
-const CACHE_BYTES: usize = 4 << 20;
+/// file anyway. The cache fills on the first large list and stays, so it counts against the
+/// memory bound of streaming a list: at 4 MiB the first 10 000-object list grew RSS by
+/// 7–9 MB, at 1 MiB by 4–5 MB, for commits about 10 % slower (`cargo bench --bench cache`).
+const CACHE_BYTES: usize = 1 << 20;
 
 /// The redb store.
 pub struct RedbStore {
