@@ -25,6 +25,10 @@ use crate::stream::{Event, EventType, ListEnd, Meta};
 pub(crate) const IN_FLIGHT_BYTES: usize = 4 << 20;
 /// Writes applied in one transaction at most.
 const MAX_BATCH: usize = 1024;
+/// After a batch that emptied the queue, the writer waits this long before taking the next,
+/// so that one store transaction carries the watch events of 2 ms instead of one event, and
+/// senders do not wake the writer once per event. Far below what fills the in-flight bound.
+const GATHER: Duration = Duration::from_millis(2);
 /// Longest time non-durable writes stay unflushed.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// A later page of a paginated list must arrive within this time (kube-apiserver's continue
@@ -245,11 +249,13 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
         let mut held = Vec::new();
         let mut flushes = Vec::new();
         let mut durable = false;
+        let mut taken = 0;
         for op in first
             .into_iter()
             .chain(std::iter::from_fn(|| rx.try_recv().ok()))
             .take(MAX_BATCH)
         {
+            taken += 1;
             match op {
                 Op::Flush(reply) => {
                     durable = true;
@@ -281,8 +287,12 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
             }
         }
         drop(held);
+        let flushed = !flushes.is_empty();
         for reply in flushes {
             let _ = reply.send(());
+        }
+        if taken < MAX_BATCH && !flushed {
+            std::thread::park_timeout(GATHER);
         }
     }
     if unflushed && let Err(error) = store.apply(&[], true) {

@@ -2,8 +2,10 @@
 //! how long any filter call may run.
 //!
 //! Deadlines use epoch interruption (a counter check at loop heads and function entries,
-//! 2–3× cheaper than fuel). The ticker advances the epoch every [`EPOCH_TICK`] while at
-//! least one call is running and sleeps otherwise, so an idle edge node pays no wake-ups.
+//! 2–3× cheaper than fuel). The ticker advances the epoch every [`EPOCH_TICK`] while calls
+//! are running and for [`EPOCH_LINGER`] after the last one, then sleeps, so an idle edge
+//! node pays no wake-ups and a busy one (a watch event is one short call) does not wake the
+//! ticker once per call.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +27,9 @@ use super::precompile::{ChildCompiler, CompiledIn};
 /// tick. 2 ms is well under any useful deadline (tens of ms) and, since the ticker only
 /// runs while calls are in flight, costs at most 500 wake-ups a second under load.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// How long the ticker keeps ticking after the last call ended before it sleeps.
+pub(crate) const EPOCH_LINGER: Duration = Duration::from_millis(100);
 
 /// The largest linear memory any filter may be given; per-filter caps (`StoreLimits`) are
 /// at most this. The pooling allocator reserves (but does not commit) this much address
@@ -153,7 +158,8 @@ impl Runtime {
 
     /// Marks a call as running for as long as the guard lives, so the epoch ticks.
     pub(crate) fn enter(&self) -> CallGuard<'_> {
-        if self.ticker.active.fetch_add(1, Ordering::AcqRel) == 0 {
+        self.ticker.active.fetch_add(1, Ordering::SeqCst);
+        if self.ticker.sleeping.swap(false, Ordering::SeqCst) {
             self.ticker.thread.thread().unpark();
         }
         CallGuard { runtime: self }
@@ -181,6 +187,8 @@ impl Drop for CallGuard<'_> {
 /// The thread that advances the epoch while calls are running.
 struct Ticker {
     active: Arc<AtomicUsize>,
+    /// Set by the ticker before it parks with no deadline; a call that finds it set wakes it.
+    sleeping: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
@@ -188,18 +196,34 @@ struct Ticker {
 impl Ticker {
     fn start(engine: Engine) -> std::io::Result<Ticker> {
         let active = Arc::new(AtomicUsize::new(0));
+        let sleeping = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
+        let linger = u32::try_from(EPOCH_LINGER.as_micros() / EPOCH_TICK.as_micros().max(1))
+            .unwrap_or(u32::MAX);
         let thread = {
-            let (active, stop) = (Arc::clone(&active), Arc::clone(&stop));
+            let (active, sleeping, stop) =
+                (Arc::clone(&active), Arc::clone(&sleeping), Arc::clone(&stop));
             // A thread of its own, not a runtime task: filter calls block the runtime's
             // workers, and a ticker scheduled on them could never stop those calls.
             thread::Builder::new()
                 .name("edgegate-epoch".into())
                 .spawn(move || {
+                    let mut idle_ticks = 0u32;
                     while !stop.load(Ordering::Acquire) {
-                        if active.load(Ordering::Acquire) == 0 {
-                            thread::park();
+                        if active.load(Ordering::SeqCst) > 0 {
+                            idle_ticks = 0;
+                        } else if idle_ticks >= linger {
+                            // Announce the sleep, then look again: a call that started in
+                            // between either sees the flag (and wakes us) or is seen here.
+                            sleeping.store(true, Ordering::SeqCst);
+                            if active.load(Ordering::SeqCst) == 0 {
+                                thread::park();
+                            }
+                            sleeping.store(false, Ordering::SeqCst);
+                            idle_ticks = 0;
                             continue;
+                        } else {
+                            idle_ticks += 1;
                         }
                         thread::park_timeout(EPOCH_TICK);
                         engine.increment_epoch();
@@ -208,6 +232,7 @@ impl Ticker {
         };
         Ok(Ticker {
             active,
+            sleeping,
             stop,
             thread,
         })
