@@ -25,6 +25,9 @@ use crate::stream::{Event, EventType, ListEnd, Meta};
 pub(crate) const IN_FLIGHT_BYTES: usize = 4 << 20;
 /// Writes applied in one transaction at most.
 const MAX_BATCH: usize = 1024;
+/// Object bytes applied in one transaction at most: the store keeps a transaction's dirty
+/// pages in memory until it commits, so this bounds what one batch adds to the gateway's.
+const MAX_BATCH_BYTES: usize = 256 << 10;
 /// After a batch that emptied the queue, the writer waits this long before taking the next,
 /// so that one store transaction carries the watch events of 2 ms instead of one event, and
 /// senders do not wake the writer once per event. Far below what fills the in-flight bound.
@@ -249,13 +252,11 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
         let mut held = Vec::new();
         let mut flushes = Vec::new();
         let mut durable = false;
-        let mut taken = 0;
-        for op in first
-            .into_iter()
-            .chain(std::iter::from_fn(|| rx.try_recv().ok()))
-            .take(MAX_BATCH)
-        {
+        let (mut taken, mut bytes) = (0, 0);
+        let mut next = first;
+        while let Some(op) = next {
             taken += 1;
+            let rooms = held.len();
             match op {
                 Op::Flush(reply) => {
                     durable = true;
@@ -263,6 +264,11 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
                 }
                 op => durable |= write_ops(op, &mut batch, &mut held, &metrics),
             }
+            bytes += held[rooms..].iter().map(|room| room.num_permits()).sum::<usize>();
+            if taken >= MAX_BATCH || bytes >= MAX_BATCH_BYTES {
+                break;
+            }
+            next = rx.try_recv().ok();
         }
         durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;
         if batch.is_empty() && !durable {
@@ -291,7 +297,7 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
         for reply in flushes {
             let _ = reply.send(());
         }
-        if taken < MAX_BATCH && !flushed {
+        if taken < MAX_BATCH && bytes < MAX_BATCH_BYTES && !flushed {
             std::thread::park_timeout(GATHER);
         }
     }

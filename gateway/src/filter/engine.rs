@@ -201,8 +201,11 @@ impl Ticker {
         let linger = u32::try_from(EPOCH_LINGER.as_micros() / EPOCH_TICK.as_micros().max(1))
             .unwrap_or(u32::MAX);
         let thread = {
-            let (active, sleeping, stop) =
-                (Arc::clone(&active), Arc::clone(&sleeping), Arc::clone(&stop));
+            let (active, sleeping, stop) = (
+                Arc::clone(&active),
+                Arc::clone(&sleeping),
+                Arc::clone(&stop),
+            );
             // A thread of its own, not a runtime task: filter calls block the runtime's
             // workers, and a ticker scheduled on them could never stop those calls.
             thread::Builder::new()
