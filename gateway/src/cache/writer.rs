@@ -264,7 +264,10 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
                 }
                 op => durable |= write_ops(op, &mut batch, &mut held, &metrics),
             }
-            bytes += held[rooms..].iter().map(|room| room.num_permits()).sum::<usize>();
+            bytes += held[rooms..]
+                .iter()
+                .map(|room| room.num_permits())
+                .sum::<usize>();
             if taken >= MAX_BATCH || bytes >= MAX_BATCH_BYTES {
                 break;
             }
