@@ -46,7 +46,7 @@ impl<F: Filter> Slot<F> {
     }
 
     /// Decides about one object.
-    pub fn filter(&self, ctx: &Context, bytes: &[u8]) -> Output {
+    pub fn filter(&self, ctx: &Context, bytes: Vec<u8>) -> Output {
         let mut objects = [parse(bytes)];
         let decision = self.with_filter(|filter| filter.filter(ctx, &mut objects[0]));
         let [object] = objects;
@@ -54,8 +54,8 @@ impl<F: Filter> Slot<F> {
     }
 
     /// Decides about several objects; one output per object, in order.
-    pub fn filter_batch(&self, ctx: &Context, objects: &[Vec<u8>]) -> Vec<Output> {
-        let mut parsed: Vec<Object> = objects.iter().map(|bytes| parse(bytes)).collect();
+    pub fn filter_batch(&self, ctx: &Context, objects: Vec<Vec<u8>>) -> Vec<Output> {
+        let mut parsed: Vec<Object> = objects.into_iter().map(parse).collect();
         let decisions = self.with_filter(|filter| filter.filter_batch(ctx, &mut parsed));
         if decisions.len() != parsed.len() {
             fail(&format!(
@@ -80,8 +80,8 @@ impl<F: Filter> Slot<F> {
     }
 }
 
-fn parse(bytes: &[u8]) -> Object {
-    match Object::from_slice(bytes) {
+fn parse(bytes: Vec<u8>) -> Object {
+    match Object::from_vec(bytes) {
         Ok(object) => object,
         Err(error) => fail(&format!("the object is not a Kubernetes object: {error}")),
     }

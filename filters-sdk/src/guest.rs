@@ -148,7 +148,7 @@ pub fn configure<F: Filter>(slot: &Slot<F>, config: String) -> Result<(), String
 
 /// The `filter` export.
 pub fn filter<F: Filter>(slot: &Slot<F>, ctx: wit::Context, object: Vec<u8>) -> wit::Decision {
-    output_to_wit(slot.filter(&context_from_wit(ctx), &object))
+    output_to_wit(slot.filter(&context_from_wit(ctx), object))
 }
 
 /// The `filter-batch` export.
@@ -157,7 +157,7 @@ pub fn filter_batch<F: Filter>(
     ctx: wit::Context,
     objects: Vec<Vec<u8>>,
 ) -> Vec<wit::Decision> {
-    slot.filter_batch(&context_from_wit(ctx), &objects)
+    slot.filter_batch(&context_from_wit(ctx), objects)
         .into_iter()
         .map(output_to_wit)
         .collect()

@@ -21,7 +21,7 @@ pub fn get(
     name: &str,
 ) -> Option<Object> {
     let bytes = backend::get(group, version, resource, namespace, name)?;
-    Object::from_slice(&bytes).ok()
+    Object::from_vec(bytes).ok()
 }
 
 /// The objects of a resource (in one namespace, or in all with `None`) whose labels match a
@@ -36,8 +36,8 @@ pub fn list(
     label_selector: &str,
 ) -> Vec<Object> {
     backend::list(group, version, resource, namespace, label_selector)
-        .iter()
-        .filter_map(|bytes| Object::from_slice(bytes).ok())
+        .into_iter()
+        .filter_map(|bytes| Object::from_vec(bytes).ok())
         .collect()
 }
 

@@ -51,14 +51,19 @@ impl PartialEq for Object {
 impl Object {
     /// Reads JSON bytes: checks they are one JSON object and reads its head.
     pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {
-        match Head::read(bytes) {
+        Object::from_vec(bytes.to_vec())
+    }
+
+    /// [`Object::from_slice`] on bytes it keeps, without copying them.
+    pub fn from_vec(bytes: Vec<u8>) -> Result<Object, ObjectError> {
+        match Head::read(&bytes) {
             Some(head) => Ok(Object {
-                raw: bytes.to_vec(),
+                raw: bytes,
                 head,
                 value: OnceCell::new(),
             }),
             // Not the usual shape (or not JSON): the whole parse says which, or accepts it.
-            None => Object::from_value(serde_json::from_slice(bytes)?),
+            None => Object::from_value(serde_json::from_slice(&bytes)?),
         }
     }
 

@@ -101,25 +101,25 @@ impl<F: Filter> Harness<F> {
 
     /// Runs the filter on one object, as the host's `filter` call does.
     pub fn filter(&self, ctx: &Context, object: &Value) -> Output {
-        self.slot.filter(ctx, &object.to_string().into_bytes())
+        self.slot.filter(ctx, object.to_string().into_bytes())
     }
 
     /// Runs the filter on several objects, as the host's `filter-batch` call does.
     pub fn filter_batch(&self, ctx: &Context, objects: &[Value]) -> Vec<Output> {
         let objects: Vec<Vec<u8>> = objects.iter().map(|o| o.to_string().into_bytes()).collect();
-        self.slot.filter_batch(ctx, &objects)
+        self.slot.filter_batch(ctx, objects)
     }
 
     /// Runs the filter on one object given as the JSON bytes the host sends, without the
     /// re-encoding of [`Harness::filter`]: what benchmarks compare with the wasm host.
     pub fn filter_bytes(&self, ctx: &Context, object: &[u8]) -> Output {
-        self.slot.filter(ctx, object)
+        self.slot.filter(ctx, object.to_vec())
     }
 
     /// Runs the filter on several objects given as JSON bytes, as the host's `filter-batch`
     /// call does.
     pub fn filter_batch_bytes(&self, ctx: &Context, objects: &[Vec<u8>]) -> Vec<Output> {
-        self.slot.filter_batch(ctx, objects)
+        self.slot.filter_batch(ctx, objects.to_vec())
     }
 
     /// The lines the filter logged so far.

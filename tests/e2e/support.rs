@@ -309,26 +309,27 @@ pub fn versions(items: &[serde_json::Value]) -> std::collections::BTreeMap<Strin
 
 /// The sum of a metric's samples on the gateway's hub (all label sets).
 pub fn metric(hub: std::net::SocketAddr, name: &str) -> Result<f64> {
-    let text = edgegate_testkit::http::get(hub, "/metrics")?.body;
-    Ok(text
-        .lines()
-        .filter(|line| line.starts_with(name) && line[name.len()..].starts_with([' ', '{']))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum())
+    samples(hub, |series| {
+        series
+            .strip_prefix(name)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('{'))
+    })
 }
 
 /// One sample of the gateway's metrics, named with its labels as the hub prints it
 /// (`name{label="value"}`); 0 when the hub prints no such sample.
 pub fn metric_sample(hub: std::net::SocketAddr, series: &str) -> Result<f64> {
+    samples(hub, |printed| printed == series)
+}
+
+/// The sum of the hub's samples whose series (name and labels) `wanted` picks.
+fn samples(hub: std::net::SocketAddr, wanted: impl Fn(&str) -> bool) -> Result<f64> {
     let text = edgegate_testkit::http::get(hub, "/metrics")?.body;
     Ok(text
         .lines()
-        .filter_map(|line| {
-            line.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .parse::<f64>()
-                .ok()
-        })
+        .filter_map(|line| line.rsplit_once(' '))
+        .filter(|(series, _)| wanted(series))
+        .filter_map(|(_, value)| value.parse::<f64>().ok())
         .fold(0.0, |sum, v| sum + v))
 }
 
