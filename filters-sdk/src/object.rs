@@ -1,15 +1,19 @@
 //! [`Object`]: one Kubernetes object, parsed once, with typed accessors for what filters
 //! touch: identity, labels, annotations, and `spec`/`status` fields by path.
 //!
-//! Parsing is lazy: an object made from bytes reads only its head (identity, labels,
-//! annotations) up front, and builds the whole JSON value the first time a filter asks for
-//! anything else. A filter that decides on a name or a label never pays for the rest, and an
-//! object left unchanged encodes back to its original bytes.
+//! Parsing is lazy. An object made from bytes reads only its head (identity, labels,
+//! annotations) up front. A path parses only the top-level field it starts with, and an edit
+//! re-encodes only the top-level fields it reached into, copying the rest of the original
+//! bytes. The whole JSON value is built only when a filter asks for it ([`Object::value`]).
+//! A filter that decides on a name or a label never pays for the rest, an object left
+//! unchanged encodes back to its original bytes, and pruning a slice's `endpoints` leaves
+//! its `metadata` as it came.
 //!
 //! A path is a dot-separated list of keys, where a number indexes an array:
 //! `ports.0.port` is the first port's `port`. Keys that contain a dot are reached through
 //! [`Object::value`] or [`Object::value_mut`].
 
+mod fields;
 mod head;
 
 use std::cell::OnceCell;
@@ -18,6 +22,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use fields::Fields;
 use head::Head;
 
 /// Why bytes are not an object.
@@ -31,14 +36,18 @@ pub enum ObjectError {
     NotAnObject,
 }
 
-/// A Kubernetes object: its bytes and head, and its JSON value once needed.
+/// A Kubernetes object: its bytes and head, its top-level fields once reached, and its whole
+/// JSON value once needed. The most built form answers: the value, then the fields, then the
+/// head.
 #[derive(Clone, Debug)]
 pub struct Object {
     /// The bytes it was read from (empty for an object made from a value).
     raw: Vec<u8>,
-    /// The head read from `raw`; stale once `value` is built, which then answers.
+    /// The head read from `raw`; a parsed field or the value answers before it.
     head: Head,
-    /// The whole value, built on first need.
+    /// `raw` split into its top-level fields, on first need of a field beyond the head.
+    fields: OnceCell<Fields>,
+    /// The whole value, built when a filter asks for it; it then answers for everything.
     value: OnceCell<Value>,
 }
 
@@ -60,6 +69,7 @@ impl Object {
             Some(head) => Ok(Object {
                 raw: bytes,
                 head,
+                fields: OnceCell::new(),
                 value: OnceCell::new(),
             }),
             // Not the usual shape (or not JSON): the whole parse says which, or accepts it.
@@ -75,21 +85,31 @@ impl Object {
         Ok(Object {
             raw: Vec::new(),
             head: Head::default(),
+            fields: OnceCell::new(),
             value: OnceCell::from(value),
         })
     }
 
-    /// The whole object.
+    /// The whole object. Building it parses every field; a filter that needs a few fields
+    /// is faster with paths ([`Object::get`], [`Object::spec`]).
     pub fn value(&self) -> &Value {
-        self.value.get_or_init(|| parse_whole(&self.raw))
+        self.value.get_or_init(|| match self.fields.get() {
+            Some(fields) if fields.is_edited() => fields.to_value(&self.raw),
+            _ => parse_whole(&self.raw),
+        })
     }
 
-    /// The whole object, to change.
+    /// The whole object, to change; it is re-encoded whole.
     pub fn value_mut(&mut self) -> &mut Value {
         if self.value.get().is_none() {
-            let value = parse_whole(&self.raw);
+            let value = match self.fields.take() {
+                Some(fields) => fields.into_value(&self.raw),
+                None => parse_whole(&self.raw),
+            };
             self.value = OnceCell::from(value);
         }
+        // The value answers from now on: the fields would only go stale.
+        self.fields = OnceCell::new();
         match self.value.get_mut() {
             Some(value) => value,
             None => unreachable!("the value was just built"),
@@ -98,44 +118,52 @@ impl Object {
 
     /// The object's JSON value.
     pub fn into_value(self) -> Value {
-        let Object { raw, value, .. } = self;
-        value.into_inner().unwrap_or_else(|| parse_whole(&raw))
+        let Object {
+            raw, fields, value, ..
+        } = self;
+        match (value.into_inner(), fields.into_inner()) {
+            (Some(value), _) => value,
+            (None, Some(fields)) => fields.into_value(&raw),
+            (None, None) => parse_whole(&raw),
+        }
     }
 
-    /// The object encoded as JSON: its original bytes if its value was never built.
+    /// The object encoded as JSON: its original bytes if nothing was changed, with only the
+    /// changed top-level fields re-encoded if only paths changed it.
     pub fn to_vec(&self) -> Vec<u8> {
-        match self.value.get() {
+        match (self.value.get(), self.fields.get()) {
             // Encoding a Value (string keys only) cannot fail.
-            Some(value) => serde_json::to_vec(value).unwrap_or_default(),
-            None => self.raw.clone(),
+            (Some(value), _) => serde_json::to_vec(value).unwrap_or_default(),
+            (None, Some(fields)) if fields.is_edited() => fields.write(&self.raw),
+            _ => self.raw.clone(),
         }
     }
 
     /// `apiVersion`.
     pub fn api_version(&self) -> Option<&str> {
-        match self.value.get() {
-            Some(value) => value.get("apiVersion")?.as_str(),
+        match self.current("apiVersion") {
+            Some(value) => value?.as_str(),
             None => self.head.api_version.as_deref(),
         }
     }
 
     /// `kind`.
     pub fn kind(&self) -> Option<&str> {
-        match self.value.get() {
-            Some(value) => value.get("kind")?.as_str(),
+        match self.current("kind") {
+            Some(value) => value?.as_str(),
             None => self.head.kind.as_deref(),
         }
     }
 
     /// Sets `kind`.
     pub fn set_kind(&mut self, kind: &str) {
-        self.root_mut().insert("kind".into(), kind.into());
+        self.set_field("kind", kind.into());
     }
 
     /// `metadata.name`.
     pub fn name(&self) -> Option<&str> {
-        match self.value.get() {
-            Some(_) => self.metadata()?.get("name")?.as_str(),
+        match self.current("metadata") {
+            Some(metadata) => metadata?.get("name")?.as_str(),
             None => self.head.metadata()?.name.as_deref(),
         }
     }
@@ -147,8 +175,8 @@ impl Object {
 
     /// `metadata.namespace`.
     pub fn namespace(&self) -> Option<&str> {
-        match self.value.get() {
-            Some(_) => self.metadata()?.get("namespace")?.as_str(),
+        match self.current("metadata") {
+            Some(metadata) => metadata?.get("namespace")?.as_str(),
             None => self.head.metadata()?.namespace.as_deref(),
         }
     }
@@ -166,24 +194,24 @@ impl Object {
 
     /// `metadata.resourceVersion` (which a filter must never change).
     pub fn resource_version(&self) -> Option<&str> {
-        match self.value.get() {
-            Some(_) => self.metadata()?.get("resourceVersion")?.as_str(),
+        match self.current("metadata") {
+            Some(metadata) => metadata?.get("resourceVersion")?.as_str(),
             None => self.head.metadata()?.resource_version.as_deref(),
         }
     }
 
     /// One label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
-        match self.value.get() {
-            Some(_) => self.string_map("labels")?.get(key)?.as_str(),
+        match self.current("metadata") {
+            Some(metadata) => metadata?.get("labels")?.get(key)?.as_str(),
             None => head_entry(self.head.metadata()?.labels.as_ref()?, key),
         }
     }
 
     /// All labels (string values only).
     pub fn labels(&self) -> BTreeMap<&str, &str> {
-        match self.value.get() {
-            Some(_) => collect_strings(self.string_map("labels")),
+        match self.current("metadata") {
+            Some(metadata) => collect_strings(metadata, "labels"),
             None => head_map(self.head.metadata().and_then(|m| m.labels.as_ref())),
         }
     }
@@ -201,20 +229,19 @@ impl Object {
 
     /// One annotation's value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        match self.value.get() {
-            Some(_) => self.string_map("annotations")?.get(key)?.as_str(),
+        match self.current("metadata") {
+            Some(metadata) => metadata?.get("annotations")?.get(key)?.as_str(),
             None => head_entry(self.head.metadata()?.annotations.as_ref()?, key),
         }
     }
 
     /// All annotations (string values only).
     pub fn annotations(&self) -> BTreeMap<&str, &str> {
-        match self.value.get() {
-            Some(_) => collect_strings(self.string_map("annotations")),
+        match self.current("metadata") {
+            Some(metadata) => collect_strings(metadata, "annotations"),
             None => head_map(self.head.metadata().and_then(|m| m.annotations.as_ref())),
         }
     }
-
     /// Sets an annotation.
     pub fn set_annotation(&mut self, key: &str, value: &str) {
         self.string_map_mut("annotations")
@@ -258,48 +285,45 @@ impl Object {
 
     /// Any field by path from the root (`metadata.ownerReferences.0.kind`).
     pub fn get(&self, path: &str) -> Option<&Value> {
-        path.split('.')
-            .try_fold(self.value(), |value, key| match value {
-                Value::Object(map) => map.get(key),
-                Value::Array(items) => items.get(key.parse::<usize>().ok()?),
-                _ => None,
-            })
+        let (first, mut rest) = split_path(path);
+        rest.try_fold(self.field(first)?, |value, key| match value {
+            Value::Object(map) => map.get(key),
+            Value::Array(items) => items.get(key.parse::<usize>().ok()?),
+            _ => None,
+        })
     }
 
     /// Any field by path from the root, to change.
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Value> {
-        path.split('.')
-            .try_fold(self.value_mut(), |value, key| match value {
-                Value::Object(map) => map.get_mut(key),
-                Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
-                _ => None,
-            })
+        let (first, mut rest) = split_path(path);
+        rest.try_fold(self.field_mut(first)?, |value, key| match value {
+            Value::Object(map) => map.get_mut(key),
+            Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
+            _ => None,
+        })
     }
 
     /// Sets any field by path, creating missing objects on the way (never array items).
     /// Returns false, changing nothing, when the path runs through a scalar or past an
     /// array's end.
     pub fn set(&mut self, path: &str, value: Value) -> bool {
-        let (parent_path, last) = match path.rsplit_once('.') {
-            Some((parent, last)) => (Some(parent), last),
-            None => (None, path),
+        let Some((parent_path, last)) = path.rsplit_once('.') else {
+            self.set_field(path, value);
+            return true;
         };
-        let mut parent = self.value_mut();
-        if let Some(parent_path) = parent_path {
-            for key in parent_path.split('.') {
-                parent = match parent {
-                    Value::Object(map) => {
-                        map.entry(key).or_insert_with(|| Value::Object(Map::new()))
+        let (first, rest) = split_path(parent_path);
+        let mut parent = self.field_entry(first);
+        for key in rest {
+            parent = match parent {
+                Value::Object(map) => map.entry(key).or_insert_with(|| Value::Object(Map::new())),
+                Value::Array(items) => {
+                    match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                        Some(item) => item,
+                        None => return false,
                     }
-                    Value::Array(items) => {
-                        match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-                            Some(item) => item,
-                            None => return false,
-                        }
-                    }
-                    _ => return false,
-                };
-            }
+                }
+                _ => return false,
+            };
         }
         match parent {
             Value::Object(map) => {
@@ -326,28 +350,70 @@ impl Object {
         self.get(path) != Some(&value) && self.set(path, value)
     }
 
-    fn root_mut(&mut self) -> &mut Map<String, Value> {
-        let root = self.value_mut();
-        if !root.is_object() {
-            *root = Value::Object(Map::new());
-        }
-        match root {
-            Value::Object(map) => map,
-            // Made an object just above.
-            _ => unreachable!("the root was just made an object"),
+    /// A top-level field as the value or a parsed field has it; `None` when neither was
+    /// built, so the head (read from the same bytes) answers.
+    fn current(&self, key: &str) -> Option<Option<&Value>> {
+        match self.value.get() {
+            Some(value) => Some(value.get(key)),
+            None => Some(Some(self.fields.get()?.parsed(key)?)),
         }
     }
 
-    fn metadata(&self) -> Option<&Map<String, Value>> {
-        self.value().get("metadata")?.as_object()
+    /// A top-level field, parsing that field alone if the value was not built.
+    fn field(&self, key: &str) -> Option<&Value> {
+        match self.value.get() {
+            Some(value) => value.get(key),
+            None => self.fields().get(&self.raw, key),
+        }
+    }
+
+    /// A top-level field, to change.
+    fn field_mut(&mut self, key: &str) -> Option<&mut Value> {
+        if self.value.get().is_some() {
+            return self.value_mut().get_mut(key);
+        }
+        let (fields, raw) = self.fields_mut();
+        fields.get_mut(raw, key)
+    }
+
+    /// A top-level field to change, added as an empty object if missing.
+    fn field_entry(&mut self, key: &str) -> &mut Value {
+        if self.value.get().is_some() {
+            let root = as_object(self.value_mut());
+            return root.entry(key).or_insert_with(|| Value::Object(Map::new()));
+        }
+        let (fields, raw) = self.fields_mut();
+        fields.entry(raw, key)
+    }
+
+    /// Sets a top-level field.
+    fn set_field(&mut self, key: &str, value: Value) {
+        if self.value.get().is_some() {
+            as_object(self.value_mut()).insert(key.to_owned(), value);
+            return;
+        }
+        self.fields_mut().0.insert(key, value);
+    }
+
+    /// The split fields to change, with the bytes they were split from.
+    fn fields_mut(&mut self) -> (&mut Fields, &[u8]) {
+        self.fields();
+        match self.fields.get_mut() {
+            Some(fields) => (fields, &self.raw),
+            None => unreachable!("the fields were just split"),
+        }
+    }
+
+    /// The top-level fields of `raw`, split on first need (only while the value is unbuilt).
+    fn fields(&self) -> &Fields {
+        self.fields.get_or_init(|| match Fields::split(&self.raw) {
+            Ok(fields) => fields,
+            Err(error) => panic!("an object whose head was read does not split: {error}"),
+        })
     }
 
     fn metadata_mut(&mut self) -> &mut Map<String, Value> {
-        object_entry(self.root_mut(), "metadata")
-    }
-
-    fn string_map(&self, key: &str) -> Option<&Map<String, Value>> {
-        self.metadata()?.get(key)?.as_object()
+        as_object(self.field_entry("metadata"))
     }
 
     fn string_map_mut(&mut self, key: &str) -> &mut Map<String, Value> {
@@ -355,16 +421,28 @@ impl Object {
     }
 }
 
+/// A path's first key and the rest of its keys.
+fn split_path(path: &str) -> (&str, std::str::Split<'_, char>) {
+    let mut keys = path.split('.');
+    // Splitting yields at least one piece, the whole path when it has no dot.
+    let first = keys.next().unwrap_or(path);
+    (first, keys)
+}
+
+/// `value` as an object, made an empty one if it held something else.
+fn as_object(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("the value was just made an object"),
+    }
+}
+
 /// The object under `key`, made (or made anew, if it held something else) as needed.
 fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let entry = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
-    if !entry.is_object() {
-        *entry = Value::Object(Map::new());
-    }
-    match entry {
-        Value::Object(map) => map,
-        _ => unreachable!("the entry was just made an object"),
-    }
+    as_object(map.entry(key).or_insert_with(|| Value::Object(Map::new())))
 }
 
 /// The whole value of bytes whose head was read, so they are known to be a JSON object.
@@ -386,8 +464,10 @@ fn head_map(map: Option<&BTreeMap<String, String>>) -> BTreeMap<&str, &str> {
         .collect()
 }
 
-fn collect_strings(map: Option<&Map<String, Value>>) -> BTreeMap<&str, &str> {
-    map.into_iter()
+fn collect_strings<'a>(metadata: Option<&'a Value>, key: &str) -> BTreeMap<&'a str, &'a str> {
+    metadata
+        .and_then(|metadata| metadata.get(key)?.as_object())
+        .into_iter()
         .flatten()
         .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
         .collect()
@@ -401,128 +481,4 @@ fn remove_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn service() -> Object {
-        Object::from_value(json!({
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7",
-                         "labels": {"app": "web"}},
-            "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "https", "port": 443}]}
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn identity_and_metadata_maps() {
-        let mut object = service();
-        assert_eq!(object.kind(), Some("Service"));
-        assert_eq!(object.name(), Some("web"));
-        assert_eq!(object.namespace(), Some("default"));
-        assert_eq!(object.resource_version(), Some("7"));
-        assert_eq!(object.label("app"), Some("web"));
-        assert_eq!(object.annotation("x"), None);
-        object.set_annotation("x", "1");
-        object.set_label("tier", "front");
-        assert_eq!(object.annotations().get("x"), Some(&"1"));
-        assert_eq!(object.labels().len(), 2);
-        assert_eq!(object.remove_label("app").as_deref(), Some("web"));
-        assert_eq!(object.label("app"), None);
-        object.set_name("api");
-        object.set_namespace("prod");
-        object.set_kind("Thing");
-        assert_eq!(
-            (object.name(), object.namespace(), object.kind()),
-            (Some("api"), Some("prod"), Some("Thing"))
-        );
-    }
-
-    #[test]
-    fn paths_reach_into_objects_and_arrays() {
-        let mut object = service();
-        assert_eq!(object.spec("clusterIP"), Some(&json!("10.0.0.1")));
-        assert_eq!(object.spec("ports.0.port"), Some(&json!(443)));
-        assert_eq!(object.spec("ports.1.port"), None);
-        assert_eq!(object.spec("clusterIP.x"), None);
-        *object.spec_mut("ports.0.port").unwrap() = json!(10268);
-        assert_eq!(object.get("spec.ports.0.port"), Some(&json!(10268)));
-        assert!(object.set_status("loadBalancer.ingress", json!([])));
-        assert_eq!(object.status("loadBalancer.ingress"), Some(&json!([])));
-        assert!(object.set_spec("ports.0.name", json!("h")));
-        assert_eq!(object.spec("ports.0.name"), Some(&json!("h")));
-        assert!(!object.set_spec("ports.5.name", json!("h")));
-        assert!(!object.set_spec("clusterIP.inner", json!(1)));
-    }
-
-    #[test]
-    fn update_reports_only_real_changes() {
-        let mut object = service();
-        assert!(object.is_named("default", "web"));
-        assert!(!object.is_named("kube-system", "web"));
-        assert!(!object.update("spec.clusterIP", json!("10.0.0.1")));
-        assert!(object.update("spec.clusterIP", json!("169.254.2.1")));
-        assert_eq!(object.spec("clusterIP"), Some(&json!("169.254.2.1")));
-        assert!(object.update("spec.clusterIPs", json!(["169.254.2.1"])));
-        assert!(!object.update("spec.clusterIP.inner", json!(1)), "no path");
-    }
-
-    #[test]
-    fn only_json_objects_are_objects() {
-        assert!(matches!(
-            Object::from_slice(b"[1]"),
-            Err(ObjectError::NotAnObject)
-        ));
-        assert!(matches!(
-            Object::from_slice(b"{"),
-            Err(ObjectError::Parse(_))
-        ));
-        let object = Object::from_slice(br#"{"kind":"Pod"}"#).unwrap();
-        assert_eq!(Object::from_slice(&object.to_vec()).unwrap(), object);
-    }
-
-    #[test]
-    fn the_head_answers_until_the_value_is_needed() {
-        let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7", "labels": {"app": "web"}, "annotations": {"a": "1"}}, "spec": {"type": "ClusterIP"}}"#;
-        let mut object = Object::from_slice(bytes).unwrap();
-        assert_eq!(
-            (object.kind(), object.name(), object.namespace()),
-            (Some("Service"), Some("web"), Some("default"))
-        );
-        assert_eq!(object.resource_version(), Some("7"));
-        assert_eq!(object.label("app"), Some("web"));
-        assert_eq!(object.annotations(), BTreeMap::from([("a", "1")]));
-        assert!(
-            object.value.get().is_none(),
-            "identity and maps come from the head"
-        );
-        assert_eq!(object.to_vec(), bytes, "unchanged, the original bytes");
-
-        assert_eq!(object.spec("type"), Some(&Value::from("ClusterIP")));
-        object.set_label("app", "api");
-        object.set_name("api");
-        assert_eq!(
-            (object.name(), object.label("app")),
-            (Some("api"), Some("api"))
-        );
-        let written: Value = serde_json::from_slice(&object.to_vec()).unwrap();
-        assert_eq!(written["metadata"]["labels"]["app"], "api");
-    }
-
-    #[test]
-    fn an_unusual_head_falls_back_to_the_whole_value() {
-        // A label that is not a string does not fit the head; the object is still read.
-        let object =
-            Object::from_slice(br#"{"metadata":{"name":"x","labels":{"n":1,"s":"v"}}}"#).unwrap();
-        assert_eq!(object.name(), Some("x"));
-        assert_eq!(object.label("n"), None);
-        assert_eq!(object.labels(), BTreeMap::from([("s", "v")]));
-        assert!(matches!(
-            Object::from_slice(b" [null, null, null]"),
-            Err(ObjectError::NotAnObject)
-        ));
-    }
-}
+mod tests;

@@ -66,9 +66,9 @@ impl EndpointsKind {
         let accept = |endpoint: &Value| self.node_of(endpoint).is_some_and(&keep);
         match self {
             EndpointsKind::SliceV1 | EndpointsKind::SliceV1beta1 => {
-                retain(object.value_mut().get_mut("endpoints"), accept)
+                retain(object.get_mut("endpoints"), accept)
             }
-            EndpointsKind::Endpoints => match object.value_mut().get_mut("subsets") {
+            EndpointsKind::Endpoints => match object.get_mut("subsets") {
                 Some(Value::Array(subsets)) => {
                     let mut changed = false;
                     for subset in subsets.iter_mut() {

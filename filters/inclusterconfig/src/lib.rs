@@ -45,9 +45,8 @@ impl Filter for InClusterConfig {
         if !configmap.is_named(KUBE_PROXY.0, KUBE_PROXY.1) {
             return Decision::Keep;
         }
-        // The key holds a dot, so it is reached through the value, not by path.
+        // The key holds a dot, so it is reached from `data`, not by path.
         let Some(Value::String(config)) = configmap
-            .value_mut()
             .get_mut("data")
             .and_then(|data| data.get_mut(CONFIG_KEY))
         else {

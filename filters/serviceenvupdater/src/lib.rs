@@ -22,7 +22,7 @@ const PORT_VAR: &str = "KUBERNETES_SERVICE_PORT";
 
 /// The container lists of a pod whose variables are overwritten (YurtHub forgets init
 /// containers, though CNI installers run as such).
-const CONTAINER_LISTS: [&str; 2] = ["/spec/containers", "/spec/initContainers"];
+const CONTAINER_LISTS: [&str; 2] = ["spec.containers", "spec.initContainers"];
 
 /// Rewrites run after the filters that drop or prune, on what is left.
 const PRIORITY: i32 = 50;
@@ -53,7 +53,7 @@ impl Filter for ServiceEnvUpdater {
     fn filter(&self, _ctx: &Context, pod: &mut Object) -> Decision {
         let mut changed = false;
         for list in CONTAINER_LISTS {
-            let Some(Value::Array(containers)) = pod.value_mut().pointer_mut(list) else {
+            let Some(Value::Array(containers)) = pod.get_mut(list) else {
                 continue;
             };
             let vars = containers

@@ -13,14 +13,14 @@ use http_body_util::BodyExt;
 use super::list::{ListFrame, ListFramer};
 use super::object::Meta;
 use super::sink::{ListEnd, Sink};
-use super::transform::{Transform, Verdict};
+use super::transform::{Transform, TransformError, Verdict};
 use super::visibility::Visibility;
 use super::watch::{Event, EventType, WatchFramer, failure_status};
 use super::{FrameError, StreamError};
 use crate::BoxError;
 
-/// List items handed to the transform at once: enough to amortise a call into a filter,
-/// few enough that no list is held whole.
+/// List items (or watch events already read) handed to the transform at once: enough to
+/// amortise a call into a filter, few enough that no list is held whole.
 const BATCH: usize = 64;
 
 /// Why an open watch is ended.
@@ -364,37 +364,66 @@ where
             .extend_from_slice(&status_event(500, "InternalError", &message));
     }
 
+    /// Sends every whole event framed so far, at most [`BATCH`] per call into the filters;
+    /// events after a malformed one are not read.
     fn drain(&mut self) -> Result<(), BoxError> {
-        while let Some(frame) = self.framer.next_frame()? {
-            let event = Event::parse(&frame)?;
-            let passes_untouched = matches!(event.kind, EventType::Bookmark | EventType::Error)
-                || self.pipeline.transform.is_none();
-            if passes_untouched {
-                self.out.extend_from_slice(&frame);
-                self.out.extend_from_slice(b"\n");
-                if let Some(sink) = self.pipeline.sink.as_mut() {
-                    sink.event(&event);
-                }
-                continue;
-            }
-            let verdict = match self.pipeline.transform.as_mut() {
-                Some(transform) => match transform.apply(&event.object) {
-                    Ok(verdict) => verdict,
-                    Err(error) => {
-                        // A fail-closed filter failed: the watch ends with an ERROR event.
-                        self.out.extend_from_slice(&status_event(
-                            500,
-                            "InternalError",
-                            &error.message,
-                        ));
-                        self.done = true;
-                        if let Some(sink) = self.pipeline.sink.as_mut() {
-                            sink.abort(&error.message);
+        while !self.done {
+            let mut events = Vec::new();
+            let mut malformed = None;
+            while events.len() < BATCH {
+                match self.framer.next_frame() {
+                    Ok(Some(frame)) => match Event::parse(&frame) {
+                        Ok(event) => events.push((frame, event)),
+                        Err(error) => {
+                            malformed = Some(BoxError::from(error));
+                            break;
                         }
-                        return Ok(());
+                    },
+                    Ok(None) => break,
+                    Err(error) => {
+                        malformed = Some(error.into());
+                        break;
                     }
-                },
-                None => Verdict::Keep,
+                }
+            }
+            let read_all = events.len() < BATCH;
+            self.send(events)?;
+            if let Some(error) = malformed {
+                return Err(error);
+            }
+            if read_all {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Filters the objects of `events` in one call, then sends each event as the client is
+    /// to see it. A fail-closed filter's failure ends the watch with an ERROR event instead.
+    fn send(&mut self, events: Vec<(Bytes, Event)>) -> Result<(), BoxError> {
+        let mut verdicts = match self.verdicts(&events) {
+            Ok(verdicts) => verdicts.into_iter(),
+            Err(error) => {
+                self.out
+                    .extend_from_slice(&status_event(500, "InternalError", &error.message));
+                self.done = true;
+                if let Some(sink) = self.pipeline.sink.as_mut() {
+                    sink.abort(&error.message);
+                }
+                return Ok(());
+            }
+        };
+        for (frame, event) in events {
+            let verdict = match self.pipeline.transform.is_some() && is_filtered(&event) {
+                true => verdicts.next().unwrap_or(Verdict::Keep),
+                false => {
+                    self.out.extend_from_slice(&frame);
+                    self.out.extend_from_slice(b"\n");
+                    if let Some(sink) = self.pipeline.sink.as_mut() {
+                        sink.event(&event);
+                    }
+                    continue;
+                }
             };
             let key = Meta::parse(&event.object)?.key();
             let Some(sent) = self.visibility.apply(key, &event, verdict) else {
@@ -412,6 +441,28 @@ where
         }
         Ok(())
     }
+
+    /// The transform's verdicts on the objects of the events it sees, in order.
+    fn verdicts(&mut self, events: &[(Bytes, Event)]) -> Result<Vec<Verdict>, TransformError> {
+        let Some(transform) = self.pipeline.transform.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let objects: Vec<Bytes> = events
+            .iter()
+            .filter(|(_, event)| is_filtered(event))
+            .map(|(_, event)| event.object.clone())
+            .collect();
+        match objects.as_slice() {
+            [] => Ok(Vec::new()),
+            [object] => Ok(vec![transform.apply(object)?]),
+            objects => transform.apply_batch(objects),
+        }
+    }
+}
+
+/// Whether an event's object goes through the filters: bookmarks and errors carry none.
+fn is_filtered(event: &Event) -> bool {
+    !matches!(event.kind, EventType::Bookmark | EventType::Error)
 }
 
 /// The client's body for a response passed through as it came, ending cleanly when `stop`
@@ -516,5 +567,100 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// Drops objects named `drop-*`, renames `edit-*` to `edited`, fails on `fail-*`, and
+    /// records the size of every call.
+    struct Names(std::sync::Arc<std::sync::Mutex<Vec<usize>>>);
+
+    impl Transform for Names {
+        fn apply(&mut self, object: &Bytes) -> Result<Verdict, TransformError> {
+            self.apply_batch(std::slice::from_ref(object))
+                .map(|mut verdicts| verdicts.remove(0))
+        }
+
+        fn apply_batch(&mut self, objects: &[Bytes]) -> Result<Vec<Verdict>, TransformError> {
+            self.0.lock().unwrap().push(objects.len());
+            let verdict = |object: &Bytes| {
+                let meta = Meta::parse(object).unwrap();
+                match meta.name.split_once('-') {
+                    Some(("drop", _)) => Ok(Verdict::Drop),
+                    Some(("edit", _)) => Ok(Verdict::Replace(Bytes::from_static(
+                        br#"{"metadata":{"name":"edited","resourceVersion":"3"}}"#,
+                    ))),
+                    Some(("fail", _)) => Err(TransformError {
+                        message: "failed closed".into(),
+                    }),
+                    _ => Ok(Verdict::Keep),
+                }
+            };
+            objects.iter().map(verdict).collect()
+        }
+    }
+
+    fn event(kind: &str, name: &str, version: u32) -> String {
+        format!(
+            r#"{{"type":"{kind}","object":{{"metadata":{{"name":"{name}","resourceVersion":"{version}"}}}}}}"#
+        ) + "\n"
+    }
+
+    /// Test data that lives as long as the upstream stream needs it.
+    fn chunk(text: String) -> &'static str {
+        text.leak()
+    }
+
+    fn filtered(calls: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>) -> Pipeline {
+        Pipeline {
+            transform: Some(Box::new(Names(calls.clone()))),
+            ..bare()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_events_of_one_read_are_filtered_in_one_call() {
+        let calls = std::sync::Arc::default();
+        let read = [
+            event("ADDED", "a", 1),
+            event("BOOKMARK", "", 2),
+            event("ADDED", "drop-b", 2),
+            event("MODIFIED", "edit-c", 3),
+        ]
+        .concat();
+        let body = upstream(vec![chunk(read), chunk(event("DELETED", "a", 4))]);
+        let (text, errors) = client_reads(watch(body, filtered(&calls))).await;
+        let names: Vec<String> = text
+            .lines()
+            .map(|line| {
+                let event: serde_json::Value = serde_json::from_str(line).unwrap();
+                format!("{} {}", event["type"], event["object"]["metadata"]["name"])
+            })
+            .collect();
+        assert_eq!(errors, 0);
+        assert_eq!(
+            names,
+            [
+                r#""ADDED" "a""#,
+                r#""BOOKMARK" """#,
+                r#""MODIFIED" "edited""#,
+                r#""DELETED" "a""#
+            ]
+        );
+        assert_eq!(*calls.lock().unwrap(), [3, 1], "one call per read");
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_ends_the_watch_with_an_error_event() {
+        let calls = std::sync::Arc::default();
+        let read = [event("ADDED", "a", 1), event("ADDED", "fail-b", 2)].concat();
+        let body = upstream(vec![chunk(read)]);
+        let (text, errors) = client_reads(watch(body, filtered(&calls))).await;
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(errors, 0);
+        assert_eq!(lines.len(), 1, "{text}");
+        assert_eq!(lines[0]["type"], "ERROR");
+        assert_eq!(lines[0]["object"]["message"], "failed closed");
     }
 }

@@ -1,0 +1,162 @@
+//! The object's accessors on values, heads and split fields.
+
+use serde_json::json;
+
+use super::*;
+
+fn service() -> Object {
+    Object::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7",
+                     "labels": {"app": "web"}},
+        "spec": {"clusterIP": "10.0.0.1", "ports": [{"name": "https", "port": 443}]}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn identity_and_metadata_maps() {
+    let mut object = service();
+    assert_eq!(object.kind(), Some("Service"));
+    assert_eq!(object.name(), Some("web"));
+    assert_eq!(object.namespace(), Some("default"));
+    assert_eq!(object.resource_version(), Some("7"));
+    assert_eq!(object.label("app"), Some("web"));
+    assert_eq!(object.annotation("x"), None);
+    object.set_annotation("x", "1");
+    object.set_label("tier", "front");
+    assert_eq!(object.annotations().get("x"), Some(&"1"));
+    assert_eq!(object.labels().len(), 2);
+    assert_eq!(object.remove_label("app").as_deref(), Some("web"));
+    assert_eq!(object.label("app"), None);
+    object.set_name("api");
+    object.set_namespace("prod");
+    object.set_kind("Thing");
+    assert_eq!(
+        (object.name(), object.namespace(), object.kind()),
+        (Some("api"), Some("prod"), Some("Thing"))
+    );
+}
+
+#[test]
+fn paths_reach_into_objects_and_arrays() {
+    let mut object = service();
+    assert_eq!(object.spec("clusterIP"), Some(&json!("10.0.0.1")));
+    assert_eq!(object.spec("ports.0.port"), Some(&json!(443)));
+    assert_eq!(object.spec("ports.1.port"), None);
+    assert_eq!(object.spec("clusterIP.x"), None);
+    *object.spec_mut("ports.0.port").unwrap() = json!(10268);
+    assert_eq!(object.get("spec.ports.0.port"), Some(&json!(10268)));
+    assert!(object.set_status("loadBalancer.ingress", json!([])));
+    assert_eq!(object.status("loadBalancer.ingress"), Some(&json!([])));
+    assert!(object.set_spec("ports.0.name", json!("h")));
+    assert_eq!(object.spec("ports.0.name"), Some(&json!("h")));
+    assert!(!object.set_spec("ports.5.name", json!("h")));
+    assert!(!object.set_spec("clusterIP.inner", json!(1)));
+}
+
+#[test]
+fn update_reports_only_real_changes() {
+    let mut object = service();
+    assert!(object.is_named("default", "web"));
+    assert!(!object.is_named("kube-system", "web"));
+    assert!(!object.update("spec.clusterIP", json!("10.0.0.1")));
+    assert!(object.update("spec.clusterIP", json!("169.254.2.1")));
+    assert_eq!(object.spec("clusterIP"), Some(&json!("169.254.2.1")));
+    assert!(object.update("spec.clusterIPs", json!(["169.254.2.1"])));
+    assert!(!object.update("spec.clusterIP.inner", json!(1)), "no path");
+}
+
+#[test]
+fn only_json_objects_are_objects() {
+    assert!(matches!(
+        Object::from_slice(b"[1]"),
+        Err(ObjectError::NotAnObject)
+    ));
+    assert!(matches!(
+        Object::from_slice(b"{"),
+        Err(ObjectError::Parse(_))
+    ));
+    let object = Object::from_slice(br#"{"kind":"Pod"}"#).unwrap();
+    assert_eq!(Object::from_slice(&object.to_vec()).unwrap(), object);
+}
+
+#[test]
+fn the_head_answers_until_the_value_is_needed() {
+    let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7", "labels": {"app": "web"}, "annotations": {"a": "1"}}, "spec": {"type": "ClusterIP"}}"#;
+    let mut object = Object::from_slice(bytes).unwrap();
+    assert_eq!(
+        (object.kind(), object.name(), object.namespace()),
+        (Some("Service"), Some("web"), Some("default"))
+    );
+    assert_eq!(object.resource_version(), Some("7"));
+    assert_eq!(object.label("app"), Some("web"));
+    assert_eq!(object.annotations(), BTreeMap::from([("a", "1")]));
+    assert!(
+        object.value.get().is_none(),
+        "identity and maps come from the head"
+    );
+    assert_eq!(object.to_vec(), bytes, "unchanged, the original bytes");
+
+    assert_eq!(object.spec("type"), Some(&Value::from("ClusterIP")));
+    object.set_label("app", "api");
+    object.set_name("api");
+    assert_eq!(
+        (object.name(), object.label("app")),
+        (Some("api"), Some("api"))
+    );
+    let written: Value = serde_json::from_slice(&object.to_vec()).unwrap();
+    assert_eq!(written["metadata"]["labels"]["app"], "api");
+}
+
+#[test]
+fn an_unusual_head_falls_back_to_the_whole_value() {
+    // A label that is not a string does not fit the head; the object is still read.
+    let object =
+        Object::from_slice(br#"{"metadata":{"name":"x","labels":{"n":1,"s":"v"}}}"#).unwrap();
+    assert_eq!(object.name(), Some("x"));
+    assert_eq!(object.label("n"), None);
+    assert_eq!(object.labels(), BTreeMap::from([("s", "v")]));
+    assert!(matches!(
+        Object::from_slice(b" [null, null, null]"),
+        Err(ObjectError::NotAnObject)
+    ));
+}
+
+#[test]
+fn a_path_edit_re_encodes_only_its_top_level_field() {
+    let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}}, "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1"}}"#;
+    let mut object = Object::from_slice(bytes).unwrap();
+    assert_eq!(object.spec("type"), Some(&Value::from("ClusterIP")));
+    assert_eq!(
+        object.to_vec(),
+        bytes,
+        "read, not edited: the original bytes"
+    );
+    assert!(object.update("spec.clusterIP", Value::from("169.254.2.1")));
+    assert!(
+        object.value.get().is_none(),
+        "a path edit builds no whole value"
+    );
+    assert_eq!(
+        String::from_utf8(object.to_vec()).unwrap(),
+        r#"{"kind":"Service","metadata":{"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}},"spec":{"clusterIP":"169.254.2.1","type":"ClusterIP"}}"#
+    );
+
+    // An edit of metadata by path answers the accessors from then on, not the stale head.
+    object.set_annotation("z", "9");
+    object.set("status.ready", Value::Bool(true));
+    assert_eq!(object.annotation("z"), Some("9"));
+    assert_eq!(object.name(), Some("web"));
+    let written = Object::from_slice(&object.to_vec()).unwrap();
+    assert_eq!(written, object);
+    assert_eq!(written.annotation("z"), Some("9"));
+    assert_eq!(written.get("status.ready"), Some(&Value::Bool(true)));
+
+    // The whole value agrees with the fields, and edits on it win from then on.
+    object.value_mut()["spec"]["type"] = Value::from("NodePort");
+    assert_eq!(object.spec("type"), Some(&Value::from("NodePort")));
+    assert_eq!(object.annotation("z"), Some("9"));
+    assert!(object.fields.get().is_none());
+}
