@@ -24,11 +24,17 @@ use tokio::sync::watch;
 
 use crate::filter::{LabelSelector, Lookup};
 
+mod encoded;
+
+use encoded::Encoded;
+
 /// One kind the informers keep.
 struct Kind {
     resource: ApiResource,
     store: Store<DynamicObject>,
     namespaced: bool,
+    /// The JSON handed to filters, once per object version.
+    encoded: Encoded,
 }
 
 /// Annotations written by tools for their own bookkeeping: no filter reads them, and
@@ -127,6 +133,7 @@ impl Informers {
                 resource,
                 store,
                 namespaced,
+                encoded: Encoded::default(),
             });
         }
         Ok(Informers {
@@ -189,8 +196,7 @@ impl Lookup for Informers {
         if kind.namespaced {
             key = key.within(namespace.unwrap_or_default());
         }
-        let object = kind.store.get(&key)?;
-        serde_json::to_vec(&*object).ok().map(Bytes::from)
+        kind.encoded.get(&kind.store.get(&key)?)
     }
 
     fn list(
@@ -212,7 +218,7 @@ impl Lookup for Informers {
                 let labels = o.metadata.labels.as_ref();
                 selector.matches_with(|key| labels.and_then(|l| l.get(key)).map(String::as_str))
             })
-            .filter_map(|o| serde_json::to_vec(&**o).ok().map(Bytes::from))
+            .filter_map(|o| kind.encoded.get(o))
             .collect()
     }
 
