@@ -350,6 +350,18 @@ impl Object {
         self.get(path) != Some(&value) && self.set(path, value)
     }
 
+    /// Keeps only the items of the array in top-level field `key` (`endpoints`) that `keep`
+    /// accepts, handing it each item's JSON text; returns whether any was removed (`false`
+    /// when the field is missing or not an array). Unless the field was already parsed, the
+    /// items are never built into values: the kept ones are copied as they came.
+    pub fn retain_items(&mut self, key: &str, mut keep: impl FnMut(&str) -> bool) -> bool {
+        if self.value.get().is_some() {
+            return fields::retain_values(self.value_mut().get_mut(key), &mut keep);
+        }
+        let (fields, raw) = self.fields_mut();
+        fields.retain_items(raw, key, &mut keep)
+    }
+
     /// A top-level field as the value or a parsed field has it; `None` when neither was
     /// built, so the head (read from the same bytes) answers.
     fn current(&self, key: &str) -> Option<Option<&Value>> {

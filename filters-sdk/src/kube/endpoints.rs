@@ -4,6 +4,9 @@
 //! The shape comes from the request, not from the object: the items of a JSON list carry no
 //! `apiVersion` or `kind`.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::object::Object;
@@ -48,13 +51,30 @@ impl EndpointsKind {
 
     /// The node an endpoint (a slice's endpoint or an Endpoints address) runs on.
     pub fn node_of(self, endpoint: &Value) -> Option<&str> {
-        let node_name = || endpoint.get("nodeName")?.as_str();
+        let hostname = || endpoint.get("topology")?.get(HOSTNAME_LABEL)?.as_str();
+        self.pick(endpoint.get("nodeName").and_then(Value::as_str), hostname)
+    }
+
+    /// Whether the endpoint in `json` (a slice's endpoint, as text) runs on a node `keep`
+    /// accepts; an endpoint whose placement does not read runs nowhere.
+    fn keeps(self, json: &str, keep: &impl Fn(&str) -> bool) -> bool {
+        let Ok(placement) = serde_json::from_str::<Placement>(json) else {
+            return false;
+        };
+        let hostname = || placement.topology.as_ref()?.hostname.as_deref();
+        self.pick(placement.node_name.as_deref(), hostname)
+            .is_some_and(keep)
+    }
+
+    /// The node of an endpoint from its `nodeName` and its v1beta1 topology hostname.
+    fn pick<'a>(
+        self,
+        node_name: Option<&'a str>,
+        hostname: impl FnOnce() -> Option<&'a str>,
+    ) -> Option<&'a str> {
         match self {
-            EndpointsKind::SliceV1 | EndpointsKind::Endpoints => node_name(),
-            EndpointsKind::SliceV1beta1 => endpoint
-                .get("topology")
-                .and_then(|topology| topology.get(HOSTNAME_LABEL)?.as_str())
-                .or_else(node_name),
+            EndpointsKind::SliceV1 | EndpointsKind::Endpoints => node_name,
+            EndpointsKind::SliceV1beta1 => hostname().or(node_name),
         }
     }
 
@@ -65,8 +85,9 @@ impl EndpointsKind {
     pub fn retain_by_node(self, object: &mut Object, keep: impl Fn(&str) -> bool) -> bool {
         let accept = |endpoint: &Value| self.node_of(endpoint).is_some_and(&keep);
         match self {
+            // Slices are pruned as text: endpoints are read for their node, never built.
             EndpointsKind::SliceV1 | EndpointsKind::SliceV1beta1 => {
-                retain(object.get_mut("endpoints"), accept)
+                object.retain_items("endpoints", |endpoint| self.keeps(endpoint, &keep))
             }
             EndpointsKind::Endpoints => match object.get_mut("subsets") {
                 Some(Value::Array(subsets)) => {
@@ -82,6 +103,22 @@ impl EndpointsKind {
             },
         }
     }
+}
+
+/// Where a slice's endpoint runs, read from its text without building it.
+#[derive(Deserialize)]
+struct Placement<'a> {
+    #[serde(rename = "nodeName", borrow, default)]
+    node_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    topology: Option<TopologyHostname<'a>>,
+}
+
+/// The hostname of a v1beta1 endpoint's topology.
+#[derive(Deserialize)]
+struct TopologyHostname<'a> {
+    #[serde(rename = "kubernetes.io/hostname", borrow, default)]
+    hostname: Option<Cow<'a, str>>,
 }
 
 /// Address lists of an Endpoints subset.
@@ -214,5 +251,54 @@ mod tests {
         assert_eq!(endpoints.get("subsets"), Some(&json!([])));
         let mut bare = object(json!({"metadata": {"name": "web"}}));
         assert!(!EndpointsKind::Endpoints.retain_by_node(&mut bare, |_| false));
+    }
+
+    #[test]
+    fn slices_read_from_bytes_are_pruned_as_text() {
+        let bytes = br#"{"metadata": {"name": "web-1"}, "endpoints": [
+            {"addresses": ["10.0.0.1"], "nodeName": "n\u0031"},
+            {"addresses": ["10.0.0.2"], "nodeName": 7},
+            {"addresses": ["10.0.0.3"],  "nodeName": "n2"},
+            {"addresses": ["10.0.0.4"], "topology": {"kubernetes.io/hostname": "n1"}, "nodeName": "n2"}
+        ]}"#;
+        let prune = |kind: EndpointsKind, keep: fn(&str) -> bool| {
+            let mut slice = Object::from_slice(bytes).unwrap();
+            let removed = kind.retain_by_node(&mut slice, keep);
+            (removed, String::from_utf8(slice.to_vec()).unwrap())
+        };
+        let (removed, v1) = prune(EndpointsKind::SliceV1, |n| n == "n1");
+        assert!(removed);
+        assert_eq!(
+            v1,
+            r#"{"metadata":{"name": "web-1"},"endpoints":[{"addresses": ["10.0.0.1"], "nodeName": "n\u0031"}]}"#,
+            "an escaped name reads; a number is no node; kept endpoints keep their bytes"
+        );
+        let (_, v1beta1) = prune(EndpointsKind::SliceV1beta1, |n| n == "n1");
+        let pruned: Value = serde_json::from_str(&v1beta1).unwrap();
+        let ips: Vec<&str> = pruned["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["addresses"][0].as_str().unwrap())
+            .collect();
+        assert_eq!(ips, ["10.0.0.1", "10.0.0.4"], "the topology hostname wins");
+        let (removed, all) = prune(EndpointsKind::SliceV1, |n| n != "nobody");
+        assert!(removed, "the endpoint without a readable node goes");
+        assert_eq!(
+            serde_json::from_str::<Value>(&all).unwrap()["endpoints"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
+
+        let mut unchanged = Object::from_slice(br#"{"endpoints": [{"nodeName": "n1"}]}"#).unwrap();
+        assert!(!EndpointsKind::SliceV1.retain_by_node(&mut unchanged, |n| n == "n1"));
+        assert_eq!(
+            unchanged.to_vec(),
+            br#"{"endpoints": [{"nodeName": "n1"}]}"#
+        );
+        let mut not_a_list = Object::from_slice(br#"{"endpoints": {"a": 1}}"#).unwrap();
+        assert!(!EndpointsKind::SliceV1.retain_by_node(&mut not_a_list, |_| false));
     }
 }

@@ -23,6 +23,8 @@ struct Field {
     key: String,
     /// Where the value lies in the original bytes; `None` for a field a filter added.
     raw: Option<Range<usize>>,
+    /// The value's bytes after an edit made on bytes ([`Fields::retain_items`]).
+    own: Option<Vec<u8>>,
     /// The value, parsed on first need.
     value: OnceCell<Value>,
     /// Whether a filter reached for the value to change it; only such fields are re-encoded.
@@ -44,6 +46,7 @@ impl Fields {
                 None => fields.push(Field {
                     key,
                     raw,
+                    own: None,
                     value: OnceCell::new(),
                     edited: false,
                 }),
@@ -55,16 +58,17 @@ impl Fields {
     /// A field's value, parsed from `bytes` (the bytes split) if it was not yet.
     pub(super) fn get(&self, bytes: &[u8], key: &str) -> Option<&Value> {
         let field = self.fields.iter().find(|field| field.key == key)?;
-        Some(field.value.get_or_init(|| parse(bytes, &field.raw)))
+        Some(field.value.get_or_init(|| parse(field.text(bytes))))
     }
 
-    /// A field's value if it was parsed (or added) already: then it, not the bytes, answers.
+    /// A field's value if it was parsed, added or edited: then it, not the bytes the head was
+    /// read from, answers.
     pub(super) fn parsed(&self, key: &str) -> Option<&Value> {
-        self.fields
-            .iter()
-            .find(|field| field.key == key)?
-            .value
-            .get()
+        let field = self.fields.iter().find(|field| field.key == key)?;
+        match &field.own {
+            Some(own) => Some(field.value.get_or_init(|| parse(own))),
+            None => field.value.get(),
+        }
     }
 
     /// A field's value, to change: the field is re-encoded from now on.
@@ -97,6 +101,48 @@ impl Fields {
         }
     }
 
+    /// Keeps the items of the array in field `key` that `keep` accepts, handed as JSON text;
+    /// whether any was removed. An unparsed field is edited as bytes: its items are split,
+    /// never built into values, and the kept ones copied.
+    pub(super) fn retain_items(
+        &mut self,
+        bytes: &[u8],
+        key: &str,
+        keep: &mut dyn FnMut(&str) -> bool,
+    ) -> bool {
+        let Some(field) = self.fields.iter_mut().find(|field| field.key == key) else {
+            return false;
+        };
+        if field.value.get().is_some() {
+            let removed = retain_values(field.value.get_mut(), keep);
+            field.edited |= removed;
+            return removed;
+        }
+        let text = field.text(bytes);
+        let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(text) else {
+            return false;
+        };
+        let mut kept = Vec::with_capacity(text.len());
+        kept.push(b'[');
+        let mut removed = false;
+        for item in items {
+            if !keep(item.get()) {
+                removed = true;
+                continue;
+            }
+            if kept.len() > 1 {
+                kept.push(b',');
+            }
+            kept.extend_from_slice(item.get().as_bytes());
+        }
+        kept.push(b']');
+        if removed {
+            field.own = Some(kept);
+            field.edited = true;
+        }
+        removed
+    }
+
     /// Whether any field was reached for to change.
     pub(super) fn is_edited(&self) -> bool {
         self.fields.iter().any(|field| field.edited)
@@ -112,10 +158,9 @@ impl Fields {
             }
             encode(&mut out, &field.key);
             out.push(b':');
-            match (&field.raw, field.value.get()) {
-                (Some(raw), _) if !field.edited => out.extend_from_slice(&bytes[raw.clone()]),
-                (_, Some(value)) => encode(&mut out, value),
-                (raw, None) => out.extend_from_slice(&bytes[range_of(raw)]),
+            match field.value.get() {
+                Some(value) if field.edited => encode(&mut out, value),
+                _ => out.extend_from_slice(field.text(bytes)),
             }
         }
         out.push(b'}');
@@ -127,7 +172,7 @@ impl Fields {
         let fields = self.fields.iter().map(|field| {
             let value = match field.value.get() {
                 Some(value) => value.clone(),
-                None => parse(bytes, &field.raw),
+                None => parse(field.text(bytes)),
             };
             (field.key.clone(), value)
         });
@@ -137,9 +182,9 @@ impl Fields {
     /// The whole value, taking the parsed fields.
     pub(super) fn into_value(self, bytes: &[u8]) -> Value {
         let fields = self.fields.into_iter().map(|field| {
-            let value = match field.value.into_inner() {
-                Some(value) => value,
-                None => parse(bytes, &field.raw),
+            let value = match field.value.get() {
+                Some(_) => field.value.into_inner().unwrap_or_default(),
+                None => parse(field.text(bytes)),
             };
             (field.key, value)
         });
@@ -152,6 +197,7 @@ impl Field {
         Field {
             key: key.to_owned(),
             raw: None,
+            own: None,
             value: OnceCell::from(value),
             edited: true,
         }
@@ -159,7 +205,7 @@ impl Field {
 
     fn edit(&mut self, bytes: &[u8]) -> &mut Value {
         if self.value.get().is_none() {
-            self.value = OnceCell::from(parse(bytes, &self.raw));
+            self.value = OnceCell::from(parse(self.text(bytes)));
         }
         self.edited = true;
         match self.value.get_mut() {
@@ -169,21 +215,35 @@ impl Field {
     }
 }
 
-/// A field's value from the bytes it was split from. Splitting checked the bytes are JSON;
-/// the few things only a full parse rejects (a lone surrogate escape in a string) make this
-/// panic, which in a filter traps the call so the host applies the failure policy.
-fn parse(bytes: &[u8], raw: &Option<Range<usize>>) -> Value {
-    match serde_json::from_slice(&bytes[range_of(raw)]) {
+impl Field {
+    /// The field's value as JSON text: edited bytes, else its range of the original bytes.
+    fn text<'a>(&'a self, bytes: &'a [u8]) -> &'a [u8] {
+        match (&self.own, &self.raw) {
+            (Some(own), _) => own,
+            (None, Some(raw)) => &bytes[raw.clone()],
+            (None, None) => unreachable!("a field without bytes is added with its value"),
+        }
+    }
+}
+
+/// A field's value from its JSON text. Splitting checked the bytes are JSON; the few things
+/// only a full parse rejects (a lone surrogate escape in a string) make this panic, which in
+/// a filter traps the call so the host applies the failure policy.
+fn parse(text: &[u8]) -> Value {
+    match serde_json::from_slice(text) {
         Ok(value) => value,
         Err(error) => panic!("a field of the object does not parse: {error}"),
     }
 }
 
-fn range_of(raw: &Option<Range<usize>>) -> Range<usize> {
-    match raw {
-        Some(raw) => raw.clone(),
-        None => unreachable!("a field without bytes is added with its value"),
-    }
+/// [`Fields::retain_items`] on a parsed value, each item handed as its JSON text.
+pub(super) fn retain_values(value: Option<&mut Value>, keep: &mut dyn FnMut(&str) -> bool) -> bool {
+    let Some(Value::Array(items)) = value else {
+        return false;
+    };
+    let before = items.len();
+    items.retain(|item| keep(&item.to_string()));
+    items.len() != before
 }
 
 fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {

@@ -160,3 +160,30 @@ fn a_path_edit_re_encodes_only_its_top_level_field() {
     assert_eq!(object.annotation("z"), Some("9"));
     assert!(object.fields.get().is_none());
 }
+
+#[test]
+fn items_are_retained_as_text_or_as_values_alike() {
+    let bytes = br#"{"kind": "List", "items": [1, {"a": [2]}, "three"], "other": [4]}"#;
+    let strings = |object: &mut Object| {
+        let mut seen = Vec::new();
+        let removed = object.retain_items("items", |item| {
+            seen.push(item.replace(' ', ""));
+            !item.starts_with('{')
+        });
+        (removed, seen)
+    };
+    let mut as_text = Object::from_slice(bytes).unwrap();
+    let mut as_value = Object::from_value(serde_json::from_slice(bytes).unwrap()).unwrap();
+    let (text_removed, text_seen) = strings(&mut as_text);
+    let (value_removed, value_seen) = strings(&mut as_value);
+    assert!(text_removed && value_removed);
+    assert_eq!(text_seen, value_seen);
+    assert_eq!(
+        String::from_utf8(as_text.to_vec()).unwrap(),
+        r#"{"kind":"List","items":[1,"three"],"other":[4]}"#
+    );
+    assert_eq!(as_text, as_value);
+    assert_eq!(as_text.get("items.1"), Some(&Value::from("three")));
+    assert!(!as_text.retain_items("missing", |_| false));
+    assert!(!as_text.retain_items("kind", |_| false));
+}
