@@ -46,21 +46,22 @@ fn names(store: &RedbStore, prefix: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_committed_list_replaces_its_set() {
+/// A store in a fresh directory (held as long as the store), with `ops` applied durably.
+fn store_with(ops: &[WriteOp]) -> (tempfile::TempDir, RedbStore) {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
+    store.apply(ops, true).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn a_committed_list_replaces_its_set() {
     let all = SetKey::new(services(), "", "", "");
-    store
-        .apply(
-            &[
-                stage(1, "a", "x", 1, ""),
-                stage(1, "b", "y", 1, ""),
-                commit(1, &all, "10"),
-            ],
-            true,
-        )
-        .unwrap();
+    let (_dir, store) = store_with(&[
+        stage(1, "a", "x", 1, ""),
+        stage(1, "b", "y", 1, ""),
+        commit(1, &all, "10"),
+    ]);
     assert_eq!(
         names(&store, &services().prefix()),
         [
@@ -89,12 +90,8 @@ fn a_committed_list_replaces_its_set() {
 
 #[test]
 fn an_empty_list_leaves_an_empty_set() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = RedbStore::open(dir.path()).unwrap();
     let all = SetKey::new(services(), "", "", "");
-    store
-        .apply(&[stage(1, "a", "x", 1, ""), commit(1, &all, "1")], true)
-        .unwrap();
+    let (_dir, store) = store_with(&[stage(1, "a", "x", 1, ""), commit(1, &all, "1")]);
     store.apply(&[commit(2, &all, "2")], true).unwrap();
     assert!(names(&store, &services().prefix()).is_empty());
     assert_eq!(store.sets("").unwrap().len(), 1);
@@ -102,19 +99,12 @@ fn an_empty_list_leaves_an_empty_set() {
 
 #[test]
 fn a_list_with_a_selector_replaces_only_what_it_selects() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = RedbStore::open(dir.path()).unwrap();
     let all = SetKey::new(services(), "", "", "");
-    store
-        .apply(
-            &[
-                stage(1, "a", "web", 1, r#""app":"web""#),
-                stage(1, "a", "db", 1, r#""app":"db""#),
-                commit(1, &all, "1"),
-            ],
-            true,
-        )
-        .unwrap();
+    let (_dir, store) = store_with(&[
+        stage(1, "a", "web", 1, r#""app":"web""#),
+        stage(1, "a", "db", 1, r#""app":"db""#),
+        commit(1, &all, "1"),
+    ]);
     let web = SetKey::new(services(), "a", "app=web", "");
     // The web list comes back empty: web is gone, db (never selected) stays.
     store.apply(&[commit(2, &web, "2")], true).unwrap();
@@ -126,12 +116,8 @@ fn a_list_with_a_selector_replaces_only_what_it_selects() {
 
 #[test]
 fn an_aborted_list_leaves_the_old_set() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = RedbStore::open(dir.path()).unwrap();
     let all = SetKey::new(services(), "", "", "");
-    store
-        .apply(&[stage(1, "a", "x", 1, ""), commit(1, &all, "1")], true)
-        .unwrap();
+    let (_dir, store) = store_with(&[stage(1, "a", "x", 1, ""), commit(1, &all, "1")]);
     store.apply(&[stage(2, "a", "new", 2, "")], false).unwrap();
     store.apply(&[WriteOp::Abort { list: 2 }], true).unwrap();
     assert_eq!(
@@ -209,26 +195,19 @@ fn synced_versions_only_advance_and_only_for_listed_sets() {
 
 #[test]
 fn removing_a_component_removes_all_it_had() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = RedbStore::open(dir.path()).unwrap();
     let all = SetKey::new(services(), "", "", "");
-    store
-        .apply(
-            &[
-                stage(1, "a", "x", 1, ""),
-                commit(1, &all, "1"),
-                WriteOp::Touch {
-                    component: "kube-proxy".into(),
-                    at: 3,
-                },
-                WriteOp::Upsert {
-                    key: "kubelet/pods.v1.core/a/p".into(),
-                    object: svc("a", "p", 1, ""),
-                },
-            ],
-            true,
-        )
-        .unwrap();
+    let (_dir, store) = store_with(&[
+        stage(1, "a", "x", 1, ""),
+        commit(1, &all, "1"),
+        WriteOp::Touch {
+            component: "kube-proxy".into(),
+            at: 3,
+        },
+        WriteOp::Upsert {
+            key: "kubelet/pods.v1.core/a/p".into(),
+            object: svc("a", "p", 1, ""),
+        },
+    ]);
     assert_eq!(store.components().unwrap(), [("kube-proxy".to_owned(), 3)]);
     assert_eq!(store.remove_component("kube-proxy").unwrap(), 1);
     assert!(store.sets("").unwrap().is_empty());
@@ -244,20 +223,13 @@ fn prefix_end_bounds_the_prefix() {
 
 #[test]
 fn a_relist_of_unchanged_objects_keeps_them_and_replaces_the_rest() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = RedbStore::open(dir.path()).unwrap();
     let all = SetKey::new(services(), "", "", "");
-    store
-        .apply(
-            &[
-                stage(1, "a", "x", 1, ""),
-                stage(1, "a", "y", 1, ""),
-                stage(1, "a", "z", 1, ""),
-                commit(1, &all, "10"),
-            ],
-            true,
-        )
-        .unwrap();
+    let (_dir, store) = store_with(&[
+        stage(1, "a", "x", 1, ""),
+        stage(1, "a", "y", 1, ""),
+        stage(1, "a", "z", 1, ""),
+        commit(1, &all, "10"),
+    ]);
     // x comes back unchanged, y changed, z is gone, w is new.
     store
         .apply(
