@@ -182,11 +182,15 @@ impl Fields {
     /// The whole value, taking the parsed fields.
     pub(super) fn into_value(self, bytes: &[u8]) -> Value {
         let fields = self.fields.into_iter().map(|field| {
-            let value = match field.value.get() {
-                Some(_) => field.value.into_inner().unwrap_or_default(),
-                None => parse(field.text(bytes)),
-            };
-            (field.key, value)
+            let Field {
+                key,
+                raw,
+                own,
+                value,
+                ..
+            } = field;
+            let value = value.into_inner();
+            (key, value.unwrap_or_else(|| parse(text(&own, &raw, bytes))))
         });
         Value::Object(fields.collect())
     }
@@ -218,11 +222,16 @@ impl Field {
 impl Field {
     /// The field's value as JSON text: edited bytes, else its range of the original bytes.
     fn text<'a>(&'a self, bytes: &'a [u8]) -> &'a [u8] {
-        match (&self.own, &self.raw) {
-            (Some(own), _) => own,
-            (None, Some(raw)) => &bytes[raw.clone()],
-            (None, None) => unreachable!("a field without bytes is added with its value"),
-        }
+        text(&self.own, &self.raw, bytes)
+    }
+}
+
+/// A field's JSON text from its edited bytes or its range of the original `bytes`.
+fn text<'a>(own: &'a Option<Vec<u8>>, raw: &Option<Range<usize>>, bytes: &'a [u8]) -> &'a [u8] {
+    match (own, raw) {
+        (Some(own), _) => own,
+        (None, Some(raw)) => &bytes[raw.clone()],
+        (None, None) => unreachable!("a field without bytes is added with its value"),
     }
 }
 

@@ -414,32 +414,34 @@ where
             }
         };
         for (frame, event) in events {
-            let verdict = match self.pipeline.transform.is_some() && is_filtered(&event) {
-                true => verdicts.next().unwrap_or(Verdict::Keep),
-                false => {
-                    self.out.extend_from_slice(&frame);
-                    self.out.extend_from_slice(b"\n");
-                    if let Some(sink) = self.pipeline.sink.as_mut() {
-                        sink.event(&event);
-                    }
-                    continue;
-                }
-            };
+            if self.pipeline.transform.is_none() || !is_filtered(&event) {
+                self.forward(&frame, &event);
+                continue;
+            }
+            let verdict = verdicts.next().unwrap_or(Verdict::Keep);
             let key = Meta::parse(&event.object)?.key();
             let Some(sent) = self.visibility.apply(key, &event, verdict) else {
                 continue;
             };
             if sent == event {
-                self.out.extend_from_slice(&frame);
-                self.out.extend_from_slice(b"\n");
-            } else {
-                sent.encode(&mut self.out);
+                self.forward(&frame, &event);
+                continue;
             }
+            sent.encode(&mut self.out);
             if let Some(sink) = self.pipeline.sink.as_mut() {
                 sink.event(&sent);
             }
         }
         Ok(())
+    }
+
+    /// Sends an event as it came, and tees it.
+    fn forward(&mut self, frame: &[u8], event: &Event) {
+        self.out.extend_from_slice(frame);
+        self.out.extend_from_slice(b"\n");
+        if let Some(sink) = self.pipeline.sink.as_mut() {
+            sink.event(event);
+        }
     }
 
     /// The transform's verdicts on the objects of the events it sees, in order.
