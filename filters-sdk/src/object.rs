@@ -1,8 +1,10 @@
 //! [`Object`]: one Kubernetes object, parsed once, with typed accessors for what filters
 //! touch: identity, labels, annotations, and `spec`/`status` fields by path.
 //!
-//! Parsing is lazy. An object made from bytes reads only its head (identity, labels,
-//! annotations) up front. A path parses only the top-level field it starts with, and an edit
+//! Parsing is lazy. An object made from bytes is split into its top-level fields (and
+//! `metadata` into its own) in one scan that checks it is JSON. Reading a path splits the
+//! objects on the way and parses only the value at its end, so reading `spec.type` never
+//! builds `spec.ports`, and reading one annotation never unescapes the others. An edit
 //! re-encodes only the top-level fields it reached into, copying the rest of the original
 //! bytes. The whole JSON value is built only when a filter asks for it ([`Object::value`]).
 //! A filter that decides on a name or a label never pays for the rest, an object left
@@ -14,7 +16,8 @@
 //! [`Object::value`] or [`Object::value_mut`].
 
 mod fields;
-mod head;
+mod node;
+mod split;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -23,7 +26,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use fields::Fields;
-use head::Head;
+use node::{collect_strings, walk};
 
 /// Why bytes are not an object.
 #[derive(Debug, Error)]
@@ -36,16 +39,13 @@ pub enum ObjectError {
     NotAnObject,
 }
 
-/// A Kubernetes object: its bytes and head, its top-level fields once reached, and its whole
-/// JSON value once needed. The most built form answers: the value, then the fields, then the
-/// head.
+/// A Kubernetes object: its bytes split into its top-level fields, and its whole JSON value
+/// once needed. The value, once built, answers for everything.
 #[derive(Clone, Debug)]
 pub struct Object {
     /// The bytes it was read from (empty for an object made from a value).
     raw: Vec<u8>,
-    /// The head read from `raw`; a parsed field or the value answers before it.
-    head: Head,
-    /// `raw` split into its top-level fields, on first need of a field beyond the head.
+    /// `raw` split into its top-level fields (only while the value is unbuilt).
     fields: OnceCell<Fields>,
     /// The whole value, built when a filter asks for it; it then answers for everything.
     value: OnceCell<Value>,
@@ -58,22 +58,21 @@ impl PartialEq for Object {
 }
 
 impl Object {
-    /// Reads JSON bytes: checks they are one JSON object and reads its head.
+    /// Reads JSON bytes: checks they are one JSON object and splits it into its fields.
     pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {
         Object::from_vec(bytes.to_vec())
     }
 
     /// [`Object::from_slice`] on bytes it keeps, without copying them.
     pub fn from_vec(bytes: Vec<u8>) -> Result<Object, ObjectError> {
-        match Head::read(&bytes) {
-            Some(head) => Ok(Object {
+        match Fields::split(&bytes) {
+            Ok(fields) => Ok(Object {
                 raw: bytes,
-                head,
-                fields: OnceCell::new(),
+                fields: OnceCell::from(fields),
                 value: OnceCell::new(),
             }),
-            // Not the usual shape (or not JSON): the whole parse says which, or accepts it.
-            None => Object::from_value(serde_json::from_slice(&bytes)?),
+            // Not an object (or not JSON): the whole parse says which.
+            Err(_) => Object::from_value(serde_json::from_slice(&bytes)?),
         }
     }
 
@@ -84,7 +83,6 @@ impl Object {
         }
         Ok(Object {
             raw: Vec::new(),
-            head: Head::default(),
             fields: OnceCell::new(),
             value: OnceCell::from(value),
         })
@@ -141,18 +139,12 @@ impl Object {
 
     /// `apiVersion`.
     pub fn api_version(&self) -> Option<&str> {
-        match self.current("apiVersion") {
-            Some(value) => value?.as_str(),
-            None => self.head.api_version.as_deref(),
-        }
+        self.lookup(&["apiVersion"])?.as_str()
     }
 
     /// `kind`.
     pub fn kind(&self) -> Option<&str> {
-        match self.current("kind") {
-            Some(value) => value?.as_str(),
-            None => self.head.kind.as_deref(),
-        }
+        self.lookup(&["kind"])?.as_str()
     }
 
     /// Sets `kind`.
@@ -162,10 +154,7 @@ impl Object {
 
     /// `metadata.name`.
     pub fn name(&self) -> Option<&str> {
-        match self.current("metadata") {
-            Some(metadata) => metadata?.get("name")?.as_str(),
-            None => self.head.metadata()?.name.as_deref(),
-        }
+        self.lookup(&["metadata", "name"])?.as_str()
     }
 
     /// Sets `metadata.name`.
@@ -175,10 +164,7 @@ impl Object {
 
     /// `metadata.namespace`.
     pub fn namespace(&self) -> Option<&str> {
-        match self.current("metadata") {
-            Some(metadata) => metadata?.get("namespace")?.as_str(),
-            None => self.head.metadata()?.namespace.as_deref(),
-        }
+        self.lookup(&["metadata", "namespace"])?.as_str()
     }
 
     /// Sets `metadata.namespace`.
@@ -194,26 +180,17 @@ impl Object {
 
     /// `metadata.resourceVersion` (which a filter must never change).
     pub fn resource_version(&self) -> Option<&str> {
-        match self.current("metadata") {
-            Some(metadata) => metadata?.get("resourceVersion")?.as_str(),
-            None => self.head.metadata()?.resource_version.as_deref(),
-        }
+        self.lookup(&["metadata", "resourceVersion"])?.as_str()
     }
 
     /// One label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
-        match self.current("metadata") {
-            Some(metadata) => metadata?.get("labels")?.get(key)?.as_str(),
-            None => head_entry(self.head.metadata()?.labels.as_ref()?, key),
-        }
+        self.lookup(&["metadata", "labels", key])?.as_str()
     }
 
     /// All labels (string values only).
     pub fn labels(&self) -> BTreeMap<&str, &str> {
-        match self.current("metadata") {
-            Some(metadata) => collect_strings(metadata, "labels"),
-            None => head_map(self.head.metadata().and_then(|m| m.labels.as_ref())),
-        }
+        self.strings_at(&["metadata", "labels"])
     }
 
     /// Sets a label.
@@ -229,18 +206,12 @@ impl Object {
 
     /// One annotation's value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        match self.current("metadata") {
-            Some(metadata) => metadata?.get("annotations")?.get(key)?.as_str(),
-            None => head_entry(self.head.metadata()?.annotations.as_ref()?, key),
-        }
+        self.lookup(&["metadata", "annotations", key])?.as_str()
     }
 
     /// All annotations (string values only).
     pub fn annotations(&self) -> BTreeMap<&str, &str> {
-        match self.current("metadata") {
-            Some(metadata) => collect_strings(metadata, "annotations"),
-            None => head_map(self.head.metadata().and_then(|m| m.annotations.as_ref())),
-        }
+        self.strings_at(&["metadata", "annotations"])
     }
     /// Sets an annotation.
     pub fn set_annotation(&mut self, key: &str, value: &str) {
@@ -285,12 +256,7 @@ impl Object {
 
     /// Any field by path from the root (`metadata.ownerReferences.0.kind`).
     pub fn get(&self, path: &str) -> Option<&Value> {
-        let (first, mut rest) = split_path(path);
-        rest.try_fold(self.field(first)?, |value, key| match value {
-            Value::Object(map) => map.get(key),
-            Value::Array(items) => items.get(key.parse::<usize>().ok()?),
-            _ => None,
-        })
+        self.lookup(&path.split('.').collect::<Vec<_>>())
     }
 
     /// Any field by path from the root, to change.
@@ -362,20 +328,20 @@ impl Object {
         fields.retain_items(raw, key, &mut keep)
     }
 
-    /// A top-level field as the value or a parsed field has it; `None` when neither was
-    /// built, so the head (read from the same bytes) answers.
-    fn current(&self, key: &str) -> Option<Option<&Value>> {
+    /// The value at `keys` from the root: from the whole value if it was built, else from
+    /// the fields, parsing only what lies on the way.
+    fn lookup(&self, keys: &[&str]) -> Option<&Value> {
         match self.value.get() {
-            Some(value) => Some(value.get(key)),
-            None => Some(Some(self.fields.get()?.parsed(key)?)),
+            Some(value) => walk(value, keys),
+            None => self.fields().lookup(&self.raw, keys),
         }
     }
 
-    /// A top-level field, parsing that field alone if the value was not built.
-    fn field(&self, key: &str) -> Option<&Value> {
+    /// The string entries of the object at `keys` from the root.
+    fn strings_at(&self, keys: &[&str]) -> BTreeMap<&str, &str> {
         match self.value.get() {
-            Some(value) => value.get(key),
-            None => self.fields().get(&self.raw, key),
+            Some(value) => collect_strings(walk(value, keys)),
+            None => self.fields().strings_at(&self.raw, keys),
         }
     }
 
@@ -416,11 +382,11 @@ impl Object {
         }
     }
 
-    /// The top-level fields of `raw`, split on first need (only while the value is unbuilt).
+    /// The top-level fields of `raw` (split when it was read; only while the value is unbuilt).
     fn fields(&self) -> &Fields {
         self.fields.get_or_init(|| match Fields::split(&self.raw) {
             Ok(fields) => fields,
-            Err(error) => panic!("an object whose head was read does not split: {error}"),
+            Err(error) => panic!("an object split once does not split again: {error}"),
         })
     }
 
@@ -457,32 +423,12 @@ fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<S
     as_object(map.entry(key).or_insert_with(|| Value::Object(Map::new())))
 }
 
-/// The whole value of bytes whose head was read, so they are known to be a JSON object.
+/// The whole value of bytes that were split, so they are known to be a JSON object.
 fn parse_whole(raw: &[u8]) -> Value {
     match serde_json::from_slice(raw) {
         Ok(value) => value,
-        Err(error) => panic!("an object whose head was read does not parse whole: {error}"),
+        Err(error) => panic!("an object that was split does not parse whole: {error}"),
     }
-}
-
-fn head_entry<'a>(map: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
-    map.get(key).map(String::as_str)
-}
-
-fn head_map(map: Option<&BTreeMap<String, String>>) -> BTreeMap<&str, &str> {
-    map.into_iter()
-        .flatten()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect()
-}
-
-fn collect_strings<'a>(metadata: Option<&'a Value>, key: &str) -> BTreeMap<&'a str, &'a str> {
-    metadata
-        .and_then(|metadata| metadata.get(key)?.as_object())
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-        .collect()
 }
 
 fn remove_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {

@@ -3,13 +3,13 @@
 //! alone; encoding re-encodes only the fields a filter reached for to change and copies the
 //! others byte for byte, so pruning a slice's `endpoints` never touches its `metadata`.
 
-use std::cell::OnceCell;
-use std::fmt;
-use std::ops::Range;
+use std::collections::BTreeMap;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use super::node::Node;
+use super::split;
 
 /// The top-level fields of one JSON object, in their original order.
 #[derive(Clone, Debug)]
@@ -21,33 +21,28 @@ pub(super) struct Fields {
 #[derive(Clone, Debug)]
 struct Field {
     key: String,
-    /// Where the value lies in the original bytes; `None` for a field a filter added.
-    raw: Option<Range<usize>>,
+    /// The value: over a range of the original bytes, or of `own` once set, or (for a field
+    /// a filter added) holding its value from the start.
+    node: Node,
     /// The value's bytes after an edit made on bytes ([`Fields::retain_items`]).
     own: Option<Vec<u8>>,
-    /// The value, parsed on first need.
-    value: OnceCell<Value>,
     /// Whether a filter reached for the value to change it; only such fields are re-encoded.
     edited: bool,
 }
 
 impl Fields {
-    /// Splits the bytes of one JSON object into its fields. A key given twice keeps its last
-    /// value, as a full parse would.
+    /// Splits the bytes of one JSON object into its fields (and `metadata` into its own, in
+    /// the same scan). A key given twice keeps its last value, as a full parse would.
     pub(super) fn split(bytes: &[u8]) -> Result<Fields, serde_json::Error> {
-        let TopLevel(entries) = serde_json::from_slice(bytes)?;
-        let start = bytes.as_ptr().addr();
+        let entries = split::top_level(bytes)?;
         let mut fields: Vec<Field> = Vec::with_capacity(entries.len());
-        for (key, value) in entries {
-            let offset = value.get().as_ptr().addr() - start;
-            let raw = Some(offset..offset + value.get().len());
+        for (key, node) in entries {
             match fields.iter_mut().find(|field| field.key == key) {
-                Some(field) => field.raw = raw,
+                Some(field) => field.node = node,
                 None => fields.push(Field {
                     key,
-                    raw,
+                    node,
                     own: None,
-                    value: OnceCell::new(),
                     edited: false,
                 }),
             }
@@ -55,19 +50,20 @@ impl Fields {
         Ok(Fields { fields })
     }
 
-    /// A field's value, parsed from `bytes` (the bytes split) if it was not yet.
-    pub(super) fn get(&self, bytes: &[u8], key: &str) -> Option<&Value> {
-        let field = self.fields.iter().find(|field| field.key == key)?;
-        Some(field.value.get_or_init(|| parse(field.text(bytes))))
+    /// The value at `keys` (the first a top-level key), parsing only what lies on the way.
+    pub(super) fn lookup(&self, bytes: &[u8], keys: &[&str]) -> Option<&Value> {
+        let (key, rest) = keys.split_first()?;
+        self.find(key)?.lookup(bytes, rest)
     }
 
-    /// A field's value if it was parsed, added or edited: then it, not the bytes the head was
-    /// read from, answers.
-    pub(super) fn parsed(&self, key: &str) -> Option<&Value> {
-        let field = self.fields.iter().find(|field| field.key == key)?;
-        match &field.own {
-            Some(own) => Some(field.value.get_or_init(|| parse(own))),
-            None => field.value.get(),
+    /// The string entries of the object at `keys` (the first a top-level key).
+    pub(super) fn strings_at(&self, bytes: &[u8], keys: &[&str]) -> BTreeMap<&str, &str> {
+        match keys.split_first() {
+            Some((key, rest)) => match self.find(key) {
+                Some(field) => field.node.strings_at(field.source(bytes), rest),
+                None => BTreeMap::new(),
+            },
+            None => BTreeMap::new(),
         }
     }
 
@@ -94,8 +90,7 @@ impl Fields {
     pub(super) fn insert(&mut self, key: &str, value: Value) {
         match self.fields.iter_mut().find(|field| field.key == key) {
             Some(field) => {
-                field.value = OnceCell::from(value);
-                field.edited = true;
+                *field = Field::added(key, value);
             }
             None => self.fields.push(Field::added(key, value)),
         }
@@ -113,9 +108,10 @@ impl Fields {
         let Some(field) = self.fields.iter_mut().find(|field| field.key == key) else {
             return false;
         };
-        if field.value.get().is_some() {
-            let removed = retain_values(field.value.get_mut(), keep);
-            field.edited |= removed;
+        if field.node.parsed().is_some() {
+            let edited = field.edited;
+            let removed = retain_values(Some(field.edit(bytes)), keep);
+            field.edited = edited || removed;
             return removed;
         }
         let text = field.text(bytes);
@@ -137,6 +133,7 @@ impl Fields {
         }
         kept.push(b']');
         if removed {
+            field.node = Node::new(0..kept.len());
             field.own = Some(kept);
             field.edited = true;
         }
@@ -158,8 +155,8 @@ impl Fields {
             }
             encode(&mut out, &field.key);
             out.push(b':');
-            match field.value.get() {
-                Some(value) if field.edited => encode(&mut out, value),
+            match field.node.parsed() {
+                Some(value) if field.edited && field.own.is_none() => encode(&mut out, value),
                 _ => out.extend_from_slice(field.text(bytes)),
             }
         }
@@ -169,30 +166,33 @@ impl Fields {
 
     /// The whole value, the fields left as they are.
     pub(super) fn to_value(&self, bytes: &[u8]) -> Value {
-        let fields = self.fields.iter().map(|field| {
-            let value = match field.value.get() {
-                Some(value) => value.clone(),
-                None => parse(field.text(bytes)),
-            };
-            (field.key.clone(), value)
-        });
+        let fields = self
+            .fields
+            .iter()
+            .map(|field| (field.key.clone(), field.node.to_value(field.source(bytes))));
         Value::Object(fields.collect())
     }
 
     /// The whole value, taking the parsed fields.
     pub(super) fn into_value(self, bytes: &[u8]) -> Value {
         let fields = self.fields.into_iter().map(|field| {
-            let Field {
-                key,
-                raw,
-                own,
-                value,
-                ..
-            } = field;
-            let value = value.into_inner();
-            (key, value.unwrap_or_else(|| parse(text(&own, &raw, bytes))))
+            let Field { key, node, own, .. } = field;
+            (key, node.into_value(own.as_deref().unwrap_or(bytes)))
         });
         Value::Object(fields.collect())
+    }
+
+    /// Whether the value at `keys` (the first a top-level key) was parsed.
+    #[cfg(test)]
+    pub(super) fn is_parsed_at(&self, keys: &[&str]) -> bool {
+        keys.split_first().is_some_and(|(key, rest)| {
+            self.find(key)
+                .is_some_and(|field| field.node.is_parsed_at(rest))
+        })
+    }
+
+    fn find(&self, key: &str) -> Option<&Field> {
+        self.fields.iter().find(|field| field.key == key)
     }
 }
 
@@ -200,48 +200,36 @@ impl Field {
     fn added(key: &str, value: Value) -> Field {
         Field {
             key: key.to_owned(),
-            raw: None,
+            node: Node::holding(0..0, value),
             own: None,
-            value: OnceCell::from(value),
             edited: true,
         }
     }
 
+    fn lookup(&self, bytes: &[u8], keys: &[&str]) -> Option<&Value> {
+        self.node.lookup(self.source(bytes), keys)
+    }
+
     fn edit(&mut self, bytes: &[u8]) -> &mut Value {
-        if self.value.get().is_none() {
-            self.value = OnceCell::from(parse(self.text(bytes)));
-        }
         self.edited = true;
-        match self.value.get_mut() {
-            Some(value) => value,
-            None => unreachable!("the value was just parsed"),
+        if self.node.parsed().is_none() || self.own.is_some() {
+            let own = self.own.take();
+            let node = std::mem::replace(&mut self.node, Node::new(0..0));
+            let raw = node.raw();
+            // From here on the value answers and is what is encoded.
+            self.node = Node::holding(raw, node.into_value(own.as_deref().unwrap_or(bytes)));
         }
+        self.node.value_mut(bytes)
     }
-}
 
-impl Field {
-    /// The field's value as JSON text: edited bytes, else its range of the original bytes.
+    /// The bytes the field's node lies in: its own after an edit on bytes, else the object's.
+    fn source<'a>(&'a self, bytes: &'a [u8]) -> &'a [u8] {
+        self.own.as_deref().unwrap_or(bytes)
+    }
+
+    /// The field's value as JSON text: its own bytes, else its range of the original bytes.
     fn text<'a>(&'a self, bytes: &'a [u8]) -> &'a [u8] {
-        text(&self.own, &self.raw, bytes)
-    }
-}
-
-/// A field's JSON text from its edited bytes or its range of the original `bytes`.
-fn text<'a>(own: &'a Option<Vec<u8>>, raw: &Option<Range<usize>>, bytes: &'a [u8]) -> &'a [u8] {
-    match (own, raw) {
-        (Some(own), _) => own,
-        (None, Some(raw)) => &bytes[raw.clone()],
-        (None, None) => unreachable!("a field without bytes is added with its value"),
-    }
-}
-
-/// A field's value from its JSON text. Splitting checked the bytes are JSON; the few things
-/// only a full parse rejects (a lone surrogate escape in a string) make this panic, which in
-/// a filter traps the call so the host applies the failure policy.
-fn parse(text: &[u8]) -> Value {
-    match serde_json::from_slice(text) {
-        Ok(value) => value,
-        Err(error) => panic!("a field of the object does not parse: {error}"),
+        &self.source(bytes)[self.node.raw()]
     }
 }
 
@@ -260,33 +248,6 @@ fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     serde_json::to_writer(out, value).expect("a JSON value encodes");
 }
 
-/// The entries of a JSON object, each value left as its raw text.
-struct TopLevel<'de>(Vec<(String, &'de RawValue)>);
-
-impl<'de> Deserialize<'de> for TopLevel<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(TopLevelVisitor)
-    }
-}
-
-struct TopLevelVisitor;
-
-impl<'de> Visitor<'de> for TopLevelVisitor {
-    type Value = TopLevel<'de>;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-        formatter.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(8));
-        while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
-            entries.push(entry);
-        }
-        Ok(TopLevel(entries))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -299,8 +260,11 @@ mod tests {
     #[test]
     fn unedited_fields_are_copied_byte_for_byte() {
         let mut fields = Fields::split(BYTES).unwrap();
-        assert_eq!(fields.get(BYTES, "metadata").unwrap()["x"], json!(1.5));
-        assert_eq!(fields.get(BYTES, "kind"), Some(&json!("EndpointSlice")));
+        assert_eq!(fields.lookup(BYTES, &["metadata", "x"]), Some(&json!(1.5)));
+        assert_eq!(
+            fields.lookup(BYTES, &["kind"]),
+            Some(&json!("EndpointSlice"))
+        );
         assert!(!fields.is_edited());
         let endpoints = fields.get_mut(BYTES, "endpoints").unwrap();
         endpoints.as_array_mut().unwrap().pop();
@@ -327,7 +291,8 @@ mod tests {
         assert_eq!(written["status"], json!({"a": 1}));
         assert_eq!(written["kind"], json!("Other"));
         assert_eq!(written["endpoints"][1]["nodeName"], json!("n2"));
-        assert!(fields.parsed("kind").is_some() && fields.parsed("endpoints").is_none());
+        let parsed = |key: &str| fields.find(key).unwrap().node.parsed().is_some();
+        assert!(parsed("kind") && !parsed("endpoints"));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The object's accessors on values, heads and split fields.
+//! The object's accessors on values and on split bytes.
 
 use serde_json::json;
 
@@ -83,7 +83,7 @@ fn only_json_objects_are_objects() {
 }
 
 #[test]
-fn the_head_answers_until_the_value_is_needed() {
+fn the_split_bytes_answer_until_the_value_is_needed() {
     let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7", "labels": {"app": "web"}, "annotations": {"a": "1"}}, "spec": {"type": "ClusterIP"}}"#;
     let mut object = Object::from_slice(bytes).unwrap();
     assert_eq!(
@@ -95,7 +95,7 @@ fn the_head_answers_until_the_value_is_needed() {
     assert_eq!(object.annotations(), BTreeMap::from([("a", "1")]));
     assert!(
         object.value.get().is_none(),
-        "identity and maps come from the head"
+        "identity and maps come from the split bytes"
     );
     assert_eq!(object.to_vec(), bytes, "unchanged, the original bytes");
 
@@ -111,8 +111,36 @@ fn the_head_answers_until_the_value_is_needed() {
 }
 
 #[test]
-fn an_unusual_head_falls_back_to_the_whole_value() {
-    // A label that is not a string does not fit the head; the object is still read.
+fn a_path_parses_only_the_value_at_its_end() {
+    let bytes = br#"{"metadata": {"name": "web", "annotations": {"big": "{\"a\": 1}", "x": "1"}},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 443}]}}"#;
+    let mut object = Object::from_slice(bytes).unwrap();
+    assert_eq!(object.annotation("x"), Some("1"));
+    assert_eq!(object.spec("type"), Some(&json!("LoadBalancer")));
+    assert_eq!(object.name(), Some("web"));
+    let fields = object.fields.get().unwrap();
+    assert!(fields.is_parsed_at(&["metadata", "annotations", "x"]));
+    assert!(fields.is_parsed_at(&["spec", "type"]));
+    for untouched in [
+        &["metadata", "annotations", "big"][..],
+        &["metadata", "annotations"],
+        &["spec", "ports"],
+        &["spec"],
+    ] {
+        assert!(!fields.is_parsed_at(untouched), "{untouched:?} was parsed");
+    }
+    assert_eq!(object.annotations().len(), 2);
+    assert_eq!(object.to_vec(), bytes, "unchanged, the original bytes");
+    object.set_annotation("x", "2");
+    assert_eq!(object.annotation("x"), Some("2"), "an edit answers at once");
+    assert_eq!(object.annotation("big"), Some(r#"{"a": 1}"#));
+    let written: Value = serde_json::from_slice(&object.to_vec()).unwrap();
+    assert_eq!(written["spec"]["ports"][0]["port"], 443);
+}
+
+#[test]
+fn unusual_metadata_is_read_as_it_is() {
+    // A label that is not a string is skipped by the string maps; the object is still read.
     let object =
         Object::from_slice(br#"{"metadata":{"name":"x","labels":{"n":1,"s":"v"}}}"#).unwrap();
     assert_eq!(object.name(), Some("x"));
@@ -144,7 +172,7 @@ fn a_path_edit_re_encodes_only_its_top_level_field() {
         r#"{"kind":"Service","metadata":{"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}},"spec":{"clusterIP":"169.254.2.1","type":"ClusterIP"}}"#
     );
 
-    // An edit of metadata by path answers the accessors from then on, not the stale head.
+    // An edit of metadata by path answers the accessors from then on, not the stale bytes.
     object.set_annotation("z", "9");
     object.set("status.ready", Value::Bool(true));
     assert_eq!(object.annotation("z"), Some("9"));
