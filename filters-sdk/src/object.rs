@@ -66,13 +66,13 @@ impl Object {
     /// [`Object::from_slice`] on bytes it keeps, without copying them.
     pub fn from_vec(bytes: Vec<u8>) -> Result<Object, ObjectError> {
         match Fields::split(&bytes) {
-            Ok(fields) => Ok(Object {
+            Some(fields) => Ok(Object {
                 raw: bytes,
                 fields: OnceCell::from(fields),
                 value: OnceCell::new(),
             }),
             // Not an object (or not JSON): the whole parse says which.
-            Err(_) => Object::from_value(serde_json::from_slice(&bytes)?),
+            None => Object::from_value(serde_json::from_slice(&bytes)?),
         }
     }
 
@@ -385,8 +385,8 @@ impl Object {
     /// The top-level fields of `raw` (split when it was read; only while the value is unbuilt).
     fn fields(&self) -> &Fields {
         self.fields.get_or_init(|| match Fields::split(&self.raw) {
-            Ok(fields) => fields,
-            Err(error) => panic!("an object split once does not split again: {error}"),
+            Some(fields) => fields,
+            None => panic!("an object split once does not split again"),
         })
     }
 

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::node::Node;
@@ -33,10 +32,11 @@ struct Field {
 impl Fields {
     /// Splits the bytes of one JSON object into its fields (and `metadata` into its own, in
     /// the same scan). A key given twice keeps its last value, as a full parse would.
-    pub(super) fn split(bytes: &[u8]) -> Result<Fields, serde_json::Error> {
+    pub(super) fn split(bytes: &[u8]) -> Option<Fields> {
         let entries = split::top_level(bytes)?;
         let mut fields: Vec<Field> = Vec::with_capacity(entries.len());
         for (key, node) in entries {
+            let key = key.text(bytes)?.to_owned();
             match fields.iter_mut().find(|field| field.key == key) {
                 Some(field) => field.node = node,
                 None => fields.push(Field {
@@ -47,7 +47,7 @@ impl Fields {
                 }),
             }
         }
-        Ok(Fields { fields })
+        Some(Fields { fields })
     }
 
     /// The value at `keys` (the first a top-level key), parsing only what lies on the way.
@@ -57,7 +57,11 @@ impl Fields {
     }
 
     /// The string entries of the object at `keys` (the first a top-level key).
-    pub(super) fn strings_at(&self, bytes: &[u8], keys: &[&str]) -> BTreeMap<&str, &str> {
+    pub(super) fn strings_at<'a>(
+        &'a self,
+        bytes: &'a [u8],
+        keys: &[&str],
+    ) -> BTreeMap<&'a str, &'a str> {
         match keys.split_first() {
             Some((key, rest)) => match self.find(key) {
                 Some(field) => field.node.strings_at(field.source(bytes), rest),
@@ -115,21 +119,28 @@ impl Fields {
             return removed;
         }
         let text = field.text(bytes);
-        let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(text) else {
+        let Some(items) = split::items(text) else {
+            return false;
+        };
+        let Ok(items) = items
+            .into_iter()
+            .map(|item| std::str::from_utf8(&text[item]))
+            .collect::<Result<Vec<&str>, _>>()
+        else {
             return false;
         };
         let mut kept = Vec::with_capacity(text.len());
         kept.push(b'[');
         let mut removed = false;
         for item in items {
-            if !keep(item.get()) {
+            if !keep(item) {
                 removed = true;
                 continue;
             }
             if kept.len() > 1 {
                 kept.push(b',');
             }
-            kept.extend_from_slice(item.get().as_bytes());
+            kept.extend_from_slice(item.as_bytes());
         }
         kept.push(b']');
         if removed {
@@ -184,10 +195,10 @@ impl Fields {
 
     /// Whether the value at `keys` (the first a top-level key) was parsed.
     #[cfg(test)]
-    pub(super) fn is_parsed_at(&self, keys: &[&str]) -> bool {
+    pub(super) fn is_parsed_at(&self, bytes: &[u8], keys: &[&str]) -> bool {
         keys.split_first().is_some_and(|(key, rest)| {
             self.find(key)
-                .is_some_and(|field| field.node.is_parsed_at(rest))
+                .is_some_and(|field| field.node.is_parsed_at(field.source(bytes), rest))
         })
     }
 
@@ -297,8 +308,8 @@ mod tests {
 
     #[test]
     fn only_objects_split() {
-        assert!(Fields::split(b"[1, 2]").is_err());
-        assert!(Fields::split(b"{\"a\": }").is_err());
+        assert!(Fields::split(b"[1, 2]").is_none());
+        assert!(Fields::split(b"{\"a\": }").is_none());
         assert!(Fields::split(b"{}").unwrap().write(b"{}") == b"{}");
     }
 }

@@ -11,12 +11,42 @@ use serde_json::Value;
 
 use super::split;
 
+/// One entry of an object: its key and its value.
+pub(super) type Entry = (Key, Node);
+
+/// An entry's key: its range of the bytes when it holds no escape, else its unescaped text.
+#[derive(Clone, Debug)]
+pub(super) enum Key {
+    /// The key's text lies here in the object's bytes (quotes excluded).
+    Raw(Range<usize>),
+    /// The key, unescaped.
+    Owned(String),
+}
+
+impl Key {
+    /// Whether this is `key`.
+    pub(super) fn is(&self, bytes: &[u8], key: &str) -> bool {
+        match self {
+            Key::Raw(raw) => bytes.get(raw.clone()) == Some(key.as_bytes()),
+            Key::Owned(owned) => owned == key,
+        }
+    }
+
+    /// The key's text; `None` when the bytes are not UTF-8.
+    pub(super) fn text<'a>(&'a self, bytes: &'a [u8]) -> Option<&'a str> {
+        match self {
+            Key::Raw(raw) => std::str::from_utf8(bytes.get(raw.clone())?).ok(),
+            Key::Owned(owned) => Some(owned),
+        }
+    }
+}
+
 /// One value of the original bytes: its range, its entries once split, its value once parsed.
 #[derive(Clone, Debug)]
 pub(super) struct Node {
     raw: Range<usize>,
     /// The object's entries, in order; `None` when the value is not an object.
-    children: OnceCell<Option<Vec<(String, Node)>>>,
+    children: OnceCell<Option<Vec<Entry>>>,
     /// The whole value, parsed on first need; it then answers for everything below.
     value: OnceCell<Value>,
 }
@@ -32,7 +62,7 @@ impl Node {
     }
 
     /// An object lying at `raw`, whose entries were split already.
-    pub(super) fn split(raw: Range<usize>, children: Vec<(String, Node)>) -> Node {
+    pub(super) fn split(raw: Range<usize>, children: Vec<Entry>) -> Node {
         Node {
             raw,
             children: OnceCell::from(Some(children)),
@@ -100,7 +130,7 @@ impl Node {
             return walk(value, keys);
         }
         match self.children(bytes) {
-            Some(children) => child(children, key)?.lookup(bytes, rest),
+            Some(children) => child(children, bytes, key)?.lookup(bytes, rest),
             None => walk(self.value(bytes), keys),
         }
     }
@@ -109,7 +139,7 @@ impl Node {
     /// or not an object); a key given twice keeps its last value.
     pub(super) fn strings_at<'a>(
         &'a self,
-        bytes: &[u8],
+        bytes: &'a [u8],
         keys: &[&str],
     ) -> BTreeMap<&'a str, &'a str> {
         match keys.split_first() {
@@ -117,12 +147,12 @@ impl Node {
             None => match self.children(bytes) {
                 Some(children) => children
                     .iter()
-                    .filter_map(|(key, node)| Some((key.as_str(), node.value(bytes).as_str()?)))
+                    .filter_map(|(key, node)| Some((key.text(bytes)?, node.value(bytes).as_str()?)))
                     .collect(),
                 None => BTreeMap::new(),
             },
             Some((key, rest)) => match self.children(bytes) {
-                Some(children) => child(children, key)
+                Some(children) => child(children, bytes, key)
                     .map(|node| node.strings_at(bytes, rest))
                     .unwrap_or_default(),
                 None => collect_strings(walk(self.value(bytes), keys)),
@@ -132,12 +162,12 @@ impl Node {
 
     /// Whether the value at `keys` below this one was parsed (or a value above it was).
     #[cfg(test)]
-    pub(super) fn is_parsed_at(&self, keys: &[&str]) -> bool {
+    pub(super) fn is_parsed_at(&self, bytes: &[u8], keys: &[&str]) -> bool {
         let below = |key: &str, rest: &[&str]| {
             let children = self.children.get().and_then(|children| children.as_deref());
             children
-                .and_then(|children| child(children, key))
-                .is_some_and(|node| node.is_parsed_at(rest))
+                .and_then(|children| child(children, bytes, key))
+                .is_some_and(|node| node.is_parsed_at(bytes, rest))
         };
         match keys.split_first() {
             _ if self.value.get().is_some() => true,
@@ -146,8 +176,14 @@ impl Node {
         }
     }
 
+    /// Whether the entries were split already.
+    #[cfg(test)]
+    pub(super) fn is_split(&self) -> bool {
+        self.children.get().is_some_and(Option::is_some)
+    }
+
     /// The entries, split from `bytes` on first need; `None` when the value is not an object.
-    fn children(&self, bytes: &[u8]) -> Option<&[(String, Node)]> {
+    fn children(&self, bytes: &[u8]) -> Option<&[Entry]> {
         self.children
             .get_or_init(|| split::entries(bytes, self.raw.clone()))
             .as_deref()
@@ -155,11 +191,11 @@ impl Node {
 }
 
 /// The node of `key`; a key given twice answers with its last value, as a full parse would.
-fn child<'a>(children: &'a [(String, Node)], key: &str) -> Option<&'a Node> {
+fn child<'a>(children: &'a [Entry], bytes: &[u8], key: &str) -> Option<&'a Node> {
     children
         .iter()
         .rev()
-        .find(|(k, _)| k == key)
+        .find(|(k, _)| k.is(bytes, key))
         .map(|(_, node)| node)
 }
 
@@ -210,7 +246,7 @@ mod tests {
         assert!(
             children
                 .iter()
-                .find(|(k, _)| k == "big")
+                .find(|(k, _)| k.is(BYTES, "big"))
                 .unwrap()
                 .1
                 .parsed()

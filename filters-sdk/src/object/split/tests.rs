@@ -1,0 +1,123 @@
+//! The splitter against `serde_json` on text chosen to trip a word-at-a-time scan.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn text(bytes: &[u8], raw: Range<usize>) -> &str {
+    std::str::from_utf8(&bytes[raw]).unwrap()
+}
+
+/// Splits `bytes` and checks every entry (and metadata's) against the whole parse.
+fn agrees(bytes: &[u8]) {
+    let whole: Value = serde_json::from_slice(bytes).unwrap();
+    let entries = top_level(bytes).unwrap_or_else(|| panic!("{}", text(bytes, 0..bytes.len())));
+    let mut rebuilt = serde_json::Map::new();
+    for (key, node) in &entries {
+        let key = key.text(bytes).unwrap().to_owned();
+        rebuilt.insert(key, parse(&bytes[node.raw()]));
+    }
+    assert_eq!(
+        Value::Object(rebuilt),
+        whole,
+        "{}",
+        text(bytes, 0..bytes.len())
+    );
+    if let Some(metadata) = whole.get("metadata").filter(|m| m.is_object()) {
+        let (_, node) = entries
+            .iter()
+            .rev()
+            .find(|(k, _)| k.is(bytes, "metadata"))
+            .unwrap();
+        for (key, value) in metadata.as_object().unwrap() {
+            assert_eq!(node.lookup(bytes, &[key]), Some(value), "metadata.{key}");
+        }
+    }
+}
+
+#[test]
+fn entries_agree_with_a_whole_parse() {
+    let quotes_at_every_offset: Vec<String> = (0..17)
+        .map(|n| format!("{}\\\"{}\\\\", "x".repeat(n), "y".repeat(n)))
+        .collect();
+    let documents = [
+        json!({"kind": "A", "metadata": {"name": "n", "labels": {"a": "b"}}, "spec": {}}),
+        json!({"s": quotes_at_every_offset, "n": [1, -2.5e3, true, null, {"[": "]"}]}),
+        json!({"metadata": {"annotations": {"last": "{\"spec\":{\"ports\":[{\"port\":443}]}}"}}}),
+        json!({"k\"ey": 1, "ключ": "значение ✓", "tab\there": "\u{1}\u{1f}"}),
+        json!({"metadata": {}, "e": [], "o": {}, "deep": [[[{"a": [{}]}]]]}),
+    ];
+    for document in &documents {
+        agrees(document.to_string().as_bytes());
+        agrees(serde_json::to_string_pretty(document).unwrap().as_bytes());
+    }
+    agrees(br#" { "a" : "\\" , "metadata"  :  { "name" : "n" }  , "b" : 1 } "#);
+}
+
+#[test]
+fn metadata_is_split_in_the_same_scan() {
+    let bytes = br#"{"kind":"A","metadata":{"name":"n"},"spec":{}}"#;
+    let entries = top_level(bytes).unwrap();
+    let (_, metadata) = &entries[1];
+    assert_eq!(text(bytes, metadata.raw()), r#"{"name":"n"}"#);
+    assert!(metadata.is_split(), "before any read");
+    assert!(!entries[2].1.is_split(), "other fields wait for a read");
+    let array = br#"{"metadata": [1, 2], "kind": "A"}"#;
+    let entries = top_level(array).unwrap();
+    assert_eq!(text(array, entries[0].1.raw()), "[1, 2]", "left whole");
+}
+
+#[test]
+fn text_that_is_not_one_object_does_not_split() {
+    for bad in [
+        &b"[1, 2]"[..],
+        b"{\"a\": }",
+        b"{\"a\": 1} x",
+        b"{\"a\" 1}",
+        b"{\"a\": 1,}",
+        b"{\"a\": \"open",
+        b"{\"a\": [1, 2}",
+        b"{\"a\": {\"b\": 1}",
+        b"",
+    ] {
+        assert!(top_level(bad).is_none(), "{}", String::from_utf8_lossy(bad));
+    }
+    assert!(entries(b"[1]", 0..3).is_none());
+    assert!(
+        entries(b"{\"a\": 1}", 0..4).is_none(),
+        "never reads past the range"
+    );
+}
+
+#[test]
+fn items_are_ranges_of_the_array() {
+    let array = br#" [ {"a": "]"} , "x,y" , 3 , [1, [2]] ] "#;
+    let items: Vec<&str> = items(array)
+        .unwrap()
+        .into_iter()
+        .map(|item| text(array, item))
+        .collect();
+    assert_eq!(items, [r#"{"a": "]"}"#, r#""x,y""#, "3", "[1, [2]]"]);
+    assert_eq!(super::items(b"[]").unwrap(), []);
+    assert!(super::items(b"{}").is_none());
+    assert!(super::items(b"[1 2]").is_none());
+}
+
+#[test]
+fn the_word_scan_finds_the_first_quote_or_backslash() {
+    for len in 0..24 {
+        for at in 0..=len {
+            let mut bytes = vec![b'a'; len];
+            if at < len {
+                bytes[at] = if at % 2 == 0 { b'"' } else { b'\\' };
+                // A later match must not win over the first.
+                if at + 1 < len {
+                    bytes[at + 1] = b'"';
+                }
+            }
+            assert_eq!(to_quote_or_backslash(&bytes, 0), at, "{len} {at}");
+        }
+    }
+    let high = [0xff, 0x80, 0xa2, 0xdc, 0x22, 0x5c, 0, 0];
+    assert_eq!(to_quote_or_backslash(&high, 0), 4);
+}
