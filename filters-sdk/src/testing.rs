@@ -25,10 +25,17 @@ use crate::types::{Context, Level, Manifest, Output};
 /// Objects the fake host knows, and what the filter logged and counted.
 #[derive(Default)]
 struct FakeHost {
-    /// `(group, version, resource)` → objects as JSON.
-    objects: BTreeMap<(String, String, String), Vec<Value>>,
+    /// `(group, version, resource)` → objects.
+    objects: BTreeMap<(String, String, String), Vec<Known>>,
     logs: Vec<(Level, String)>,
     counters: BTreeMap<String, u64>,
+}
+
+/// An object the fake host knows, encoded once when it is added, as the gateway's informers
+/// encode each object version once.
+struct Known {
+    value: Value,
+    json: Vec<u8>,
 }
 
 thread_local! {
@@ -58,7 +65,10 @@ impl Host {
             .objects
             .entry((group.to_owned(), version.to_owned(), resource.to_owned()))
             .or_default()
-            .push(object);
+            .push(Known {
+                json: object.to_string().into_bytes(),
+                value: object,
+            });
     }
 
     /// The lines logged so far.
@@ -192,13 +202,14 @@ pub(crate) mod fake {
     ) -> Option<Vec<u8>> {
         with_host(None, |host| {
             let key = (group.to_owned(), version.to_owned(), resource.to_owned());
-            host.objects.get(&key)?.iter().find_map(|object| {
+            host.objects.get(&key)?.iter().find_map(|known| {
+                let object = &known.value;
                 let named = object.pointer("/metadata/name").and_then(Value::as_str) == Some(name);
                 let scoped = match namespace {
                     Some(_) => in_scope(object, namespace),
                     None => object.pointer("/metadata/namespace").is_none(),
                 };
-                (named && scoped).then(|| object.to_string().into_bytes())
+                (named && scoped).then(|| known.json.clone())
             })
         })
     }
@@ -221,8 +232,10 @@ pub(crate) mod fake {
                 .get(&key)
                 .into_iter()
                 .flatten()
-                .filter(|object| in_scope(object, namespace) && selector.matches_object(object))
-                .map(|object| object.to_string().into_bytes())
+                .filter(|known| {
+                    in_scope(&known.value, namespace) && selector.matches_object(&known.value)
+                })
+                .map(|known| known.json.clone())
                 .collect()
         })
     }

@@ -14,7 +14,7 @@ use super::bindings::{Context, Decision, FilterWorld, FilterWorldPre, Manifest};
 use super::engine::Runtime;
 use super::feeds::FeedsRead;
 use super::host::HostState;
-use super::metrics::FilterMetrics;
+use super::metrics::{CallMetrics, FilterMetrics};
 use super::options::Limits;
 
 /// Why a call into a filter failed.
@@ -82,6 +82,8 @@ pub(crate) struct Factory {
     runtime: Arc<Runtime>,
     lookup: Arc<dyn Lookup>,
     pub(crate) metrics: FilterMetrics,
+    /// This filter's call and decision series.
+    pub(crate) calls: CallMetrics,
     /// The change feeds this filter's lookups have read, over all its instances.
     pub(crate) feeds_read: FeedsRead,
 }
@@ -96,12 +98,14 @@ impl Factory {
         lookup: Arc<dyn Lookup>,
         metrics: FilterMetrics,
     ) -> Factory {
+        let calls = metrics.for_filter(&name);
         Factory {
             name,
             limits,
             pre,
             runtime,
             lookup,
+            calls,
             metrics,
             feeds_read: FeedsRead::default(),
         }
@@ -163,8 +167,7 @@ impl Factory {
         let decision = self.guarded(instance, 1, |world, store| {
             world.call_filter(store, ctx, object)
         });
-        self.metrics
-            .call(&self.name, started.elapsed().as_secs_f64());
+        self.calls.call(started.elapsed().as_secs_f64());
         decision
     }
 
@@ -180,8 +183,7 @@ impl Factory {
         let decisions = self.guarded(instance, count, |world, store| {
             world.call_filter_batch(store, ctx, objects)
         });
-        self.metrics
-            .call(&self.name, started.elapsed().as_secs_f64());
+        self.calls.call(started.elapsed().as_secs_f64());
         let decisions = decisions?;
         if decisions.len() != objects.len() {
             return Err(Failure::BatchLength {

@@ -48,6 +48,39 @@ pub struct GuestCounterLabels {
     pub name: String,
 }
 
+/// One filter's call and decision series: handles on the shared families' entries.
+#[derive(Clone, Debug)]
+pub(crate) struct CallMetrics {
+    calls: Counter,
+    latency: Histogram,
+    keep: Counter,
+    drop: Counter,
+    replace: Counter,
+}
+
+impl CallMetrics {
+    /// Counts a call that took `seconds`.
+    pub(crate) fn call(&self, seconds: f64) {
+        self.calls.inc();
+        self.latency.observe(seconds);
+    }
+
+    /// Counts a keep decision.
+    pub(crate) fn keep(&self) {
+        self.keep.inc();
+    }
+
+    /// Counts a drop decision.
+    pub(crate) fn drop(&self) {
+        self.drop.inc();
+    }
+
+    /// Counts a replace decision.
+    pub(crate) fn replace(&self) {
+        self.replace.inc();
+    }
+}
+
 /// The filter metrics.
 #[derive(Clone)]
 pub struct FilterMetrics {
@@ -127,15 +160,6 @@ impl FilterMetrics {
             .inc();
     }
 
-    pub(crate) fn decision(&self, filter: &str, kind: &'static str) {
-        self.decisions
-            .get_or_create(&OutcomeLabels {
-                filter: filter.to_owned(),
-                kind,
-            })
-            .inc();
-    }
-
     pub(crate) fn failure(&self, filter: &str, kind: &'static str) {
         self.failures
             .get_or_create(&OutcomeLabels {
@@ -145,12 +169,25 @@ impl FilterMetrics {
             .inc();
     }
 
-    pub(crate) fn call(&self, filter: &str, seconds: f64) {
+    /// The per-call metrics of `filter`, resolved once so that a call looks no label up.
+    pub(crate) fn for_filter(&self, filter: &str) -> CallMetrics {
         let labels = FilterLabels {
             filter: filter.to_owned(),
         };
-        self.calls.get_or_create(&labels).inc();
-        self.latency.get_or_create(&labels).observe(seconds);
+        let decision = |kind| {
+            let labels = OutcomeLabels {
+                filter: filter.to_owned(),
+                kind,
+            };
+            self.decisions.get_or_create(&labels).clone()
+        };
+        CallMetrics {
+            calls: self.calls.get_or_create(&labels).clone(),
+            latency: self.latency.get_or_create(&labels).clone(),
+            keep: decision("keep"),
+            drop: decision("drop"),
+            replace: decision("replace"),
+        }
     }
 
     pub(crate) fn guest_count(&self, filter: &str, name: &str, delta: u64) {

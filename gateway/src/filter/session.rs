@@ -123,18 +123,18 @@ impl Step {
 
     /// A decision as an outcome, counted.
     fn outcome(&self, decision: Decision) -> Outcome {
-        let metrics = &self.filter.factory().metrics;
+        let metrics = &self.filter.factory().calls;
         match decision {
             Decision::Keep => {
-                metrics.decision(&self.filter.name, "keep");
+                metrics.keep();
                 Outcome::Keep
             }
             Decision::Drop => {
-                metrics.decision(&self.filter.name, "drop");
+                metrics.drop();
                 Outcome::Drop
             }
             Decision::Replace(bytes) => {
-                metrics.decision(&self.filter.name, "replace");
+                metrics.replace();
                 Outcome::Replace(Bytes::from(bytes))
             }
         }
