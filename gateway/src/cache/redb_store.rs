@@ -306,9 +306,11 @@ fn commit(
     Ok(())
 }
 
-/// Whether the stored object has a newer resourceVersion than the incoming one.
+/// Whether the stored object has a newer resourceVersion than the incoming one. Both were
+/// read whole before they reached the store, so only their metadata is read again.
 fn newer_than(stored: &[u8], incoming: &[u8]) -> bool {
-    let (Ok(stored), Ok(incoming)) = (Meta::parse(stored), Meta::parse(incoming)) else {
+    let (Ok(stored), Ok(incoming)) = (Meta::parse_checked(stored), Meta::parse_checked(incoming))
+    else {
         return false;
     };
     compare_versions(&stored.resource_version, &incoming.resource_version)

@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use serde::Deserialize;
 
@@ -42,6 +43,16 @@ impl<'a> Meta<'a> {
             .map_err(|_| FrameError::BadObject)
     }
 
+    /// [`Meta::parse`] for bytes already checked to be a JSON object (a watch event's object,
+    /// which the framer parsed; an object the cache stored): scans only as far as the end
+    /// of `metadata`, which Kubernetes writes first or nearly so.
+    pub fn parse_checked(bytes: &'a [u8]) -> Result<Meta<'a>, FrameError> {
+        match metadata_range(bytes) {
+            Some(range) => serde_json::from_slice(&bytes[range]).map_err(|_| FrameError::BadObject),
+            None => Meta::parse(bytes),
+        }
+    }
+
     /// `namespace/name`, or `name` for cluster-scoped objects: the key a client's store uses.
     pub fn key(&self) -> String {
         if self.namespace.is_empty() {
@@ -50,6 +61,88 @@ impl<'a> Meta<'a> {
             format!("{}/{}", self.namespace, self.name)
         }
     }
+}
+
+/// Where the value of the top-level key `metadata` lies in JSON object text, found by
+/// skipping the values before it (strings with `memchr`, nested values by their brackets);
+/// `None` when there is no such key spelled plainly, or the text is not shaped as expected.
+fn metadata_range(bytes: &[u8]) -> Option<Range<usize>> {
+    let mut at = skip_space(bytes, 0);
+    (*bytes.get(at)? == b'{').then_some(())?;
+    at += 1;
+    loop {
+        at = skip_space(bytes, at);
+        let key_start = at + 1;
+        at = skip_string(bytes, at)?;
+        let is_metadata = bytes.get(key_start..at - 1)? == b"metadata";
+        at = skip_space(bytes, at);
+        (*bytes.get(at)? == b':').then_some(())?;
+        let start = skip_space(bytes, at + 1);
+        at = skip_value(bytes, start)?;
+        if is_metadata {
+            return Some(start..at);
+        }
+        at = skip_space(bytes, at);
+        match *bytes.get(at)? {
+            b',' => at += 1,
+            _ => return None,
+        }
+    }
+}
+
+/// The end of the JSON string at `at` (its opening quote).
+fn skip_string(bytes: &[u8], at: usize) -> Option<usize> {
+    (*bytes.get(at)? == b'"').then_some(())?;
+    let mut from = at + 1;
+    loop {
+        let found = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
+        if bytes[found] == b'"' {
+            return Some(found + 1);
+        }
+        from = found + 2;
+    }
+}
+
+/// The end of the JSON value at `at`.
+fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
+    match *bytes.get(at)? {
+        b'"' => skip_string(bytes, at),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                match *bytes.get(i)? {
+                    b'"' => {
+                        i = skip_string(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let rest = bytes.get(at..)?;
+            let len = rest
+                .iter()
+                .take_while(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace())
+                .count();
+            (len > 0).then_some(at + len)
+        }
+    }
+}
+
+fn skip_space(bytes: &[u8], at: usize) -> usize {
+    at + bytes.get(at..).map_or(0, |rest| {
+        rest.iter().take_while(|b| b.is_ascii_whitespace()).count()
+    })
 }
 
 /// Compares two resourceVersions: they are opaque strings to clients, but kube-apiserver
@@ -90,6 +183,30 @@ mod tests {
         );
         assert!(Meta::parse(b"[1,2]").is_err());
         assert!(Meta::parse(br#"{"metadata":{"name":7}}"#).is_err());
+    }
+
+    #[test]
+    fn checked_objects_are_read_up_to_their_metadata() {
+        let objects: [&[u8]; 5] = [
+            br#"{"kind":"Pod","spec":{"s":"}\"{","a":[1,{"b":[]}]},"metadata":{"name":"p","namespace":"ns","resourceVersion":"17"},"status":{}}"#,
+            br#" { "apiVersion" : "v1" , "n" : -1.5e3 , "t" : true , "metadata" : { "name" : "q" } } "#,
+            br#"{"metadata":{"name":"r","labels":{"a":"\u0021"}}}"#,
+            br#"{"kind":"Node"}"#,
+            br#"{"metad\u0061ta":{"name":"escaped"}}"#,
+        ];
+        for bytes in objects {
+            assert_eq!(
+                Meta::parse_checked(bytes).unwrap(),
+                Meta::parse(bytes).unwrap(),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        // Only as far as metadata: what follows it is not read.
+        let rest_unread = br#"{"metadata":{"name":"p"},"spec":"#;
+        assert_eq!(Meta::parse_checked(rest_unread).unwrap().name, "p");
+        assert!(Meta::parse_checked(b"[1,2]").is_err());
+        assert!(Meta::parse_checked(br#"{"metadata":{"name":7}}"#).is_err());
     }
 
     #[test]

@@ -419,7 +419,7 @@ where
                 continue;
             }
             let verdict = verdicts.next().unwrap_or(Verdict::Keep);
-            let key = Meta::parse(&event.object)?.key();
+            let key = Meta::parse_checked(&event.object)?.key();
             let Some(sent) = self.visibility.apply(key, &event, verdict) else {
                 continue;
             };

@@ -106,7 +106,7 @@ fn deleted(object: Bytes) -> Event {
 
 /// `last` with the resourceVersion of `current`; `last` unchanged if either cannot be read.
 fn with_version_of(last: &Bytes, current: &Bytes) -> Bytes {
-    let Ok(meta) = Meta::parse(current) else {
+    let Ok(meta) = Meta::parse_checked(current) else {
         return last.clone();
     };
     let Ok(mut object) = serde_json::from_slice::<serde_json::Value>(last) else {
