@@ -86,7 +86,9 @@ impl Sink for CacheTee {
         let op = Op::Item {
             list: *list,
             resource: resource.clone(),
-            object: object.clone(),
+            // A copy of its own: an item waiting for the writer must not hold the framing
+            // buffer it was cut from (and the items around it) beyond the room it took.
+            object: Bytes::copy_from_slice(object),
             room,
         };
         if !self.cache.send(op) {
