@@ -51,9 +51,9 @@ impl Fields {
     }
 
     /// The value at `keys` (the first a top-level key), parsing only what lies on the way.
-    pub(super) fn lookup(&self, bytes: &[u8], keys: &[&str]) -> Option<&Value> {
-        let (key, rest) = keys.split_first()?;
-        self.find(key)?.lookup(bytes, rest)
+    pub(super) fn lookup<'a>(&'a self, bytes: &'a [u8], keys: &[&str]) -> Option<&'a Value> {
+        let (node, source, rest) = self.at(bytes, keys)?;
+        node.lookup(source, rest)
     }
 
     /// The string entries of the object at `keys` (the first a top-level key).
@@ -62,13 +62,9 @@ impl Fields {
         bytes: &'a [u8],
         keys: &[&str],
     ) -> BTreeMap<&'a str, &'a str> {
-        match keys.split_first() {
-            Some((key, rest)) => match self.find(key) {
-                Some(field) => field.node.strings_at(field.source(bytes), rest),
-                None => BTreeMap::new(),
-            },
-            None => BTreeMap::new(),
-        }
+        self.at(bytes, keys)
+            .map(|(node, source, rest)| node.strings_at(source, rest))
+            .unwrap_or_default()
     }
 
     /// A field's value, to change: the field is re-encoded from now on.
@@ -196,10 +192,20 @@ impl Fields {
     /// Whether the value at `keys` (the first a top-level key) was parsed.
     #[cfg(test)]
     pub(super) fn is_parsed_at(&self, bytes: &[u8], keys: &[&str]) -> bool {
-        keys.split_first().is_some_and(|(key, rest)| {
-            self.find(key)
-                .is_some_and(|field| field.node.is_parsed_at(field.source(bytes), rest))
-        })
+        self.at(bytes, keys)
+            .is_some_and(|(node, source, rest)| node.is_parsed_at(source, rest))
+    }
+
+    /// The field `keys` starts with: its node, the bytes the node lies in, and the keys
+    /// left below it.
+    fn at<'a, 'k>(
+        &'a self,
+        bytes: &'a [u8],
+        keys: &'k [&'k str],
+    ) -> Option<(&'a Node, &'a [u8], &'k [&'k str])> {
+        let (key, rest) = keys.split_first()?;
+        let field = self.find(key)?;
+        Some((&field.node, field.source(bytes), rest))
     }
 
     fn find(&self, key: &str) -> Option<&Field> {
@@ -215,10 +221,6 @@ impl Field {
             own: None,
             edited: true,
         }
-    }
-
-    fn lookup(&self, bytes: &[u8], keys: &[&str]) -> Option<&Value> {
-        self.node.lookup(self.source(bytes), keys)
     }
 
     fn edit(&mut self, bytes: &[u8]) -> &mut Value {

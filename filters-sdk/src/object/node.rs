@@ -123,15 +123,9 @@ impl Node {
     /// The value below this one at `keys` (a number indexes an array), parsing only what
     /// lies on the way.
     pub(super) fn lookup<'a>(&'a self, bytes: &[u8], keys: &[&str]) -> Option<&'a Value> {
-        let Some((key, rest)) = keys.split_first() else {
-            return Some(self.value(bytes));
-        };
-        if let Some(value) = self.value.get() {
-            return walk(value, keys);
-        }
-        match self.children(bytes) {
-            Some(children) => child(children, bytes, key)?.lookup(bytes, rest),
-            None => walk(self.value(bytes), keys),
+        match self.find(bytes, keys) {
+            Found::Node(node) => Some(node.value(bytes)),
+            Found::Value(value) => value,
         }
     }
 
@@ -142,21 +136,32 @@ impl Node {
         bytes: &'a [u8],
         keys: &[&str],
     ) -> BTreeMap<&'a str, &'a str> {
-        match keys.split_first() {
-            _ if self.value.get().is_some() => collect_strings(walk(self.value(bytes), keys)),
-            None => match self.children(bytes) {
-                Some(children) => children
-                    .iter()
-                    .filter_map(|(key, node)| Some((key.text(bytes)?, node.value(bytes).as_str()?)))
-                    .collect(),
-                None => BTreeMap::new(),
+        match self.find(bytes, keys) {
+            Found::Node(node) => node
+                .children(bytes)
+                .into_iter()
+                .flatten()
+                .filter_map(|(key, node)| Some((key.text(bytes)?, node.value(bytes).as_str()?)))
+                .collect(),
+            Found::Value(value) => collect_strings(value),
+        }
+    }
+
+    /// What lies below this one at `keys`: an unparsed node, or a value already parsed (or
+    /// none), splitting only the objects on the way.
+    fn find<'a>(&'a self, bytes: &[u8], keys: &[&str]) -> Found<'a> {
+        if let Some(value) = self.value.get() {
+            return Found::Value(walk(value, keys));
+        }
+        let Some((key, rest)) = keys.split_first() else {
+            return Found::Node(self);
+        };
+        match self.children(bytes) {
+            Some(children) => match child(children, bytes, key) {
+                Some(node) => node.find(bytes, rest),
+                None => Found::Value(None),
             },
-            Some((key, rest)) => match self.children(bytes) {
-                Some(children) => child(children, bytes, key)
-                    .map(|node| node.strings_at(bytes, rest))
-                    .unwrap_or_default(),
-                None => collect_strings(walk(self.value(bytes), keys)),
-            },
+            None => Found::Value(walk(self.value(bytes), keys)),
         }
     }
 
@@ -188,6 +193,12 @@ impl Node {
             .get_or_init(|| split::entries(bytes, self.raw.clone()))
             .as_deref()
     }
+}
+
+/// What a path leads to: a node not parsed yet, or a value in one that was.
+enum Found<'a> {
+    Node(&'a Node),
+    Value(Option<&'a Value>),
 }
 
 /// The node of `key`; a key given twice answers with its last value, as a full parse would.
