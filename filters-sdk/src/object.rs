@@ -21,6 +21,7 @@ mod split;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -74,6 +75,14 @@ impl Object {
             // Not an object (or not JSON): the whole parse says which.
             None => Object::from_value(serde_json::from_slice(&bytes)?),
         }
+    }
+
+    /// Where the value of top-level field `key` lies in an object's JSON bytes, found by
+    /// skipping the fields before it without reading or checking them: for a host that
+    /// needs one field of bytes it has checked already. `None` when there is no such field
+    /// or the bytes are not an object.
+    pub fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
+        split::field_range(bytes, key)
     }
 
     /// Wraps a JSON value, which must be an object.

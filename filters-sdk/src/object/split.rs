@@ -35,21 +35,34 @@ pub(super) fn entries(bytes: &[u8], raw: Range<usize>) -> Option<Vec<Entry>> {
 /// The items of the array `text`, each as a range of it; `None` when it is not an array.
 pub(super) fn items(text: &[u8]) -> Option<Vec<Range<usize>>> {
     let mut cursor = Cursor { bytes: text, at: 0 };
-    cursor.space();
-    cursor.eat(b'[')?;
     let mut items = Vec::new();
-    cursor.space();
-    if cursor.eat(b']').is_some() {
+    if cursor.open(b'[', b']')? {
         return Some(items);
     }
     loop {
         cursor.space();
         items.push(cursor.value()?);
-        cursor.space();
-        match cursor.next()? {
-            b',' => continue,
-            b']' => return Some(items),
-            _ => return None,
+        if !cursor.more(b']')? {
+            return Some(items);
+        }
+    }
+}
+
+/// Where the value of the top-level field `key` lies in the JSON object `bytes`, found by
+/// skipping the fields before it; `None` when it has no such field or is not an object.
+pub(super) fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
+    let mut cursor = Cursor { bytes, at: 0 };
+    if cursor.open(b'{', b'}')? {
+        return None;
+    }
+    loop {
+        let found = cursor.entry_key()?.is(bytes, key);
+        let value = cursor.value()?;
+        if found {
+            return Some(value);
+        }
+        if !cursor.more(b'}')? {
+            return None;
         }
     }
 }
@@ -76,18 +89,12 @@ impl Cursor<'_> {
     fn object(&mut self, split_metadata: bool) -> Option<(Vec<Entry>, Range<usize>)> {
         self.space();
         let start = self.at;
-        self.eat(b'{')?;
         let mut entries = Vec::with_capacity(8);
-        self.space();
-        if self.eat(b'}').is_some() {
+        if self.open(b'{', b'}')? {
             return Some((entries, start..self.at));
         }
         loop {
-            self.space();
-            let key = self.key()?;
-            self.space();
-            self.eat(b':')?;
-            self.space();
+            let key = self.entry_key()?;
             let node = if split_metadata
                 && key.is(self.bytes, "metadata")
                 && self.bytes.get(self.at) == Some(&b'{')
@@ -98,12 +105,37 @@ impl Cursor<'_> {
                 Node::new(self.value()?)
             };
             entries.push((key, node));
-            self.space();
-            match self.next()? {
-                b',' => continue,
-                b'}' => return Some((entries, start..self.at)),
-                _ => return None,
+            if !self.more(b'}')? {
+                return Some((entries, start..self.at));
             }
+        }
+    }
+
+    /// Opens an object or array (after spaces); whether it is empty, closing at once.
+    fn open(&mut self, open: u8, close: u8) -> Option<bool> {
+        self.space();
+        self.eat(open)?;
+        self.space();
+        Some(self.eat(close).is_some())
+    }
+
+    /// Reads an entry's key and the colon after it, leaving the cursor at its value.
+    fn entry_key(&mut self) -> Option<Key> {
+        self.space();
+        let key = self.key()?;
+        self.space();
+        self.eat(b':')?;
+        self.space();
+        Some(key)
+    }
+
+    /// After an item or entry: whether another follows, or `close` ended the container.
+    fn more(&mut self, close: u8) -> Option<bool> {
+        self.space();
+        match self.next()? {
+            b',' => Some(true),
+            byte if byte == close => Some(false),
+            _ => None,
         }
     }
 

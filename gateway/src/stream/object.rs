@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::ops::Range;
 
+use edgegate_filter_sdk::Object;
 use serde::Deserialize;
 
 use super::FrameError;
@@ -47,7 +47,7 @@ impl<'a> Meta<'a> {
     /// which the framer parsed; an object the cache stored): scans only as far as the end
     /// of `metadata`, which Kubernetes writes first or nearly so.
     pub fn parse_checked(bytes: &'a [u8]) -> Result<Meta<'a>, FrameError> {
-        match metadata_range(bytes) {
+        match Object::field_range(bytes, "metadata") {
             Some(range) => serde_json::from_slice(&bytes[range]).map_err(|_| FrameError::BadObject),
             None => Meta::parse(bytes),
         }
@@ -61,88 +61,6 @@ impl<'a> Meta<'a> {
             format!("{}/{}", self.namespace, self.name)
         }
     }
-}
-
-/// Where the value of the top-level key `metadata` lies in JSON object text, found by
-/// skipping the values before it (strings with `memchr`, nested values by their brackets);
-/// `None` when there is no such key spelled plainly, or the text is not shaped as expected.
-fn metadata_range(bytes: &[u8]) -> Option<Range<usize>> {
-    let mut at = skip_space(bytes, 0);
-    (*bytes.get(at)? == b'{').then_some(())?;
-    at += 1;
-    loop {
-        at = skip_space(bytes, at);
-        let key_start = at + 1;
-        at = skip_string(bytes, at)?;
-        let is_metadata = bytes.get(key_start..at - 1)? == b"metadata";
-        at = skip_space(bytes, at);
-        (*bytes.get(at)? == b':').then_some(())?;
-        let start = skip_space(bytes, at + 1);
-        at = skip_value(bytes, start)?;
-        if is_metadata {
-            return Some(start..at);
-        }
-        at = skip_space(bytes, at);
-        match *bytes.get(at)? {
-            b',' => at += 1,
-            _ => return None,
-        }
-    }
-}
-
-/// The end of the JSON string at `at` (its opening quote).
-fn skip_string(bytes: &[u8], at: usize) -> Option<usize> {
-    (*bytes.get(at)? == b'"').then_some(())?;
-    let mut from = at + 1;
-    loop {
-        let found = from + memchr::memchr2(b'"', b'\\', bytes.get(from..)?)?;
-        if bytes[found] == b'"' {
-            return Some(found + 1);
-        }
-        from = found + 2;
-    }
-}
-
-/// The end of the JSON value at `at`.
-fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
-    match *bytes.get(at)? {
-        b'"' => skip_string(bytes, at),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = at;
-            loop {
-                match *bytes.get(i)? {
-                    b'"' => {
-                        i = skip_string(bytes, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        _ => {
-            let rest = bytes.get(at..)?;
-            let len = rest
-                .iter()
-                .take_while(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace())
-                .count();
-            (len > 0).then_some(at + len)
-        }
-    }
-}
-
-fn skip_space(bytes: &[u8], at: usize) -> usize {
-    at + bytes.get(at..).map_or(0, |rest| {
-        rest.iter().take_while(|b| b.is_ascii_whitespace()).count()
-    })
 }
 
 /// Compares two resourceVersions: they are opaque strings to clients, but kube-apiserver

@@ -121,3 +121,19 @@ fn the_word_scan_finds_the_first_quote_or_backslash() {
     let high = [0xff, 0x80, 0xa2, 0xdc, 0x22, 0x5c, 0, 0];
     assert_eq!(to_quote_or_backslash(&high, 0), 4);
 }
+
+#[test]
+fn a_field_is_found_without_reading_what_follows_it() {
+    let bytes = br#" { "kind" : "A", "s": "}\"{", "metadata" : {"name": "n"}, "spec": "#;
+    let range = field_range(bytes, "metadata").unwrap();
+    assert_eq!(text(bytes, range), r#"{"name": "n"}"#);
+    assert_eq!(field_range(bytes, "spec"), None, "the text ends inside it");
+    let escaped = br#"{"metad\u0061ta": 1}"#;
+    assert_eq!(
+        text(escaped, field_range(escaped, "metadata").unwrap()),
+        "1"
+    );
+    assert_eq!(field_range(br#"{"kind": "A"}"#, "metadata"), None);
+    assert_eq!(field_range(b"{}", "metadata"), None);
+    assert_eq!(field_range(b"[1]", "metadata"), None);
+}
