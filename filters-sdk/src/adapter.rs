@@ -9,9 +9,11 @@ use crate::host;
 use crate::object::Object;
 use crate::types::{Context, Decision, Level, Manifest, Output};
 
-/// The configured filter of one instance (`None` until `configure` succeeds).
+/// The configured filter of one instance (`None` until `configure` succeeds), and the
+/// context the host last began.
 pub struct Slot<F> {
     filter: RefCell<Option<F>>,
+    context: RefCell<Option<Context>>,
 }
 
 impl<F: Filter> Default for Slot<F> {
@@ -25,6 +27,7 @@ impl<F: Filter> Slot<F> {
     pub const fn new() -> Slot<F> {
         Slot {
             filter: RefCell::new(None),
+            context: RefCell::new(None),
         }
     }
 
@@ -43,6 +46,20 @@ impl<F: Filter> Slot<F> {
         let filter = F::configure(config)?;
         *self.filter.borrow_mut() = Some(filter);
         Ok(())
+    }
+
+    /// Sets the context of the calls that follow (the `begin` export).
+    pub fn begin(&self, ctx: Context) {
+        *self.context.borrow_mut() = Some(ctx);
+    }
+
+    /// Runs `call` with the context last begun.
+    pub fn in_context<T>(&self, call: impl FnOnce(&Context) -> T) -> T {
+        let context = self.context.borrow();
+        match context.as_ref() {
+            Some(ctx) => call(ctx),
+            None => fail("filter called before begin"),
+        }
     }
 
     /// Decides about one object.

@@ -28,18 +28,18 @@ macro_rules! export_filter {
                     SLOT.with(|slot| $crate::__private::configure(slot, config))
                 }
 
-                fn filter(
-                    ctx: $crate::__private::bindings::Context,
-                    object: ::std::vec::Vec<u8>,
-                ) -> $crate::__private::bindings::Decision {
-                    SLOT.with(|slot| $crate::__private::filter(slot, ctx, object))
+                fn begin(ctx: $crate::__private::bindings::Context) {
+                    SLOT.with(|slot| $crate::__private::begin(slot, ctx))
+                }
+
+                fn filter(object: ::std::vec::Vec<u8>) -> $crate::__private::bindings::Decision {
+                    SLOT.with(|slot| $crate::__private::filter(slot, object))
                 }
 
                 fn filter_batch(
-                    ctx: $crate::__private::bindings::Context,
                     objects: ::std::vec::Vec<::std::vec::Vec<u8>>,
                 ) -> ::std::vec::Vec<$crate::__private::bindings::Decision> {
-                    SLOT.with(|slot| $crate::__private::filter_batch(slot, ctx, objects))
+                    SLOT.with(|slot| $crate::__private::filter_batch(slot, objects))
                 }
             }
 

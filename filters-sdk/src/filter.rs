@@ -21,7 +21,8 @@ pub trait Filter: Sized + 'static {
     /// Return [`Decision::Keep`] when nothing changed, so nothing is re-encoded.
     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision;
 
-    /// Decides about several items of one list, in order; by default one at a time.
+    /// Decides about several objects of one response (list items, or the watch events of
+    /// one read), in order; by default one at a time.
     fn filter_batch(&self, ctx: &Context, objects: &mut [Object]) -> Vec<Decision> {
         objects
             .iter_mut()

@@ -146,18 +146,19 @@ pub fn configure<F: Filter>(slot: &Slot<F>, config: String) -> Result<(), String
     slot.configure(&config)
 }
 
+/// The `begin` export.
+pub fn begin<F: Filter>(slot: &Slot<F>, ctx: wit::Context) {
+    slot.begin(context_from_wit(ctx));
+}
+
 /// The `filter` export.
-pub fn filter<F: Filter>(slot: &Slot<F>, ctx: wit::Context, object: Vec<u8>) -> wit::Decision {
-    output_to_wit(slot.filter(&context_from_wit(ctx), object))
+pub fn filter<F: Filter>(slot: &Slot<F>, object: Vec<u8>) -> wit::Decision {
+    output_to_wit(slot.in_context(|ctx| slot.filter(ctx, object)))
 }
 
 /// The `filter-batch` export.
-pub fn filter_batch<F: Filter>(
-    slot: &Slot<F>,
-    ctx: wit::Context,
-    objects: Vec<Vec<u8>>,
-) -> Vec<wit::Decision> {
-    slot.filter_batch(&context_from_wit(ctx), objects)
+pub fn filter_batch<F: Filter>(slot: &Slot<F>, objects: Vec<Vec<u8>>) -> Vec<wit::Decision> {
+    slot.in_context(|ctx| slot.filter_batch(ctx, objects))
         .into_iter()
         .map(output_to_wit)
         .collect()

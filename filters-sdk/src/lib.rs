@@ -69,6 +69,6 @@ pub mod __private {
     pub use crate::adapter::Slot;
     #[cfg(target_family = "wasm")]
     pub use crate::guest::{
-        Guest, bindings, configure, filter, filter_batch, manifest, wit_bindgen,
+        Guest, begin, bindings, configure, filter, filter_batch, manifest, wit_bindgen,
     };
 }

@@ -128,6 +128,17 @@ pub enum FilterError {
         /// Why.
         message: String,
     },
+    /// A component was built against another version of the `edgegate:filter` world.
+    #[error(
+        "filter {name}: built against edgegate:filter@{built}, but this gateway runs edgegate:filter@{}; rebuild it with the edgegate-filter-sdk of this gateway",
+        bindings::WORLD_VERSION
+    )]
+    Version {
+        /// The filter.
+        name: String,
+        /// The world version it imports.
+        built: String,
+    },
     /// A first instance could not be made or its manifest read.
     #[error("filter {name}: {message}")]
     Instantiate {
@@ -164,6 +175,7 @@ impl FilterError {
             FilterError::Options { name, .. }
             | FilterError::Compile { name, .. }
             | FilterError::Link { name, .. }
+            | FilterError::Version { name, .. }
             | FilterError::Instantiate { name, .. }
             | FilterError::Schema { name, .. }
             | FilterError::Configure { name, .. } => Some(name),

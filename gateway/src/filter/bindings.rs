@@ -6,8 +6,37 @@ wasmtime::component::bindgen!({
     world: "filter",
     // Host imports may trap the guest: a selector that does not parse fails the call.
     imports: { default: trappable },
+    // An instance remembers the context it was last given, to skip an unchanged `begin`.
+    additional_derives: [PartialEq],
 });
 
 pub(crate) use self::edgegate::filter::host::Host as HostImports;
 pub(crate) use self::edgegate::filter::types::{Host as TypesHost, Level, Verb};
 pub(crate) use self::{Filter as FilterWorld, FilterPre as FilterWorldPre};
+
+/// The version of the `edgegate:filter` world this gateway runs (the WIT package's).
+pub(crate) const WORLD_VERSION: &str = "0.2.0";
+
+/// The `edgegate:filter` world version a component's imports name, if they name one.
+pub(crate) fn imported_world_version(
+    engine: &wasmtime::Engine,
+    component: &wasmtime::component::Component,
+) -> Option<String> {
+    component
+        .component_type()
+        .imports(engine)
+        .find_map(|(name, _)| {
+            let (_, version) = name.strip_prefix("edgegate:filter/")?.split_once('@')?;
+            Some(version.to_owned())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_world_version_is_the_wit_package_version() {
+        let wit = include_str!("../../../filters-sdk/wit/filter.wit");
+        let package = format!("package edgegate:filter@{};", super::WORLD_VERSION);
+        assert!(wit.lines().any(|line| line == package), "{package}");
+    }
+}

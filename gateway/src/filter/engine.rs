@@ -19,7 +19,7 @@ use wasmtime::{
 };
 
 use super::FilterError;
-use super::bindings::{FilterWorld, FilterWorldPre};
+use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version};
 use super::host::{HostState, add_wasi_to_linker};
 use super::precompile::{ChildCompiler, CompiledIn};
 
@@ -142,6 +142,14 @@ impl Runtime {
             name: name.to_owned(),
             message: format!("{error:#}"),
         };
+        if let Some(built) = imported_world_version(&self.engine, component)
+            && built != WORLD_VERSION
+        {
+            return Err(FilterError::Version {
+                name: name.to_owned(),
+                built,
+            });
+        }
         let mut linker = self.linker.clone();
         linker
             .define_unknown_imports_as_traps(component)
@@ -262,5 +270,24 @@ mod tests {
         assert!(relative.is_relative());
         Runtime::new(Some(&relative), None).expect("the runtime builds");
         assert!(scratch.path().join("_compiled-filters").is_dir());
+    }
+
+    #[test]
+    fn a_filter_built_against_another_world_version_is_refused_by_name() {
+        let runtime = Runtime::new(None, None).expect("the runtime builds");
+        let old = wat::parse_str(
+            r#"(component
+                (import "edgegate:filter/host@0.1.0" (instance
+                    (export "count" (func (param "name" string) (param "delta" u64)))))
+            )"#,
+        )
+        .expect("the component text parses");
+        let (component, _) = runtime.compile("old", &old).expect("it compiles");
+        let Err(error) = runtime.prepare("old", &component) else {
+            panic!("a 0.1.0 component must be refused");
+        };
+        let message = error.to_string();
+        assert!(message.contains("edgegate:filter@0.1.0"), "{message}");
+        assert!(message.contains("rebuild it"), "{message}");
     }
 }

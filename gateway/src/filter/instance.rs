@@ -72,6 +72,8 @@ impl Failure {
 pub(crate) struct Instance {
     store: Store<HostState>,
     world: FilterWorld,
+    /// The context the instance was last given with `begin`.
+    context: Option<Context>,
 }
 
 /// Makes instances of one filter and calls them under its limits.
@@ -125,7 +127,11 @@ impl Factory {
         store.set_epoch_deadline(Runtime::deadline_ticks(self.limits.deadline));
         let _running = self.runtime.enter();
         match self.pre.instantiate(&mut store) {
-            Ok(world) => Ok(Instance { store, world }),
+            Ok(world) => Ok(Instance {
+                store,
+                world,
+                context: None,
+            }),
             Err(error) => Err(Failure::Instantiate(format!("{error:#}"))),
         }
     }
@@ -164,9 +170,8 @@ impl Factory {
         object: &[u8],
     ) -> Result<Decision, Failure> {
         let started = Instant::now();
-        let decision = self.guarded(instance, 1, |world, store| {
-            world.call_filter(store, ctx, object)
-        });
+        self.begin(instance, ctx)?;
+        let decision = self.guarded(instance, 1, |world, store| world.call_filter(store, object));
         self.calls.call(started.elapsed().as_secs_f64());
         decision
     }
@@ -180,8 +185,9 @@ impl Factory {
     ) -> Result<Vec<Decision>, Failure> {
         let started = Instant::now();
         let count = u32::try_from(objects.len()).unwrap_or(u32::MAX);
+        self.begin(instance, ctx)?;
         let decisions = self.guarded(instance, count, |world, store| {
-            world.call_filter_batch(store, ctx, objects)
+            world.call_filter_batch(store, objects)
         });
         self.calls.call(started.elapsed().as_secs_f64());
         let decisions = decisions?;
@@ -192,6 +198,18 @@ impl Factory {
             });
         }
         Ok(decisions)
+    }
+
+    /// Gives the instance `ctx` unless it is the context it was last given: a response's
+    /// calls, and the next responses of the same kind on a pooled instance, skip it.
+    fn begin(&self, instance: &mut Instance, ctx: &Context) -> Result<(), Failure> {
+        if instance.context.as_ref() == Some(ctx) {
+            return Ok(());
+        }
+        instance.context = None;
+        self.guarded(instance, 1, |world, store| world.call_begin(store, ctx))?;
+        instance.context = Some(ctx.clone());
+        Ok(())
     }
 
     /// Checks a replacement against the output cap.

@@ -234,3 +234,38 @@ fn nodestamp_gets_the_node_facts() {
         });
     assert_eq!(stamped.get(), 1);
 }
+
+#[test]
+fn a_pooled_instance_is_given_each_new_context() {
+    // nodestamp stamps pods only: an instance still holding the pods context of the previous
+    // response would stamp the configmap too.
+    let (generation, _) = load(
+        &[Spec {
+            name: "nodestamp",
+            wasm: "nodestamp",
+            toml: "[config]\nresources = [\"pods\"]\n",
+        }],
+        "",
+    )
+    .unwrap();
+    let object =
+        bytes::Bytes::from(json!({"metadata": {"name": "o", "resourceVersion": "3"}}).to_string());
+    let stamped = |path: &str| {
+        let mut session = generation
+            .session(&request("list", path), "kubectl")
+            .unwrap();
+        let verdicts = [
+            session.apply(&object).unwrap(),
+            session.apply(&object).unwrap(),
+        ];
+        assert_eq!(
+            verdicts[0], verdicts[1],
+            "{path}: one context for the response"
+        );
+        matches!(verdicts[0], Verdict::Replace(_))
+    };
+    assert!(stamped("/api/v1/pods"));
+    assert!(!stamped("/api/v1/configmaps"));
+    assert!(stamped("/api/v1/namespaces/default/pods"));
+    assert!(!stamped("/api/v1/namespaces/default/configmaps"));
+}
