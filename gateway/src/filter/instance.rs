@@ -73,7 +73,7 @@ pub(crate) struct Instance {
     store: Store<HostState>,
     world: FilterWorld,
     /// The context the instance was last given with `begin`.
-    context: Option<Context>,
+    context: Option<Arc<Context>>,
 }
 
 /// Makes instances of one filter and calls them under its limits.
@@ -166,7 +166,7 @@ impl Factory {
     pub(crate) fn filter(
         &self,
         instance: &mut Instance,
-        ctx: &Context,
+        ctx: &Arc<Context>,
         object: &[u8],
     ) -> Result<Decision, Failure> {
         let started = Instant::now();
@@ -180,7 +180,7 @@ impl Factory {
     pub(crate) fn filter_batch(
         &self,
         instance: &mut Instance,
-        ctx: &Context,
+        ctx: &Arc<Context>,
         objects: &[Vec<u8>],
     ) -> Result<Vec<Decision>, Failure> {
         let started = Instant::now();
@@ -202,13 +202,18 @@ impl Factory {
 
     /// Gives the instance `ctx` unless it is the context it was last given: a response's
     /// calls, and the next responses of the same kind on a pooled instance, skip it.
-    fn begin(&self, instance: &mut Instance, ctx: &Context) -> Result<(), Failure> {
-        if instance.context.as_ref() == Some(ctx) {
-            return Ok(());
+    fn begin(&self, instance: &mut Instance, ctx: &Arc<Context>) -> Result<(), Failure> {
+        match &instance.context {
+            Some(given) if Arc::ptr_eq(given, ctx) => return Ok(()),
+            // The same request as the instance's previous response: adopted, not sent again.
+            Some(given) if **given == **ctx => {
+                instance.context = Some(Arc::clone(ctx));
+                return Ok(());
+            }
+            _ => instance.context = None,
         }
-        instance.context = None;
         self.guarded(instance, 1, |world, store| world.call_begin(store, ctx))?;
-        instance.context = Some(ctx.clone());
+        instance.context = Some(Arc::clone(ctx));
         Ok(())
     }
 

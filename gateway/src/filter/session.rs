@@ -40,7 +40,8 @@ struct Step {
 
 /// The filtering of one response.
 pub struct Session {
-    ctx: Context,
+    /// Shared with the instances given it, so an instance tells it is unchanged by address.
+    ctx: Arc<Context>,
     steps: Vec<Step>,
 }
 
@@ -54,7 +55,10 @@ impl Session {
                 deadline_hits: 0,
             })
             .collect();
-        Session { ctx, steps }
+        Session {
+            ctx: Arc::new(ctx),
+            steps,
+        }
     }
 
     /// The change feeds this response's filters read, for ending its watch when one changes.
@@ -106,7 +110,7 @@ impl Step {
     }
 
     /// One object through this filter, failure policy applied.
-    fn decide(&mut self, ctx: &Context, object: &[u8]) -> Result<Outcome, TransformError> {
+    fn decide(&mut self, ctx: &Arc<Context>, object: &[u8]) -> Result<Outcome, TransformError> {
         if self.tripped() {
             return self.policy(None);
         }
@@ -164,7 +168,7 @@ impl Step {
     /// retried alone, so the policy applies only to the objects the filter fails on.
     fn decide_batch(
         &mut self,
-        ctx: &Context,
+        ctx: &Arc<Context>,
         objects: &[&Bytes],
     ) -> Result<Vec<Outcome>, TransformError> {
         if objects.len() == 1 || self.tripped() {
