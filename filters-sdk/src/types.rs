@@ -201,7 +201,8 @@ pub enum Decision {
     Drop,
     /// Pass on the [`crate::Object`] as the filter changed it (it is encoded once).
     Changed,
-    /// Pass on these JSON bytes instead.
+    /// Pass on these JSON bytes instead: a JSON object with the `metadata.name`, `namespace`
+    /// and `resourceVersion` of the object it replaces, or the gateway refuses it.
     Replace(Vec<u8>),
 }
 

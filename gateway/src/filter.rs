@@ -39,6 +39,7 @@ mod loaded;
 mod loader;
 mod metrics;
 mod options;
+mod output;
 mod precompile;
 mod reload;
 mod schema;

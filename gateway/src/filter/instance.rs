@@ -16,6 +16,7 @@ use super::feeds::FeedsRead;
 use super::host::HostState;
 use super::metrics::{CallMetrics, FilterMetrics};
 use super::options::Limits;
+use super::output::check_replacement;
 
 /// Why a call into a filter failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -37,6 +38,10 @@ pub enum Failure {
         /// The cap.
         cap: usize,
     },
+    /// The replacement is not a JSON object, or not the object it replaces (the instance
+    /// stays usable).
+    #[error("{0}")]
+    BadOutput(String),
     /// No instance could be made (instantiation or `configure` failed).
     #[error("could not be instantiated: {0}")]
     Instantiate(String),
@@ -58,13 +63,14 @@ impl Failure {
             Failure::Deadline(_) => "deadline",
             Failure::Memory(_) => "memory",
             Failure::Oversized { .. } => "oversized",
+            Failure::BadOutput(_) => "bad_output",
             Failure::Instantiate(_) => "instantiate",
         }
     }
 
     /// Whether the instance must be thrown away.
     pub(crate) fn poisons(&self) -> bool {
-        !matches!(self, Failure::Oversized { .. })
+        !matches!(self, Failure::Oversized { .. } | Failure::BadOutput(_))
     }
 }
 
@@ -217,17 +223,19 @@ impl Factory {
         Ok(())
     }
 
-    /// Checks a replacement against the output cap.
-    pub(crate) fn check_output(&self, decision: &Decision) -> Result<(), Failure> {
-        match decision {
-            Decision::Replace(bytes) if bytes.len() > self.limits.max_output => {
-                Err(Failure::Oversized {
-                    size: bytes.len(),
-                    cap: self.limits.max_output,
-                })
-            }
-            _ => Ok(()),
+    /// Checks a replacement of `original`: under the output cap, and a JSON object that is
+    /// still the same object.
+    pub(crate) fn check_output(&self, original: &[u8], decision: &Decision) -> Result<(), Failure> {
+        let Decision::Replace(bytes) = decision else {
+            return Ok(());
+        };
+        if bytes.len() > self.limits.max_output {
+            return Err(Failure::Oversized {
+                size: bytes.len(),
+                cap: self.limits.max_output,
+            });
         }
+        check_replacement(original, bytes).map_err(Failure::BadOutput)
     }
 
     /// Runs one call with the deadline of `units` objects and sorts out how it failed.

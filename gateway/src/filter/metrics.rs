@@ -28,7 +28,7 @@ pub struct OutcomeLabels {
     /// The filter's name.
     pub filter: String,
     /// `keep`, `drop` or `replace` for decisions; `trap`, `deadline`, `memory`,
-    /// `oversized` or `instantiate` for failures.
+    /// `oversized`, `bad_output` or `instantiate` for failures.
     pub kind: &'static str,
 }
 
@@ -122,7 +122,7 @@ impl FilterMetrics {
         );
         registry.register(
             "failures",
-            "Failed filter calls by kind (trap, deadline, memory, oversized, instantiate)",
+            "Failed filter calls by kind (trap, deadline, memory, oversized, bad_output, instantiate)",
             self.failures.clone(),
         );
         registry.register(

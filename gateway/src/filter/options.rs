@@ -34,7 +34,7 @@ use super::engine::MAX_MEMORY_BYTES;
 use edgegate_filter_sdk::Manifest;
 
 /// What happens to an object when a filter fails on it (trap, deadline, memory, oversized
-/// output, no instance).
+/// or malformed output, no instance).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {

@@ -116,7 +116,7 @@ impl Step {
         }
         let decision = self.with_instance(|filter, instance| {
             let decision = filter.factory().filter(instance, ctx, object)?;
-            filter.factory().check_output(&decision)?;
+            filter.factory().check_output(object, &decision)?;
             Ok(decision)
         });
         match decision {
@@ -180,12 +180,13 @@ impl Step {
         match decisions {
             Ok(decisions) => decisions
                 .into_iter()
-                .map(
-                    |decision| match self.filter.factory().check_output(&decision) {
+                .zip(objects)
+                .map(|(decision, object)| {
+                    match self.filter.factory().check_output(object, &decision) {
                         Ok(()) => Ok(self.outcome(decision)),
                         Err(failure) => self.policy(Some(failure)),
-                    },
-                )
+                    }
+                })
                 .collect(),
             Err(failure) => {
                 self.filter

@@ -160,3 +160,29 @@ fn an_oversized_replace_is_refused_and_the_policy_applies() {
         other => panic!("expected a replacement, got {other:?}"),
     }
 }
+
+#[test]
+fn a_replacement_that_is_not_json_or_not_the_same_object_is_refused() {
+    let objects = [configmap("a", json!({})), configmap("b", json!({}))];
+    for (corrupt, on_error, verdict) in [
+        ("json", "drop", Verdict::Drop),
+        ("name", "keep", Verdict::Keep),
+    ] {
+        let (generation, metrics) = one(
+            "bloater",
+            &format!("on-error = \"{on_error}\"\n[config]\ncorrupt = \"{corrupt}\""),
+        );
+        let mut session = generation
+            .session(&request("list", CONFIGMAPS), "test")
+            .unwrap();
+        assert_eq!(session.apply(&objects[0]).unwrap(), verdict, "{corrupt}");
+        assert_eq!(
+            session.apply_batch(&objects).unwrap(),
+            [verdict.clone(), verdict],
+            "{corrupt}"
+        );
+        assert_eq!(failures(&metrics, "bloater", "bad_output"), 3, "{corrupt}");
+        // Refusing the output does not poison the instance: no other failure was counted.
+        assert_eq!(failures(&metrics, "bloater", "trap"), 0, "{corrupt}");
+    }
+}
