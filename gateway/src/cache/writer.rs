@@ -380,8 +380,10 @@ fn key_of(resource: &ResourceKey, object: &Bytes, metrics: &CacheMetrics) -> Opt
 }
 
 /// A watch event's writes: the object upserted or removed, and the set's synced version.
+/// An event's object is checked JSON already (the framer parsed the event, and the filter
+/// host checks every replacement), so only its metadata is read.
 fn event_ops(set: &SetKey, event: Event, batch: &mut Vec<WriteOp>, metrics: &CacheMetrics) {
-    let Ok(meta) = Meta::parse(&event.object) else {
+    let Ok(meta) = Meta::parse_checked(&event.object) else {
         metrics.unreadable.inc();
         return;
     };
