@@ -58,6 +58,17 @@ impl PartialEq for Object {
     }
 }
 
+/// A top-level field of a filter's replacement, as [`Object::compare_fields`] finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplacedField {
+    /// Where its key's JSON text (quotes included) lies in the replacement.
+    pub key: Range<usize>,
+    /// Where its value's JSON text lies in the replacement.
+    pub value: Range<usize>,
+    /// Whether the original has this very field, key and value, byte for byte.
+    pub unchanged: bool,
+}
+
 impl Object {
     /// Reads JSON bytes: checks they are one JSON object and splits it into its fields.
     pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {
@@ -83,6 +94,35 @@ impl Object {
     /// or the bytes are not an object.
     pub fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
         split::field_range(bytes, key)
+    }
+
+    /// The top-level fields of the JSON object `replacement`, each said to be in `original`
+    /// byte for byte (key and value) or not, found by a scan that finds where values end
+    /// without checking them: for a host that checks only what a filter changed. `None` when
+    /// `replacement` is not one object; every field is changed when `original` is not.
+    pub fn compare_fields(original: &[u8], replacement: &[u8]) -> Option<Vec<ReplacedField>> {
+        let before = split::entry_ranges(original).unwrap_or_default();
+        let after = split::entry_ranges(replacement)?;
+        fn text<'a>(bytes: &'a [u8], range: &Range<usize>) -> &'a [u8] {
+            &bytes[range.clone()]
+        }
+        Some(
+            after
+                .into_iter()
+                .map(|(key, value)| {
+                    let unchanged = before.iter().any(|(old_key, old_value)| {
+                        old_value.len() == value.len()
+                            && text(original, old_key) == text(replacement, &key)
+                            && text(original, old_value) == text(replacement, &value)
+                    });
+                    ReplacedField {
+                        key,
+                        value,
+                        unchanged,
+                    }
+                })
+                .collect(),
+        )
     }
 
     /// Wraps a JSON value, which must be an object.

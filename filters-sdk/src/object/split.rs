@@ -67,6 +67,30 @@ pub(super) fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
     }
 }
 
+/// The top-level entries of the JSON object `bytes`, each as the range of its key (quotes
+/// included) and of its value; `None` when the bytes are not one object.
+pub(super) fn entry_ranges(bytes: &[u8]) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    let mut cursor = Cursor { bytes, at: 0 };
+    let mut entries = Vec::with_capacity(8);
+    if !cursor.open(b'{', b'}')? {
+        loop {
+            cursor.space();
+            let start = cursor.at;
+            cursor.string()?;
+            let key = start..cursor.at;
+            cursor.space();
+            cursor.eat(b':')?;
+            cursor.space();
+            entries.push((key, cursor.value()?));
+            if !cursor.more(b'}')? {
+                break;
+            }
+        }
+    }
+    cursor.space();
+    (cursor.at == bytes.len()).then_some(entries)
+}
+
 /// A value from its JSON text. What the split skipped is checked here: text that is not JSON
 /// (or a lone surrogate escape) makes this panic, which in a filter traps the call so the
 /// host applies the failure policy.

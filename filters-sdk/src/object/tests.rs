@@ -218,3 +218,41 @@ fn items_are_retained_as_text_or_as_values_alike() {
     assert!(!as_text.retain_items("missing", |_| false));
     assert!(!as_text.retain_items("kind", |_| false));
 }
+
+#[test]
+fn a_replacement_is_compared_with_its_original_field_by_field() {
+    let original = br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"ClusterIP"}}"#;
+    let replacement =
+        br#"{ "kind" : "Service","metadata":{"name":"s"},"spec":{"type":"NodePort"},"x":1 }"#;
+    let fields = Object::compare_fields(original, replacement).unwrap();
+    let seen: Vec<(&str, &str, bool)> = fields
+        .iter()
+        .map(|f| {
+            let text = |r: &std::ops::Range<usize>| std::str::from_utf8(&replacement[r.clone()]);
+            (text(&f.key).unwrap(), text(&f.value).unwrap(), f.unchanged)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (r#""kind""#, r#""Service""#, true),
+            (r#""metadata""#, r#"{"name":"s"}"#, true),
+            (r#""spec""#, r#"{"type":"NodePort"}"#, false),
+            (r#""x""#, "1", false),
+        ]
+    );
+    // A field moved elsewhere, or its key spelled otherwise, is not the same field.
+    let moved = br#"{"metadata":{"name":"s"},"kind":"Service","spe\u0063":{"type":"ClusterIP"}}"#;
+    let unchanged: Vec<bool> = Object::compare_fields(original, moved)
+        .unwrap()
+        .iter()
+        .map(|f| f.unchanged)
+        .collect();
+    assert_eq!(unchanged, [true, true, false]);
+    // Every field is changed against an original that is not an object.
+    let against_garbage = Object::compare_fields(b"[1]", original).unwrap();
+    assert!(against_garbage.iter().all(|f| !f.unchanged));
+    for not_one_object in [&b"[1]"[..], b"{\"a\":1} {}", b"{\"a\":", b"", b"{\"a\" 1}"] {
+        assert_eq!(Object::compare_fields(original, not_one_object), None);
+    }
+}

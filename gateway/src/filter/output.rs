@@ -1,24 +1,62 @@
 //! What a filter's replacement must be before it goes to the client and the cache: a JSON
-//! object (checked whole, so a client never receives text it cannot decode) that is still
-//! the object it replaces (same name, namespace and resourceVersion, so watch state and
-//! cache keys stay those of the object the upstream sent).
+//! object that is still the object it replaces (same name, namespace and resourceVersion,
+//! so watch state and cache keys stay those of the object the upstream sent).
+//!
+//! Only what the filter changed is read: a top-level field the original has byte for byte
+//! is as good as the original's, which the framer or the cache writer checks; every other
+//! field is parsed, so a client never receives text it cannot decode.
 
 use std::borrow::Cow;
+
+use edgegate_filter_sdk::Object;
+use serde::de::IgnoredAny;
 
 use crate::stream::Meta;
 
 /// Why a replacement is refused, for the failure's message; `Ok` when it may be sent.
 pub(crate) fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), String> {
-    if replacement.trim_ascii_start().first() != Some(&b'{') {
-        return Err("replaced the object with something that is not a JSON object".into());
+    let not_json = || "replaced the object with bytes that are not a JSON object".to_owned();
+    let fields = Object::compare_fields(original, replacement).ok_or_else(not_json)?;
+    let mut metadata_kept = false;
+    let mut metadata = Vec::new();
+    for field in fields {
+        let key = &replacement[field.key];
+        if field.unchanged {
+            metadata_kept |= is_metadata(key);
+            continue;
+        }
+        let value = &replacement[field.value];
+        let name: Cow<str> = serde_json::from_slice(key).map_err(|_| not_json())?;
+        if name == "metadata" {
+            metadata.push(serde_json::from_slice::<Meta>(value).map_err(|_| not_json())?);
+        } else {
+            serde_json::from_slice::<IgnoredAny>(value).map_err(|_| not_json())?;
+        }
     }
-    let Ok(replaced) = Meta::parse(replacement) else {
-        return Err("replaced the object with bytes that are not valid JSON".into());
-    };
+    if metadata.is_empty() && !metadata_kept {
+        metadata.push(Meta::default());
+    }
+    if metadata.is_empty() {
+        return Ok(());
+    }
     // An original the gateway cannot read has nothing to keep the replacement to.
     let Ok(original) = Meta::parse_checked(original) else {
         return Ok(());
     };
+    metadata
+        .iter()
+        .try_for_each(|replaced| same_object(&original, replaced))
+}
+
+/// Whether a key's JSON text (quotes included) is `metadata`, however escaped.
+fn is_metadata(key: &[u8]) -> bool {
+    key == br#""metadata""#
+        || (key.contains(&b'\\')
+            && serde_json::from_slice::<Cow<str>>(key).is_ok_and(|key| key == "metadata"))
+}
+
+/// Whether the replaced metadata names the original object, at its version.
+fn same_object(original: &Meta, replaced: &Meta) -> Result<(), String> {
     let fields: [(&str, &Cow<str>, &Cow<str>); 3] = [
         ("name", &original.name, &replaced.name),
         ("namespace", &original.namespace, &replaced.namespace),
@@ -51,6 +89,12 @@ mod tests {
         let edited = br#"{"kind":"Pod","metadata":{"resourceVersion":"7","namespace":"ns","name":"p","labels":{"a":"b"}},"spec":{}}"#;
         assert_eq!(check_replacement(POD, edited), Ok(()));
         assert_eq!(check_replacement(POD, POD), Ok(()));
+        // Metadata kept byte for byte is the original's, however its key is spelled.
+        let escaped = br#"{"m\u0065tadata":{"name":"p"},"spec":{}}"#;
+        assert_eq!(
+            check_replacement(escaped, br#"{"m\u0065tadata":{"name":"p"}}"#),
+            Ok(())
+        );
     }
 
     #[test]
@@ -59,6 +103,9 @@ mod tests {
             &br#"{"kind":"Pod","metadata":{"name":"p""#[..],
             br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"7"}} trailing"#,
             br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x":"\q"}"#,
+            br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x":{"a":tru}}"#,
+            br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x":[1,]}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"\q":1}"#,
             br#"[{"name":"p","namespace":"ns","resourceVersion":"7"}]"#,
             b"",
             b"null",
@@ -70,7 +117,17 @@ mod tests {
 
     #[test]
     fn another_object_is_refused_naming_the_field() {
-        let cases: [(&[u8], &str); 3] = [
+        let cases: [(&[u8], &str); 6] = [
+            (br#"{"kind":"Pod"}"#, "metadata.name from \"p\" to \"\""),
+            (
+                br#"{"kind":"Pod","m\u0065tadata":{"name":"q","namespace":"ns","resourceVersion":"7"}}"#,
+                "metadata.name from \"p\" to \"q\"",
+            ),
+            // Kept as it was, and then given again under another name.
+            (
+                br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"metadata":{"name":"q","namespace":"ns","resourceVersion":"7"}}"#,
+                "metadata.name from \"p\" to \"q\"",
+            ),
             (
                 br#"{"metadata":{"name":"q","namespace":"ns","resourceVersion":"7"}}"#,
                 "metadata.name from \"p\" to \"q\"",
