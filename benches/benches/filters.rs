@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use edgegate::filter::{Generation, Session};
-use edgegate::stream::{Pipeline, Transform};
+use edgegate::filter::{Generation, Session, check_replacement};
+use edgegate::stream::{Pipeline, Transform, Verdict};
 use edgegate_benches::drive;
 use edgegate_benches::fixtures::list_body;
 use edgegate_benches::seeds::{Seed, same_decision, seeds};
@@ -65,6 +65,12 @@ fn per_object(c: &mut Criterion) {
                 b.iter(|| native.filter(black_box(&case.bytes)))
             });
             group.bench_function("wasm", |b| b.iter(|| session.apply(black_box(&case.bytes))));
+            // Part of `wasm` on a replace path: the host's check of the replacement.
+            if let Verdict::Replace(replacement) = &verdict {
+                group.bench_function("replacement_check", |b| {
+                    b.iter(|| check_replacement(black_box(&case.bytes), black_box(replacement)))
+                });
+            }
             group.throughput(Throughput::Elements(BATCH as u64));
             group.bench_function("native_batch", |b| {
                 b.iter(|| native.filter_batch(black_box(&owned)))

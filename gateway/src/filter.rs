@@ -60,6 +60,7 @@ pub use feeds::LookupUse;
 pub use instance::Failure;
 pub use metrics::FilterMetrics;
 pub use options::{Effective, Limits, OnError};
+pub use output::check_replacement;
 pub use precompile::compile_into_cache;
 pub use reload::Filters;
 pub use session::Session;

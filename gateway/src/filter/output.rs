@@ -14,7 +14,7 @@ use serde::de::IgnoredAny;
 use crate::stream::Meta;
 
 /// Why a replacement is refused, for the failure's message; `Ok` when it may be sent.
-pub(crate) fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), String> {
+pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), String> {
     let not_json = || "replaced the object with bytes that are not a JSON object".to_owned();
     let fields = Object::compare_fields(original, replacement).ok_or_else(not_json)?;
     let mut metadata_kept = false;
