@@ -98,23 +98,41 @@ impl Object {
 
     /// The top-level fields of the JSON object `replacement`, each said to be in `original`
     /// byte for byte (key and value) or not, found by a scan that finds where values end
-    /// without checking them: for a host that checks only what a filter changed. `None` when
-    /// `replacement` is not one object; every field is changed when `original` is not.
+    /// without checking them: for a host that checks only what a filter changed. The fields
+    /// before the first byte that differs are the original's and are not compared; the
+    /// original is split only from there. `None` when `replacement` is not one object.
     pub fn compare_fields(original: &[u8], replacement: &[u8]) -> Option<Vec<ReplacedField>> {
-        let before = split::entry_ranges(original).unwrap_or_default();
         let after = split::entry_ranges(replacement)?;
+        let same = original
+            .iter()
+            .zip(replacement)
+            .take_while(|(a, b)| a == b)
+            .count();
+        // A field whose value and the byte after it lie in the common start is the original's.
+        let kept = after
+            .iter()
+            .take_while(|(_, value)| value.end < same)
+            .count();
+        let from = kept.checked_sub(1).map(|last| after[last].1.end);
+        let before = if kept < after.len() {
+            split::entries_after(original, from).map_or_else(Vec::new, |(entries, _)| entries)
+        } else {
+            Vec::new()
+        };
         fn text<'a>(bytes: &'a [u8], range: &Range<usize>) -> &'a [u8] {
             &bytes[range.clone()]
         }
         Some(
             after
                 .into_iter()
-                .map(|(key, value)| {
-                    let unchanged = before.iter().any(|(old_key, old_value)| {
-                        old_value.len() == value.len()
-                            && text(original, old_key) == text(replacement, &key)
-                            && text(original, old_value) == text(replacement, &value)
-                    });
+                .enumerate()
+                .map(|(i, (key, value))| {
+                    let unchanged = i < kept
+                        || before.iter().any(|(old_key, old_value)| {
+                            old_value.len() == value.len()
+                                && text(original, old_key) == text(replacement, &key)
+                                && text(original, old_value) == text(replacement, &value)
+                        });
                     ReplacedField {
                         key,
                         value,

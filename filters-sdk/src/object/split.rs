@@ -69,27 +69,44 @@ pub(super) fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
 
 /// The top-level entries of the JSON object `bytes`, each as the range of its key (quotes
 /// included) and of its value; `None` when the bytes are not one object.
-pub(super) fn entry_ranges(bytes: &[u8]) -> Option<Vec<(Range<usize>, Range<usize>)>> {
-    let mut cursor = Cursor { bytes, at: 0 };
-    let mut entries = Vec::with_capacity(8);
-    if !cursor.open(b'{', b'}')? {
-        loop {
-            cursor.space();
-            let start = cursor.at;
-            cursor.string()?;
-            let key = start..cursor.at;
-            cursor.space();
-            cursor.eat(b':')?;
-            cursor.space();
-            entries.push((key, cursor.value()?));
-            if !cursor.more(b'}')? {
-                break;
-            }
-        }
-    }
+pub(super) fn entry_ranges(bytes: &[u8]) -> Option<Vec<EntryRange>> {
+    let (entries, end) = entries_after(bytes, None)?;
+    let mut cursor = Cursor { bytes, at: end };
     cursor.space();
     (cursor.at == bytes.len()).then_some(entries)
 }
+
+/// The entries of the JSON object `bytes` that follow the value ending at `after` (all of
+/// them when `None`), and where the object ends; what follows the object is not read.
+pub(super) fn entries_after(
+    bytes: &[u8],
+    after: Option<usize>,
+) -> Option<(Vec<EntryRange>, usize)> {
+    let mut cursor = Cursor {
+        bytes,
+        at: after.unwrap_or(0),
+    };
+    let mut more = match after {
+        None => !cursor.open(b'{', b'}')?,
+        Some(_) => cursor.more(b'}')?,
+    };
+    let mut entries = Vec::with_capacity(8);
+    while more {
+        cursor.space();
+        let start = cursor.at;
+        cursor.string()?;
+        let key = start..cursor.at;
+        cursor.space();
+        cursor.eat(b':')?;
+        cursor.space();
+        entries.push((key, cursor.value()?));
+        more = cursor.more(b'}')?;
+    }
+    Some((entries, cursor.at))
+}
+
+/// An entry of an object: the range of its key (quotes included) and of its value.
+pub(super) type EntryRange = (Range<usize>, Range<usize>);
 
 /// A value from its JSON text. What the split skipped is checked here: text that is not JSON
 /// (or a lone surrogate escape) makes this panic, which in a filter traps the call so the

@@ -221,9 +221,17 @@ fn items_are_retained_as_text_or_as_values_alike() {
 
 #[test]
 fn a_replacement_is_compared_with_its_original_field_by_field() {
-    let original = br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"ClusterIP"}}"#;
+    let unchanged = |original: &[u8], replacement: &[u8]| -> Vec<bool> {
+        Object::compare_fields(original, replacement)
+            .unwrap()
+            .iter()
+            .map(|f| f.unchanged)
+            .collect()
+    };
+    let original =
+        br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"ClusterIP"},"status":{}}"#;
     let replacement =
-        br#"{ "kind" : "Service","metadata":{"name":"s"},"spec":{"type":"NodePort"},"x":1 }"#;
+        br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"NodePort"},"status":{} }"#;
     let fields = Object::compare_fields(original, replacement).unwrap();
     let seen: Vec<(&str, &str, bool)> = fields
         .iter()
@@ -238,20 +246,22 @@ fn a_replacement_is_compared_with_its_original_field_by_field() {
             (r#""kind""#, r#""Service""#, true),
             (r#""metadata""#, r#"{"name":"s"}"#, true),
             (r#""spec""#, r#"{"type":"NodePort"}"#, false),
-            (r#""x""#, "1", false),
+            (r#""status""#, "{}", true),
         ]
     );
-    // A field moved elsewhere, or its key spelled otherwise, is not the same field.
-    let moved = br#"{"metadata":{"name":"s"},"kind":"Service","spe\u0063":{"type":"ClusterIP"}}"#;
-    let unchanged: Vec<bool> = Object::compare_fields(original, moved)
-        .unwrap()
-        .iter()
-        .map(|f| f.unchanged)
-        .collect();
-    assert_eq!(unchanged, [true, true, false]);
-    // Every field is changed against an original that is not an object.
-    let against_garbage = Object::compare_fields(b"[1]", original).unwrap();
-    assert!(against_garbage.iter().all(|f| !f.unchanged));
+    // A number the original goes on with is not the original's.
+    assert_eq!(
+        unchanged(br#"{"a":12,"b":1}"#, br#"{"a":1,"b":1}"#),
+        [false, true]
+    );
+    assert_eq!(
+        unchanged(br#"{"a":1,"b":1}"#, br#"{"a":1,"b":1 }"#),
+        [true, true]
+    );
+    // A field moved, or its key spelled otherwise, is compared by its text.
+    let moved = br#"{"metadata":{"name":"s"},"kind":"Service","spe\u0063":{}}"#;
+    assert_eq!(unchanged(original, moved), [true, true, false]);
+    assert_eq!(unchanged(b"[1]", original), [false; 4]);
     for not_one_object in [&b"[1]"[..], b"{\"a\":1} {}", b"{\"a\":", b"", b"{\"a\" 1}"] {
         assert_eq!(Object::compare_fields(original, not_one_object), None);
     }
