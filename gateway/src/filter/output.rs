@@ -16,36 +16,34 @@ use crate::stream::Meta;
 /// Why a replacement is refused, for the failure's message; `Ok` when it may be sent.
 pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), String> {
     let not_json = || "replaced the object with bytes that are not a JSON object".to_owned();
+    // An original the gateway cannot read has nothing to keep the replacement to.
+    let names_the_original = |replaced: &Meta| match Meta::parse_checked(original) {
+        Ok(original) => same_object(&original, replaced),
+        Err(_) => Ok(()),
+    };
     let fields = Object::compare_fields(original, replacement).ok_or_else(not_json)?;
-    let mut metadata_kept = false;
-    let mut metadata = Vec::new();
+    let mut has_metadata = false;
     for field in fields {
         let key = &replacement[field.key];
         if field.unchanged {
-            metadata_kept |= is_metadata(key);
+            has_metadata |= is_metadata(key);
             continue;
         }
         let value = &replacement[field.value];
         let name: Cow<str> = serde_json::from_slice(key).map_err(|_| not_json())?;
         if name == "metadata" {
-            metadata.push(serde_json::from_slice::<Meta>(value).map_err(|_| not_json())?);
+            has_metadata = true;
+            let replaced = serde_json::from_slice::<Meta>(value).map_err(|_| not_json())?;
+            names_the_original(&replaced)?;
         } else {
             serde_json::from_slice::<IgnoredAny>(value).map_err(|_| not_json())?;
         }
     }
-    if metadata.is_empty() && !metadata_kept {
-        metadata.push(Meta::default());
+    if has_metadata {
+        Ok(())
+    } else {
+        names_the_original(&Meta::default())
     }
-    if metadata.is_empty() {
-        return Ok(());
-    }
-    // An original the gateway cannot read has nothing to keep the replacement to.
-    let Ok(original) = Meta::parse_checked(original) else {
-        return Ok(());
-    };
-    metadata
-        .iter()
-        .try_for_each(|replaced| same_object(&original, replaced))
 }
 
 /// Whether a key's JSON text (quotes included) is `metadata`, however escaped.
