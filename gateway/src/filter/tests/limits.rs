@@ -5,9 +5,18 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::support::{configmap, failures, one, request};
+use crate::filter::{Generation, Session};
 use crate::stream::{Transform, Verdict};
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// The filtering of a list of ConfigMaps for the `test` component, which the hostile
+/// filters apply to.
+fn configmaps_list(generation: &Generation) -> Session {
+    generation
+        .session(&request("list", CONFIGMAPS), "test")
+        .unwrap()
+}
 
 #[test]
 fn an_infinite_loop_is_stopped_at_its_deadline_and_each_policy_applies() {
@@ -21,9 +30,7 @@ fn an_infinite_loop_is_stopped_at_its_deadline_and_each_policy_applies() {
             "looper",
             &format!("on-error = \"{policy}\"\n[limits]\ndeadline-ms = 50"),
         );
-        let mut session = generation
-            .session(&request("list", CONFIGMAPS), "test")
-            .unwrap();
+        let mut session = configmaps_list(&generation);
         let started = Instant::now();
         let verdict = session.apply(&object);
         let took = started.elapsed();
@@ -54,9 +61,7 @@ fn an_infinite_loop_is_stopped_at_its_deadline_and_each_policy_applies() {
 #[test]
 fn a_filter_that_keeps_running_out_of_time_is_no_longer_called_in_that_response() {
     let (generation, metrics) = one("looper", "on-error = \"drop\"\n[limits]\ndeadline-ms = 20");
-    let mut session = generation
-        .session(&request("list", CONFIGMAPS), "test")
-        .unwrap();
+    let mut session = configmaps_list(&generation);
     let objects: Vec<_> = (0..6)
         .map(|i| configmap(&format!("c{i}"), json!({})))
         .collect();
@@ -93,9 +98,7 @@ fn after_a_trap_the_next_call_succeeds_on_a_fresh_instance() {
     let marked = configmap("bad", json!({"edgegate.test/trap": "yes"}));
     let fine = configmap("good", json!({}));
     let (generation, metrics) = one("trapper", "on-error = \"fail\"");
-    let mut session = generation
-        .session(&request("list", CONFIGMAPS), "test")
-        .unwrap();
+    let mut session = configmaps_list(&generation);
     assert_eq!(session.apply(&fine).unwrap(), Verdict::Keep);
     let error = session.apply(&marked).unwrap_err();
     assert!(error.message.contains("trapped"), "{}", error.message);
@@ -103,18 +106,14 @@ fn after_a_trap_the_next_call_succeeds_on_a_fresh_instance() {
     assert_eq!(failures(&metrics, "trapper", "trap"), 1);
     drop(session);
     // A later response of the same filter is served too.
-    let mut next = generation
-        .session(&request("list", CONFIGMAPS), "test")
-        .unwrap();
+    let mut next = configmaps_list(&generation);
     assert_eq!(next.apply(&fine).unwrap(), Verdict::Keep);
 }
 
 #[test]
 fn a_trap_in_a_batch_applies_the_policy_to_that_object_only() {
     let (generation, metrics) = one("trapper", "on-error = \"drop\"");
-    let mut session = generation
-        .session(&request("list", CONFIGMAPS), "test")
-        .unwrap();
+    let mut session = configmaps_list(&generation);
     let objects = [
         configmap("a", json!({})),
         configmap("b", json!({"edgegate.test/trap": "yes"})),
@@ -131,9 +130,7 @@ fn an_oversized_replace_is_refused_and_the_policy_applies() {
     let object = configmap("a", json!({}));
     // 8 MiB against the default 3 MiB cap.
     let (generation, metrics) = one("bloater", "on-error = \"drop\"");
-    let mut session = generation
-        .session(&request("list", CONFIGMAPS), "test")
-        .unwrap();
+    let mut session = configmaps_list(&generation);
     assert_eq!(session.apply(&object).unwrap(), Verdict::Drop);
     assert_eq!(failures(&metrics, "bloater", "oversized"), 1);
     // The instance was not poisoned: the same one answers again.
@@ -143,18 +140,14 @@ fn an_oversized_replace_is_refused_and_the_policy_applies() {
         "bloater",
         "on-error = \"keep\"\n[limits]\nmax-output-kib = 1\n[config]\nbytes = 2000",
     );
-    let mut session = generation
-        .session(&request("list", CONFIGMAPS), "test")
-        .unwrap();
+    let mut session = configmaps_list(&generation);
     assert_eq!(session.apply(&object).unwrap(), Verdict::Keep);
 
     let (generation, _) = one(
         "bloater",
         "[limits]\nmax-output-kib = 2\n[config]\nbytes = 2000",
     );
-    let mut session = generation
-        .session(&request("list", CONFIGMAPS), "test")
-        .unwrap();
+    let mut session = configmaps_list(&generation);
     match session.apply(&object).unwrap() {
         Verdict::Replace(bytes) => assert_eq!(bytes.len(), 2000),
         other => panic!("expected a replacement, got {other:?}"),
@@ -172,9 +165,7 @@ fn a_replacement_that_is_not_json_or_not_the_same_object_is_refused() {
             "bloater",
             &format!("on-error = \"{on_error}\"\n[config]\ncorrupt = \"{corrupt}\""),
         );
-        let mut session = generation
-            .session(&request("list", CONFIGMAPS), "test")
-            .unwrap();
+        let mut session = configmaps_list(&generation);
         assert_eq!(session.apply(&objects[0]).unwrap(), verdict, "{corrupt}");
         assert_eq!(
             session.apply_batch(&objects).unwrap(),
