@@ -13,6 +13,7 @@ mod metrics;
 mod policy;
 mod read;
 mod redb_store;
+mod room;
 mod selection;
 mod selector;
 mod store;

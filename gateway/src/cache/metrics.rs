@@ -14,6 +14,8 @@ pub struct CacheMetrics {
     pub bytes: Counter,
     /// Objects the tee could not hand to the writer for lack of room.
     pub refused: Counter,
+    /// Times a set's first list waited for the writer to make room.
+    pub list_waits: Counter,
     /// Failed store transactions.
     pub write_errors: Counter,
     /// Objects whose metadata could not be read, so they could not be keyed.
@@ -49,6 +51,11 @@ impl CacheMetrics {
             "refused_objects",
             "Objects not cached because the writer was behind",
             self.refused.clone(),
+        );
+        cache.register(
+            "list_waits",
+            "Times a set's first list waited for the cache writer to make room",
+            self.list_waits.clone(),
         );
         cache.register(
             "write_errors",

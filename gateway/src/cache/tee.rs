@@ -1,12 +1,17 @@
 //! The tee into the cache: implements the stream's [`Sink`] for one response, sending what
-//! the client received to the writer without ever waiting for it.
+//! the client received to the writer. It never waits for the writer, but for a set's first
+//! list: that one is paced to the writer between upstream reads rather than given up, since
+//! without it the cache has nothing to answer for the set when the cloud is away.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
 use super::key::{ResourceKey, SetKey};
 use super::policy::CacheTarget;
+use super::room::RoomWait;
 use super::writer::{Cache, Op};
 use crate::stream::{Event, ListEnd, Sink};
 
@@ -18,6 +23,8 @@ enum State {
         set: Arc<SetKey>,
         resource: Arc<ResourceKey>,
         items: u64,
+        /// Set when the store does not hold `set` yet: the list waits for room.
+        pacing: Option<Pacing>,
     },
     /// A watch of `set`.
     Watch { set: Arc<SetKey> },
@@ -25,6 +32,14 @@ enum State {
     Object { resource: Arc<ResourceKey> },
     /// Finished or given up.
     Done,
+}
+
+/// A first list keeping pace with the writer: the items the client was sent that wait for
+/// room, in order, and the wait for the first of them.
+#[derive(Default)]
+struct Pacing {
+    waiting: VecDeque<Bytes>,
+    wait: Option<RoomWait>,
 }
 
 /// The cache tee of one response.
@@ -46,6 +61,7 @@ impl CacheTee {
                 State::List {
                     list,
                     resource: Arc::new(set.resource.clone()),
+                    pacing: (!cache.holds(&set)).then(Pacing::default),
                     set: Arc::new(set),
                     items,
                 }
@@ -60,49 +76,125 @@ impl CacheTee {
 
     fn give_up(&mut self, reason: &str) {
         if let State::List { list, set, .. } = &self.state {
-            tracing::debug!(set = %set.encode(), reason, "list not cached");
-            self.cache.send(Op::Abort { list: *list });
-            self.cache.metrics().aborted.inc();
+            abort(&self.cache, *list, set, reason);
         }
         self.state = State::Done;
     }
 }
 
+/// Tells the writer to drop list `list` of `set`, staged items and all.
+fn abort(cache: &Cache, list: u64, set: &SetKey, reason: &str) {
+    tracing::debug!(set = %set.encode(), reason, "list not cached");
+    cache.send(Op::Abort { list });
+    cache.metrics().aborted.inc();
+}
+
+/// Hands one item of list `list` to the writer; false when the writer is gone.
+fn send_item(
+    cache: &Cache,
+    list: u64,
+    resource: &Arc<ResourceKey>,
+    object: Bytes,
+    room: tokio::sync::OwnedSemaphorePermit,
+) -> bool {
+    cache.send(Op::Item {
+        list,
+        resource: resource.clone(),
+        object,
+        room,
+    })
+}
+
 impl Sink for CacheTee {
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let State::List {
+            list,
+            resource,
+            pacing: Some(pacing),
+            ..
+        } = &mut self.state
+        else {
+            return Poll::Ready(());
+        };
+        while let Some(bytes) = pacing.waiting.front().map(Bytes::len) {
+            let wait = pacing
+                .wait
+                .get_or_insert_with(|| self.cache.wait_first_list_room(bytes));
+            let Poll::Ready(room) = wait.as_mut().poll(cx) else {
+                return Poll::Pending;
+            };
+            pacing.wait = None;
+            let (Some(room), Some(object)) = (room, pacing.waiting.pop_front()) else {
+                self.give_up("the cache writer made no room in time");
+                return Poll::Ready(());
+            };
+            if !send_item(&self.cache, *list, resource, object, room) {
+                self.state = State::Done;
+                break;
+            }
+        }
+        Poll::Ready(())
+    }
+
     fn list_item(&mut self, object: &Bytes) {
         let State::List {
             list,
             resource,
             items,
+            pacing,
             ..
         } = &mut self.state
         else {
             return;
         };
-        let Some(room) = self.cache.room(object.len()) else {
-            return self.give_up("the cache writer is behind");
+        // A copy of its own: an item waiting for the writer must not hold the framing
+        // buffer it was cut from (and the items around it) beyond the room it took.
+        let room = match pacing {
+            Some(pacing) => {
+                let room = pacing
+                    .waiting
+                    .is_empty()
+                    .then(|| self.cache.first_list_room(object.len()))
+                    .flatten();
+                let Some(room) = room else {
+                    *items += 1;
+                    pacing.waiting.push_back(Bytes::copy_from_slice(object));
+                    return;
+                };
+                room
+            }
+            None => match self.cache.room(object.len()) {
+                Some(room) => room,
+                None => return self.give_up("the cache writer is behind"),
+            },
         };
         *items += 1;
-        let op = Op::Item {
-            list: *list,
-            resource: resource.clone(),
-            // A copy of its own: an item waiting for the writer must not hold the framing
-            // buffer it was cut from (and the items around it) beyond the room it took.
-            object: Bytes::copy_from_slice(object),
-            room,
-        };
-        if !self.cache.send(op) {
+        let object = Bytes::copy_from_slice(object);
+        if !send_item(&self.cache, *list, resource, object, room) {
             self.state = State::Done;
         }
     }
 
     fn list_end(&mut self, end: ListEnd) {
         let State::List {
-            list, set, items, ..
+            list,
+            set,
+            items,
+            pacing,
+            ..
         } = std::mem::replace(&mut self.state, State::Done)
         else {
             return;
         };
+        if pacing.is_some_and(|pacing| !pacing.waiting.is_empty()) {
+            // The pipeline waits for room before every read, so this is a sink misused.
+            return abort(
+                &self.cache,
+                list,
+                &set,
+                "the list ended with items not handed over",
+            );
+        }
         if end.continue_token.is_empty() {
             self.cache.send(Op::Commit {
                 list,
@@ -187,39 +279,113 @@ mod tests {
     }
 
     const OBJECT: &[u8] = br#"{"metadata":{"name":"web","namespace":"a","resourceVersion":"7"}}"#;
+    const OTHER: &[u8] = br#"{"metadata":{"name":"api","namespace":"a","resourceVersion":"7"}}"#;
+    const WEB_KEY: &str = "kube-proxy/services.v1.core/a/web";
 
-    #[test]
-    fn a_list_the_writer_has_no_room_for_is_given_up_not_committed() {
+    fn started() -> (tempfile::TempDir, Arc<RedbStore>, Arc<Cache>) {
         let dir = tempfile::tempdir().unwrap();
-        let store = std::sync::Arc::new(RedbStore::open(dir.path()).unwrap());
+        let store = Arc::new(RedbStore::open(dir.path()).unwrap());
         let cache = Cache::start(
             store.clone(),
             CachePolicy::new(&["*"]),
             CacheMetrics::default(),
         );
+        (dir, store, cache)
+    }
+
+    /// Lists `objects` through a tee, as the list pipeline does: ready before every read.
+    async fn list(cache: &Arc<Cache>, objects: &[&'static [u8]]) {
+        let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
+        for object in objects {
+            std::future::poll_fn(|cx| tee.poll_ready(cx)).await;
+            tee.list_item(&Bytes::from_static(object));
+        }
+        std::future::poll_fn(|cx| tee.poll_ready(cx)).await;
+        tee.list_end(end());
+    }
+
+    #[tokio::test]
+    async fn a_re_list_the_writer_has_no_room_for_is_given_up_and_the_set_kept() {
+        let (_dir, store, cache) = started();
+        list(&cache, &[OBJECT]).await;
+        cache.flush();
+        assert_eq!(cache.metrics().commits.get(), 1);
 
         let all_room = cache
-            .room(crate::cache::writer::IN_FLIGHT_BYTES)
+            .room(crate::cache::room::IN_FLIGHT_BYTES)
+            .expect("the room is free at first");
+        list(&cache, &[OTHER]).await;
+        cache.flush();
+        assert_eq!(cache.metrics().aborted.get(), 1, "a re-list does not wait");
+        assert_eq!(cache.metrics().refused.get(), 1);
+        assert_eq!(cache.metrics().list_waits.get(), 0);
+        assert!(
+            store.get(WEB_KEY).unwrap().is_some(),
+            "the set held is kept"
+        );
+
+        drop(all_room);
+        list(&cache, &[OTHER]).await;
+        cache.flush();
+        assert_eq!(cache.metrics().commits.get(), 2);
+        assert!(
+            store.get(WEB_KEY).unwrap().is_none(),
+            "replaced by the re-list"
+        );
+        cache.close();
+    }
+
+    #[tokio::test]
+    async fn a_first_list_waits_for_the_writer_instead_of_being_given_up() {
+        let (_dir, store, cache) = started();
+        let all_room = cache
+            .first_list_room(crate::cache::room::FIRST_LIST_BYTES)
+            .expect("the room is free at first");
+        let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
+        tee.list_item(&Bytes::from_static(OBJECT));
+        tee.list_item(&Bytes::from_static(OTHER));
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(tee.poll_ready(&mut cx).is_pending(), "no room yet");
+        assert_eq!(cache.metrics().list_waits.get(), 1);
+
+        drop(all_room);
+        std::future::poll_fn(|cx| tee.poll_ready(cx)).await;
+        tee.list_end(end());
+        cache.flush();
+        assert_eq!(cache.metrics().commits.get(), 1);
+        assert_eq!(cache.metrics().aborted.get(), 0);
+        assert!(store.get(WEB_KEY).unwrap().is_some());
+        assert_eq!(store.scan("").unwrap().count(), 2, "both items, none lost");
+        cache.close();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_list_is_given_up_when_the_writer_makes_no_room_in_time() {
+        let (_dir, store, cache) = started();
+        let _all_room = cache
+            .first_list_room(crate::cache::room::FIRST_LIST_BYTES)
+            .expect("the room is free at first");
+        list(&cache, &[OBJECT]).await;
+        cache.flush();
+        assert_eq!(cache.metrics().aborted.get(), 1);
+        assert!(store.sets("").unwrap().is_empty());
+        cache.close();
+    }
+
+    #[test]
+    fn a_first_list_that_ends_with_items_waiting_is_not_committed() {
+        let (_dir, store, cache) = started();
+        let all_room = cache
+            .first_list_room(crate::cache::room::FIRST_LIST_BYTES)
             .expect("the room is free at first");
         let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
         tee.list_item(&Bytes::from_static(OBJECT));
         tee.list_end(end());
-        drop(tee);
-        cache.flush();
-        assert!(
-            store.sets("").unwrap().is_empty(),
-            "a list that lost an item is not committed"
-        );
-        assert_eq!(cache.metrics().aborted.get(), 1);
-        assert_eq!(cache.metrics().refused.get(), 1);
-
         drop(all_room);
-        let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
-        tee.list_item(&Bytes::from_static(OBJECT));
-        tee.list_end(end());
         cache.flush();
-        assert_eq!(store.sets("").unwrap().len(), 1);
-        assert_eq!(cache.metrics().commits.get(), 1);
+        assert!(store.sets("").unwrap().is_empty());
+        assert_eq!(cache.metrics().aborted.get(), 1);
         cache.close();
     }
 

@@ -9,20 +9,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::key::{ResourceKey, SetKey};
 use super::metrics::CacheMetrics;
 use super::policy::{CachePolicy, CacheTarget};
+use super::room::{Room, RoomWait};
 use super::store::{SetMeta, Store, WriteOp};
 use super::tee::CacheTee;
 use crate::stream::{Event, EventType, ListEnd, Meta};
 
-/// Bytes of objects on their way to the store. A tee that finds no room gives up on its
-/// response (the client is not held up); the bound keeps a slow disk from costing memory.
-/// 4 MiB keeps a 10 000-object list (7 MB) flowing on an edge node's disk without an abort,
-/// and is the most the cache can add to a gateway's memory at any moment.
-pub(crate) const IN_FLIGHT_BYTES: usize = 4 << 20;
 /// Writes applied in one transaction at most.
 const MAX_BATCH: usize = 1024;
 /// Object bytes applied in one transaction at most: the store keeps a transaction's dirty
@@ -86,7 +82,7 @@ pub struct Cache {
     policy: CachePolicy,
     store: Arc<dyn Store>,
     ops: Mutex<Option<Sender<Op>>>,
-    room: Arc<Semaphore>,
+    room: Room,
     next_list: AtomicU64,
     pages: Mutex<HashMap<String, PendingPages>>,
     touched: Mutex<HashMap<String, u64>>,
@@ -116,7 +112,7 @@ impl Cache {
             policy,
             store,
             ops: Mutex::new(writer.is_some().then_some(tx)),
-            room: Arc::new(Semaphore::new(IN_FLIGHT_BYTES)),
+            room: Room::default(),
             next_list: AtomicU64::new(1),
             pages: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
@@ -186,12 +182,30 @@ impl Cache {
 
     /// Room for `bytes` more in flight, or `None` (and a count) when the writer is behind.
     pub(crate) fn room(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        let permits = u32::try_from(bytes.max(1)).ok()?;
-        let room = self.room.clone().try_acquire_many_owned(permits).ok();
+        let room = self.room.try_shared(bytes);
         if room.is_none() {
             self.metrics.refused.inc();
         }
         room
+    }
+
+    /// Room for `bytes` more of a set's first list, if the writer has some now.
+    pub(crate) fn first_list_room(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        self.room.try_first_list(bytes)
+    }
+
+    /// Room for `bytes` more of a set's first list once the writer makes it (counted as a
+    /// wait), or `None` when it does not in time.
+    pub(crate) fn wait_first_list_room(&self, bytes: usize) -> RoomWait {
+        self.metrics.list_waits.inc();
+        self.room.wait_first_list(bytes)
+    }
+
+    /// Whether the store holds a committed list of `set` (unreadable counts as no).
+    pub(crate) fn holds(&self, set: &SetKey) -> bool {
+        self.store
+            .sets(&set.encode())
+            .is_ok_and(|sets| sets.iter().any(|(held, _)| held == set))
     }
 
     /// Sends an op to the writer; false when the writer is gone.

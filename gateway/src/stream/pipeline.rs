@@ -127,6 +127,9 @@ where
             if !self.out.is_empty() {
                 return Ok(Some(self.out.split().freeze()));
             }
+            if let Some(sink) = self.pipeline.sink.as_mut() {
+                std::future::poll_fn(|cx| sink.poll_ready(cx)).await;
+            }
             match self.upstream.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
@@ -541,6 +544,71 @@ mod tests {
             sink: None,
             stop: None,
         }
+    }
+
+    /// A sink that is ready only once its gate is open, and counts the items it took.
+    struct Gate {
+        open: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        items: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Sink for Gate {
+        fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+            if self.open.load(std::sync::atomic::Ordering::SeqCst) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        }
+        fn list_item(&mut self, _object: &Bytes) {
+            self.items.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        fn list_end(&mut self, _end: ListEnd) {}
+        fn event(&mut self, _event: &Event) {}
+        fn object(&mut self, _object: &Bytes) {}
+        fn abort(&mut self, _reason: &str) {}
+    }
+
+    #[tokio::test]
+    async fn a_list_reads_upstream_only_when_its_sink_is_ready() {
+        use futures_util::{FutureExt, StreamExt};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let (open, items, pulled) = (
+            std::sync::Arc::new(AtomicBool::new(false)),
+            std::sync::Arc::new(AtomicUsize::new(0)),
+            std::sync::Arc::new(AtomicUsize::new(0)),
+        );
+        let counted = pulled.clone();
+        let upstream = StreamBody::new(
+            stream::iter([
+                r#"{"kind":"List","metadata":{},"items":[{"metadata":{"name":"a"}}"#,
+                r#",{"metadata":{"name":"b"}}]}"#,
+            ])
+            .map(|chunk| Ok::<_, Infallible>(Frame::data(Bytes::from_static(chunk.as_bytes()))))
+            .inspect(move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        let pipeline = Pipeline {
+            sink: Some(Box::new(Gate {
+                open: open.clone(),
+                items: items.clone(),
+            })),
+            ..bare()
+        };
+        let body = list(upstream, pipeline);
+        futures_util::pin_mut!(body);
+        assert!(body.next().now_or_never().is_none(), "waits for the sink");
+        assert_eq!(pulled.load(Ordering::SeqCst), 0, "nothing read upstream");
+
+        open.store(true, Ordering::SeqCst);
+        let (text, errors) = client_reads(body).await;
+        assert_eq!(errors, 0);
+        assert_eq!(
+            text,
+            r#"{"kind":"List","metadata":{},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#
+        );
+        assert_eq!(items.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

@@ -1,6 +1,8 @@
 //! Where the filtered stream is teed besides the client. The cache implements [`Sink`]; the
 //! pipeline calls it with exactly what the client was sent.
 
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
 
 use super::watch::Event;
@@ -19,8 +21,14 @@ pub struct ListEnd {
 }
 
 /// Receives the objects of one response after the filter chain. Calls must not block: an
-/// implementation that cannot keep up gives up on the response rather than hold the client.
+/// implementation that cannot keep up gives up on the response rather than hold the client,
+/// or, for a list, asks for the pause it needs through [`Sink::poll_ready`].
 pub trait Sink: Send {
+    /// Ready when the sink can take the items of the next upstream read of a list; the list
+    /// pipeline waits for it before every read. A sink that never waits is always ready.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<()> {
+        Poll::Ready(())
+    }
     /// One list item as the client received it.
     fn list_item(&mut self, object: &Bytes);
     /// The list (page) ended completely.
