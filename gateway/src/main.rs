@@ -8,8 +8,14 @@ use edgegate::{Config, server, tools};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    let returns_large_blocks = return_large_blocks_when_freed();
     let cli = Cli::parse();
     init_tracing(&cli.run.log_level, cli.run.log_format);
+    if !returns_large_blocks {
+        tracing::warn!(
+            "glibc refused a fixed mmap threshold; freed memory may stay with the process"
+        );
+    }
     match cli.command {
         Some(Command::Filter(command)) => return tools::filter(command, &cli.run),
         Some(Command::Cache(command)) => return tools::cache(command, &cli.run),
@@ -75,4 +81,23 @@ async fn shutdown_signal() {
         _ = terminate => {}
         _ = tokio::signal::ctrl_c() => {}
     }
+}
+
+/// Has glibc map every allocation of 128 KiB or more on its own, so that freeing it gives the
+/// memory back; false if glibc refused. Left to itself, glibc raises that bound to the largest
+/// block freed so far (loading a filter from the compiled-code cache frees blocks of
+/// megabytes), after which what lists and loads free stays in each thread's heap: 2.5 MB more
+/// at idle with three filters, and a 10 000-object list's growth 5 MB → 8 MB.
+fn return_large_blocks_when_freed() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        const MAPPED_FROM_BYTES: libc::c_int = 128 << 10;
+        // SAFETY: mallopt only sets an allocator parameter, which glibc allows at any time
+        // and from any thread; it touches no memory of ours.
+        #[allow(unsafe_code)]
+        let set = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MAPPED_FROM_BYTES) };
+        set == 1
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    true
 }
