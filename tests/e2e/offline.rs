@@ -209,8 +209,9 @@ pub fn objects_deleted_while_offline_disappear(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// Offline, a list with a label selector returns only the matching cached objects; writes
-/// are answered as YurtHub answers them; unknown resources and kubelet's empty pod list are 404.
+/// Online, an error answer to a cached component is passed through uncounted. Offline, a
+/// list with a label selector returns only the matching cached objects; writes are answered
+/// as YurtHub answers them; unknown resources and kubelet's empty pod list are 404.
 pub fn offline_answers_follow_the_request(env: &Env) -> Result<()> {
     let (relay, gateway) = relayed_gateway(env)?;
     let ns = namespace(&env.cluster, "selector")?;
@@ -226,6 +227,21 @@ pub fn offline_answers_follow_the_request(env: &Env) -> Result<()> {
         gateway.url()
     );
     wait_metric(gateway.hub, "edgegate_cache_commits_total", 2.0)?;
+
+    // An error answer is passed through, and it is not a list the cache gave up on.
+    let aborted = "edgegate_cache_aborted_lists_total";
+    let before = crate::support::metric(gateway.hub, aborted)?;
+    let unserved = format!("{}/apis/apps.openyurt.io/v1alpha1/nodepools", gateway.url());
+    let (status, _) = rt.block_on(get_as(&client, &unserved, KUBELET))?;
+    ensure!(
+        status == 404,
+        "a list of an unserved resource answers {status}"
+    );
+    let after = crate::support::metric(gateway.hub, aborted)?;
+    ensure!(
+        after == before,
+        "aborted lists went from {before} to {after}"
+    );
 
     relay.cut();
     wait_readyz(&gateway, 503, "the gateway to notice the cut")?;

@@ -142,6 +142,18 @@ impl Cache {
         CacheTee::new(self.clone(), target)
     }
 
+    /// A response for `target` that is not cached after all (an error, a protobuf answer):
+    /// nothing to tee, but a later page of a list ends that list, uncommitted.
+    pub fn pass_up(self: &Arc<Self>, target: CacheTarget) {
+        if let CacheTarget::List {
+            continue_from: Some(_),
+            ..
+        } = target
+        {
+            drop(CacheTee::new(self.clone(), target));
+        }
+    }
+
     /// Records that `component` was served (for garbage collection).
     pub fn touch(&self, component: &str) {
         let now = super::now();

@@ -10,7 +10,7 @@ use http::HeaderMap;
 use http::header::{ACCEPT, ACCEPT_ENCODING, HeaderValue};
 
 use super::State;
-use crate::cache::CacheTee;
+use crate::cache::CacheTarget;
 use crate::filter::{LookupUse, Session};
 use crate::request::RequestInfo;
 use crate::stream::{Stop, StopSignal};
@@ -26,8 +26,10 @@ const LOOKUP_RELIST_JITTER: Duration = Duration::from_secs(5);
 pub struct Plan {
     /// The filter session, if any filter applies.
     pub session: Option<Session>,
-    /// The cache tee, if the response is cached.
-    pub tee: Option<CacheTee>,
+    /// Where the response is cached, if it is. The tee is made only for a response that is
+    /// framed, when the answer is in: an error or a protobuf answer is not a list
+    /// the cache gave up on.
+    pub cache: Option<CacheTarget>,
     /// Identity of the filters that apply (none is an identity too), to tell when a new
     /// generation changes them: a watch then ends, filtered or not.
     pub fingerprint: u64,
@@ -57,17 +59,16 @@ impl Plan {
         if !takes_json(headers) {
             return Some(Plan {
                 session: None,
-                tee: None,
+                cache: None,
                 fingerprint,
                 json: false,
                 watch,
             });
         }
         let session = generation.session(info, component);
-        let target = state.cache.policy().target(component, info, query);
         Some(Plan {
             session,
-            tee: target.and_then(|target| state.cache.tee(component, target)),
+            cache: state.cache.policy().target(component, info, query),
             fingerprint,
             json: true,
             watch,
@@ -77,7 +78,7 @@ impl Plan {
     /// Whether the response must be framed: something filters or caches it, or it is a
     /// watch (which can then be told to re-list when its filtering changes).
     pub fn frames(&self) -> bool {
-        self.json && (self.watch || self.session.is_some() || self.tee.is_some())
+        self.json && (self.watch || self.session.is_some() || self.cache.is_some())
     }
 }
 

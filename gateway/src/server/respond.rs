@@ -43,14 +43,22 @@ pub async fn respond(
             );
             return response.map(|body| StreamBody::new(stream::until(body, stop)).boxed_unsync());
         }
-        // Errors, tables and protobuf pass through; the tee (dropped here) commits nothing.
-        _ => return response.map(|body| body.map_err(Into::into).boxed_unsync()),
+        // Errors, tables and protobuf pass through, and nothing of them is cached.
+        plan => {
+            if let Some(target) = plan.and_then(|plan| plan.cache) {
+                state.cache.pass_up(target);
+            }
+            return response.map(|body| body.map_err(Into::into).boxed_unsync());
+        }
     };
     let (mut parts, body) = response.into_parts();
     let lookups = plan.session.as_ref().map(Session::lookup_use);
     let pipeline = Pipeline {
         transform: plan.session.map(|s| Box::new(s) as Box<dyn Transform>),
-        sink: plan.tee.map(|t| Box::new(t) as Box<dyn Sink>),
+        sink: plan
+            .cache
+            .and_then(|target| state.cache.tee(component, target))
+            .map(|t| Box::new(t) as Box<dyn Sink>),
         stop: None,
     };
     match info.verb {
