@@ -293,6 +293,13 @@ mod tests {
         (dir, store, cache)
     }
 
+    /// All of the first lists' room, as a writer that has fallen behind leaves it.
+    fn all_first_list_room(cache: &Cache) -> tokio::sync::OwnedSemaphorePermit {
+        cache
+            .first_list_room(crate::cache::room::FIRST_LIST_BYTES)
+            .expect("the room is free at first")
+    }
+
     /// Lists `objects` through a tee, as the list pipeline does: ready before every read.
     async fn list(cache: &Arc<Cache>, objects: &[&'static [u8]]) {
         let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
@@ -338,9 +345,7 @@ mod tests {
     #[tokio::test]
     async fn a_first_list_waits_for_the_writer_instead_of_being_given_up() {
         let (_dir, store, cache) = started();
-        let all_room = cache
-            .first_list_room(crate::cache::room::FIRST_LIST_BYTES)
-            .expect("the room is free at first");
+        let all_room = all_first_list_room(&cache);
         let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
         tee.list_item(&Bytes::from_static(OBJECT));
         tee.list_item(&Bytes::from_static(OTHER));
@@ -363,9 +368,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_first_list_is_given_up_when_the_writer_makes_no_room_in_time() {
         let (_dir, store, cache) = started();
-        let _all_room = cache
-            .first_list_room(crate::cache::room::FIRST_LIST_BYTES)
-            .expect("the room is free at first");
+        let _all_room = all_first_list_room(&cache);
         list(&cache, &[OBJECT]).await;
         cache.flush();
         assert_eq!(cache.metrics().aborted.get(), 1);
@@ -376,9 +379,7 @@ mod tests {
     #[test]
     fn a_first_list_that_ends_with_items_waiting_is_not_committed() {
         let (_dir, store, cache) = started();
-        let all_room = cache
-            .first_list_room(crate::cache::room::FIRST_LIST_BYTES)
-            .expect("the room is free at first");
+        let all_room = all_first_list_room(&cache);
         let mut tee = cache.tee("kube-proxy", list_target()).unwrap();
         tee.list_item(&Bytes::from_static(OBJECT));
         tee.list_end(end());
