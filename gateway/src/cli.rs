@@ -72,6 +72,11 @@ pub enum FilterCommand {
     /// that cache loads it without compiling (the gateway runs this in a child process for
     /// every new filter; operators may run it when building a node image).
     Compile(FilterCompileArgs),
+    /// Checks a config against a JSON Schema, both read as JSON from stdin
+    /// (`{"schema": "…", "config": …}`), and prints the verdict (`{"refused": null}` or the
+    /// reason). The gateway runs this in a child process for every config it loads.
+    #[command(hide = true)]
+    CheckConfig,
 }
 
 /// `edgegate filter compile`.

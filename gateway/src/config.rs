@@ -50,9 +50,10 @@ pub struct Config {
     pub filter_dir: Option<PathBuf>,
     /// The gateway-level filter settings file.
     pub filter_config: Option<PathBuf>,
-    /// The `edgegate` binary that compiles new filters in a child process (`filter
-    /// compile`); `None` compiles them in the gateway's process. The binary sets it to itself.
-    pub filter_compiler: Option<PathBuf>,
+    /// The `edgegate` binary that compiles new filters and checks their configs in a child
+    /// process (`filter compile`, `filter check-config`); `None` does both in the gateway's
+    /// process. The binary sets it to itself.
+    pub filter_helper: Option<PathBuf>,
     /// Components whose responses are cached.
     pub cache_agents: Vec<String>,
     /// Unused components' caches are removed after this long.
@@ -99,7 +100,7 @@ impl Config {
             disk_cache_path: args.disk_cache_path.clone(),
             filter_dir: args.filter_dir.clone(),
             filter_config: args.filter_config.clone(),
-            filter_compiler: None,
+            filter_helper: None,
             cache_agents: if args.cache_agents.is_empty() {
                 crate::cache::DEFAULT_CACHE_AGENTS
                     .iter()

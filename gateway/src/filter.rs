@@ -29,6 +29,7 @@
 mod author;
 mod bindings;
 mod chain;
+mod child;
 mod describe;
 mod dir;
 mod engine;
@@ -40,7 +41,6 @@ mod loader;
 mod metrics;
 mod options;
 mod output;
-mod precompile;
 mod reload;
 mod schema;
 mod session;
@@ -55,13 +55,13 @@ use thiserror::Error;
 
 pub use author::{TestRequest, check, test};
 pub use chain::{Generation, NodeFacts};
+pub use child::{check_config, compile_into_cache};
 pub use edgegate_filter_sdk::LabelSelector;
 pub use feeds::LookupUse;
 pub use instance::Failure;
 pub use metrics::FilterMetrics;
 pub use options::{Effective, Limits, OnError};
 pub use output::check_replacement;
-pub use precompile::compile_into_cache;
 pub use reload::Filters;
 pub use session::Session;
 
@@ -239,9 +239,10 @@ pub struct FilterSettings {
     pub config_file: Option<PathBuf>,
     /// Where compiled code is cached (outside the watched directory).
     pub compiled_cache_dir: PathBuf,
-    /// The `edgegate` binary whose `filter compile` compiles new filters in a child process,
-    /// so the compiler's memory leaves with it; `None` compiles in this process.
-    pub compiler: Option<PathBuf>,
+    /// The `edgegate` binary whose `filter compile` and `filter check-config` compile new
+    /// filters and check their configs in a child process, so the memory that work leaves
+    /// behind goes with it; `None` does both in this process.
+    pub helper: Option<PathBuf>,
     /// This node's name, given to filters.
     pub node_name: String,
     /// This node's pool, given to filters.

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     runtime.block_on(async {
         let config = match Config::load(&cli.run).await {
             Ok(config) => Config {
-                filter_compiler: std::env::current_exe().ok(),
+                filter_helper: std::env::current_exe().ok(),
                 ..config
             },
             Err(error) => {

@@ -262,7 +262,7 @@ fn filter_settings(config: &Config) -> FilterSettings {
         compiled_cache_dir: config
             .disk_cache_path
             .join(crate::filter::COMPILED_CACHE_DIR),
-        compiler: config.filter_compiler.clone(),
+        helper: config.filter_helper.clone(),
         node_name: config.node_name.clone().unwrap_or_default(),
         node_pool: config.nodepool_name.clone(),
         limits: Limits::default(),

@@ -1,5 +1,6 @@
 //! The command-line tools that run instead of the gateway: `edgegate filter
-//! check|test|compile` for filter authors (and the gateway's own compiler process),
+//! check|test|compile` for filter authors (and, with `check-config`, the gateway's own child
+//! processes),
 //! `edgegate cache ls|get` for operators.
 
 use std::io::Write;
@@ -10,34 +11,30 @@ use crate::cache::{self, RedbStore, SetSummary};
 use crate::cli::{CacheCommand, FilterCommand, FilterCompileArgs, RunArgs};
 use crate::filter;
 
-/// Runs `edgegate filter check|test|compile`: the result on stdout, errors on stderr.
+/// Runs `edgegate filter check|test|compile|check-config`: the result on stdout, errors on
+/// stderr.
 pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
     let result = match command {
         FilterCommand::Compile(args) => compile(&args, run),
+        FilterCommand::CheckConfig => stdin().and_then(|input| filter::check_config(&input)),
         FilterCommand::Check(args) => filter::check(&args.wasm, args.config.as_deref()),
-        FilterCommand::Test(args) => {
-            let mut input = Vec::new();
-            match std::io::Read::read_to_end(&mut std::io::stdin(), &mut input) {
-                Ok(_) => filter::test(
-                    &filter::TestRequest {
-                        wasm: args.wasm,
-                        options: args.config,
-                        component: args.component,
-                        verb: args.verb,
-                        group: args.group,
-                        version: args.version,
-                        resource: args.resource,
-                        namespace: args.namespace,
-                        node_name: args.node_name,
-                        node_pool: args.node_pool,
-                    },
-                    &input,
-                ),
-                Err(error) => Err(filter::FilterError::Input(format!(
-                    "cannot read stdin: {error}"
-                ))),
-            }
-        }
+        FilterCommand::Test(args) => stdin().and_then(|input| {
+            filter::test(
+                &filter::TestRequest {
+                    wasm: args.wasm,
+                    options: args.config,
+                    component: args.component,
+                    verb: args.verb,
+                    group: args.group,
+                    version: args.version,
+                    resource: args.resource,
+                    namespace: args.namespace,
+                    node_name: args.node_name,
+                    node_pool: args.node_pool,
+                },
+                &input,
+            )
+        }),
     };
     match result {
         Ok(text) => {
@@ -56,10 +53,7 @@ pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
 /// the compiled-code cache.
 fn compile(args: &FilterCompileArgs, run: &RunArgs) -> Result<String, filter::FilterError> {
     let (name, wasm) = if args.wasm.as_os_str() == "-" {
-        let mut wasm = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut wasm)
-            .map_err(|e| filter::FilterError::Input(format!("cannot read stdin: {e}")))?;
-        ("stdin".to_owned(), wasm)
+        ("stdin".to_owned(), stdin()?)
     } else {
         let wasm = std::fs::read(&args.wasm).map_err(|e| {
             filter::FilterError::Input(format!("cannot read {}: {e}", args.wasm.display()))
@@ -72,6 +66,14 @@ fn compile(args: &FilterCompileArgs, run: &RunArgs) -> Result<String, filter::Fi
         .unwrap_or_else(|| run.disk_cache_path.join(filter::COMPILED_CACHE_DIR));
     filter::compile_into_cache(&name, &wasm, &dir)?;
     Ok(format!("compiled {name} into {}", dir.display()))
+}
+
+/// All of stdin.
+fn stdin() -> Result<Vec<u8>, filter::FilterError> {
+    let mut input = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut input)
+        .map_err(|e| filter::FilterError::Input(format!("cannot read stdin: {e}")))?;
+    Ok(input)
 }
 
 /// Runs `edgegate cache ls|get`: asks the running gateway's hub, or, when none answers,

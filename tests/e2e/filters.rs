@@ -126,8 +126,9 @@ fn deactivate(gateway: &Gateway, dir: &FilterDir, name: &str) -> Result<()> {
 
 /// Hostile filters, each while other clients keep being served: a loop is stopped at its
 /// deadline and its policy applied; a memory bomb hits the cap; a trap recycles the instance
-/// and the next call succeeds; an oversized replace is refused; a truncated `.wasm` is
-/// rejected and the previous generation keeps serving.
+/// and the next call succeeds; an oversized replace is refused; a config that breaks its
+/// schema (checked in a child process) and a truncated `.wasm` are rejected, and the
+/// previous generation keeps serving.
 pub fn hostile_filters_never_stop_the_service(env: &Env) -> Result<()> {
     let scratch = env.cluster.dir.join(crate::support::unique("hostile"));
     let dir = FilterDir::new(&scratch)?;
@@ -265,6 +266,35 @@ pub fn hostile_filters_never_stop_the_service(env: &Env) -> Result<()> {
         "tagger",
         "[config]\ntag = \"good\"\n",
     )?;
+    let load_error = || {
+        chain(&gateway).map(|c| {
+            c["filters"]
+                .as_array()
+                .and_then(|f| f.iter().find(|f| f["name"] == "tagger"))
+                .map_or(serde_json::Value::Null, |f| f["lastLoadError"].clone())
+        })
+    };
+    dir.write("tagger.toml", b"[config]\ntag = 7\n")?;
+    wait_until(
+        Duration::from_secs(10),
+        "the config that breaks the schema to be refused",
+        || load_error().is_ok_and(|e| e.as_str().is_some_and(|e| e.contains("/tag"))),
+    )?;
+    dir.write("tagger.toml", b"[config]\ntag = \"good\"\n")?;
+    wait_until(Duration::from_secs(10), "the good config back", || {
+        load_error().is_ok_and(|e| e.is_null())
+    })?;
+    let checks = |place: &str| {
+        crate::support::metric_sample(
+            gateway.hub,
+            &format!("edgegate_filter_config_checks_total{{place=\"{place}\"}}"),
+        )
+    };
+    let (in_child, in_gateway) = (checks("child")?, checks("gateway")?);
+    ensure!(
+        in_child >= 2.0 && in_gateway == 0.0,
+        "configs are checked in a child process: {in_child} there, {in_gateway} in the gateway"
+    );
     let before = generation(&gateway)?;
     let whole = std::fs::read(dir.built.join("tagger.wasm"))?;
     dir.write("tagger.wasm", &whole[..whole.len() / 2])?;

@@ -20,8 +20,8 @@ use wasmtime::{
 
 use super::FilterError;
 use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version};
+use super::child::{Child, Place};
 use super::host::{HostState, add_wasi_to_linker};
-use super::precompile::{ChildCompiler, CompiledIn};
 
 /// How often the epoch advances while a call runs: a deadline is enforced to within one
 /// tick. 2 ms is well under any useful deadline (tens of ms) and, since the ticker only
@@ -49,7 +49,7 @@ pub(crate) struct Runtime {
     /// Components compiled so far (cache hits included), to show reuse.
     compiles: AtomicU64,
     /// Compiles new components in a child process first, when set.
-    child: Option<ChildCompiler>,
+    child: Option<Child>,
 }
 
 impl Runtime {
@@ -57,7 +57,7 @@ impl Runtime {
     /// then compiled by `child` first when one is given.
     pub(crate) fn new(
         compiled_cache_dir: Option<&Path>,
-        child: Option<ChildCompiler>,
+        child: Option<Child>,
     ) -> Result<Arc<Runtime>, FilterError> {
         let engine_error = |error: wasmtime::Error| FilterError::Engine(format!("{error:#}"));
         let mut config = Config::new();
@@ -111,17 +111,17 @@ impl Runtime {
         &self,
         name: &str,
         wasm: &[u8],
-    ) -> Result<(Component, CompiledIn), FilterError> {
+    ) -> Result<(Component, Place), FilterError> {
         self.compiles.fetch_add(1, Ordering::Relaxed);
         let place = match &self.child {
             Some(child) => match child.compile(wasm) {
-                Ok(()) => CompiledIn::Child,
+                Ok(()) => Place::Child,
                 Err(reason) => {
                     tracing::debug!(filter = name, %reason, "compiling in the gateway's process");
-                    CompiledIn::Gateway
+                    Place::Gateway
                 }
             },
-            None => CompiledIn::Gateway,
+            None => Place::Gateway,
         };
         let component =
             Component::new(&self.engine, wasm).map_err(|error| FilterError::Compile {

@@ -18,7 +18,8 @@ use super::instance::Factory;
 use super::loaded::LoadedFilter;
 use super::metrics::FilterMetrics;
 use super::options::{self, FilterFile, GatewayFile, Limits};
-use super::{FilterError, Lookup, schema};
+use super::schema::SchemaChecks;
+use super::{FilterError, Lookup};
 
 /// What loading a directory produced.
 pub(crate) struct Loaded {
@@ -34,6 +35,7 @@ pub(crate) struct Loaded {
 #[derive(Clone)]
 pub(crate) struct Loader {
     pub(crate) runtime: Arc<Runtime>,
+    pub(crate) schemas: Arc<SchemaChecks>,
     pub(crate) lookup: Arc<dyn Lookup>,
     pub(crate) metrics: FilterMetrics,
     pub(crate) default_limits: Limits,
@@ -104,12 +106,16 @@ impl Loader {
         let manifest = manifest_of(factory.manifest(&mut instance).map_err(instantiate_error)?);
         let effective = options::effective(name, &manifest, file, gateway, self.default_limits)
             .map_err(options_error)?;
-        schema::check(manifest.config_schema.as_deref(), &effective.config).map_err(|message| {
-            FilterError::Schema {
+        self.schemas
+            .check(
+                manifest.config_schema.as_deref(),
+                &effective.config,
+                &self.metrics,
+            )
+            .map_err(|message| FilterError::Schema {
                 name: name.to_owned(),
                 message,
-            }
-        })?;
+            })?;
         let config = effective.config.to_string();
         factory
             .configure(&mut instance, &config)
@@ -142,6 +148,7 @@ pub(crate) fn load_one(
     let (component, _) = runtime.compile(name, wasm)?;
     let loader = Loader {
         runtime,
+        schemas: Arc::new(SchemaChecks::new(None)),
         lookup,
         metrics: FilterMetrics::new(),
         default_limits: Limits::default(),

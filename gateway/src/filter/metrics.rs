@@ -11,6 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::child::Place;
+
 /// Counter names one filter may create through `count`; later names are counted as `other`,
 /// so a filter cannot grow the registry without limit.
 const MAX_GUEST_COUNTERS: usize = 32;
@@ -32,10 +34,10 @@ pub struct OutcomeLabels {
     pub kind: &'static str,
 }
 
-/// Labels of where filter code was compiled.
+/// Labels of where a compile or a config check ran.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CompileLabels {
-    /// `child` (a compiler process, then read from the compiled-code cache) or `gateway`.
+pub struct PlaceLabels {
+    /// `child` (a child process of the gateway's binary) or `gateway` (its own process).
     pub place: &'static str,
 }
 
@@ -91,7 +93,8 @@ pub struct FilterMetrics {
     pub(crate) guest: Family<GuestCounterLabels, Counter>,
     pub(crate) generation: Gauge,
     pub(crate) load_failures: Counter,
-    pub(crate) compiles: Family<CompileLabels, Counter>,
+    pub(crate) compiles: Family<PlaceLabels, Counter>,
+    pub(crate) config_checks: Family<PlaceLabels, Counter>,
     guest_names: Arc<Mutex<HashMap<String, HashSet<String>>>>,
 }
 
@@ -107,6 +110,7 @@ impl FilterMetrics {
             generation: Gauge::default(),
             load_failures: Counter::default(),
             compiles: Family::default(),
+            config_checks: Family::default(),
             guest_names: Arc::default(),
         }
     }
@@ -150,11 +154,24 @@ impl FilterMetrics {
             "New filter components compiled, by place (child process or the gateway's own)",
             self.compiles.clone(),
         );
+        registry.register(
+            "config_checks",
+            "Filter configs checked against their schemas, by place (child process or the gateway's own)",
+            self.config_checks.clone(),
+        );
     }
 
-    pub(crate) fn compiled(&self, place: super::precompile::CompiledIn) {
+    pub(crate) fn compiled(&self, place: Place) {
         self.compiles
-            .get_or_create(&CompileLabels {
+            .get_or_create(&PlaceLabels {
+                place: place.label(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn config_checked(&self, place: Place) {
+        self.config_checks
+            .get_or_create(&PlaceLabels {
                 place: place.label(),
             })
             .inc();

@@ -14,12 +14,13 @@ use tokio::sync::{Notify, watch};
 use wasmtime::component::Component;
 
 use super::chain::{Generation, NodeFacts};
+use super::child::Child;
 use super::dir::{self, FilterFiles};
 use super::engine::Runtime;
 use super::loader::Loader;
 use super::metrics::FilterMetrics;
 use super::options::GatewayFile;
-use super::precompile::ChildCompiler;
+use super::schema::SchemaChecks;
 use super::{FilterError, FilterSettings, Lookup};
 use crate::metrics::Metrics;
 
@@ -86,14 +87,16 @@ impl Filters {
     ) -> Result<Filters, FilterError> {
         let cache_dir = settings.compiled_cache_dir.clone();
         let child = settings
-            .compiler
+            .helper
             .clone()
-            .map(|exe| ChildCompiler::new(exe, cache_dir.clone()));
+            .map(|exe| Child::new(exe, cache_dir.clone()));
+        let schemas = Arc::new(SchemaChecks::new(child.clone()));
         let runtime = tokio::task::spawn_blocking(move || Runtime::new(Some(&cache_dir), child))
             .await
             .map_err(|e| FilterError::Engine(e.to_string()))??;
         let loader = Loader {
             runtime,
+            schemas,
             lookup,
             metrics,
             default_limits: settings.limits,
@@ -224,7 +227,13 @@ impl Shared {
             None => None,
         };
         let snapshot = snapshot_of(&files, gateway_text.clone());
-        if state.loaded.as_ref() == Some(&snapshot) || state.failed.as_ref() == Some(&snapshot) {
+        if state.loaded.as_ref() == Some(&snapshot) {
+            // Back to what is live (a bad edit reverted): nothing to load, nothing failing.
+            state.failed = None;
+            state.last_failure = None;
+            return Ok(None);
+        }
+        if state.failed.as_ref() == Some(&snapshot) {
             return Ok(None);
         }
         let fail = |error| (Some(snapshot.clone()), error);

@@ -1,7 +1,78 @@
 //! Checks a filter's config against the JSON Schema its manifest declares, before the
-//! config reaches `configure`.
+//! config reaches `configure`: in a child process when the gateway has one (see
+//! [`super::child`]), remembering the pairs that passed so that a reload does not check an
+//! unchanged filter again.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::child::{Child, Place};
+use super::metrics::FilterMetrics;
+
+/// Schema and config pairs remembered as passed; beyond this the memory starts afresh.
+const MAX_REMEMBERED: usize = 1024;
+
+/// The gateway's config checks.
+#[derive(Debug)]
+pub(crate) struct SchemaChecks {
+    child: Option<Child>,
+    passed: Mutex<HashSet<[u8; 32]>>,
+}
+
+impl SchemaChecks {
+    /// Checks run by `child` when given, else in this process.
+    pub(crate) fn new(child: Option<Child>) -> SchemaChecks {
+        SchemaChecks {
+            child,
+            passed: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// [`check`], done where it leaves no memory behind, and counted by place.
+    pub(crate) fn check(
+        &self,
+        schema: Option<&str>,
+        config: &Value,
+        metrics: &FilterMetrics,
+    ) -> Result<(), String> {
+        let Some(schema) = schema else {
+            return Ok(());
+        };
+        let key: [u8; 32] = Sha256::new()
+            .chain_update(schema)
+            .chain_update([0])
+            .chain_update(config.to_string())
+            .finalize()
+            .into();
+        let mut passed = self.passed.lock().unwrap_or_else(|p| p.into_inner());
+        if passed.contains(&key) {
+            return Ok(());
+        }
+        let in_child = self.child.as_ref().and_then(|child| {
+            child
+                .check_config(schema, config)
+                .inspect_err(|reason| {
+                    tracing::debug!(%reason, "checking a filter config in the gateway's process");
+                })
+                .ok()
+        });
+        let (verdict, place) = match in_child {
+            Some(verdict) => (verdict, Place::Child),
+            None => (check(Some(schema), config), Place::Gateway),
+        };
+        metrics.config_checked(place);
+        if verdict.is_ok() {
+            if passed.len() >= MAX_REMEMBERED {
+                passed.clear();
+            }
+            passed.insert(key);
+        }
+        verdict
+    }
+}
 
 /// Why a config is refused: the schema itself is broken, or the config breaks it. Each
 /// message names the offending place (`/bytes: "lots" is not of type "integer"`).

@@ -3,7 +3,7 @@
 
 mod author;
 mod chain;
+mod child;
 mod limits;
-mod precompile;
 mod reload;
 mod support;

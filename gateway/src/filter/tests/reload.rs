@@ -23,7 +23,7 @@ fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterS
         dir: Some(dir.to_owned()),
         config_file,
         compiled_cache_dir: cache,
-        compiler: None,
+        helper: None,
         node_name: "edge-1".into(),
         node_pool: None,
         limits: Limits::default(),
@@ -202,6 +202,45 @@ async fn a_truncated_wasm_is_rejected_and_the_previous_generation_keeps_serving(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(filters.describe()["lastLoadError"].is_null());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reverting_a_bad_edit_clears_its_load_error_without_a_generation() {
+    let dir = temp_dir("reload-revert");
+    std::fs::write(dir.join("a.toml"), "[config]\ntag = \"a\"").unwrap();
+    std::fs::write(dir.join("a.wasm"), wasm("tagger")).unwrap();
+    let metrics = FilterMetrics::new();
+    let filters = Filters::start_with(
+        settings(&dir, temp_dir("reload-revert-cache"), None),
+        Arc::new(TestLookup::default()),
+        metrics.clone(),
+    )
+    .await
+    .unwrap();
+    let numbers = filters.subscribe();
+
+    put(&dir, "a.toml", b"[config]\ntag = 7");
+    let deadline = Instant::now() + PATIENCE;
+    while metrics.load_failures.get() == 0 {
+        assert!(Instant::now() < deadline, "the bad config was never loaded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let error = filters.describe()["lastLoadError"]["message"].to_string();
+    assert!(error.contains("/tag"), "{error}");
+
+    put(&dir, "a.toml", b"[config]\ntag = \"a\"");
+    let deadline = Instant::now() + PATIENCE;
+    while !filters.describe()["lastLoadError"].is_null() {
+        assert!(
+            Instant::now() < deadline,
+            "the reverted edit still shows: {}",
+            filters.describe()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!numbers.has_changed().unwrap(), "nothing new to load");
+    assert_eq!(trail(&filters).as_deref(), Some("a"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

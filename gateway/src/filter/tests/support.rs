@@ -13,6 +13,7 @@ use crate::filter::engine::Runtime;
 use crate::filter::loader::Loader;
 use crate::filter::metrics::FilterMetrics;
 use crate::filter::options::{GatewayFile, Limits};
+use crate::filter::schema::SchemaChecks;
 use crate::filter::{FilterError, Generation, LabelSelector, Lookup, dir};
 use crate::request::RequestInfo;
 
@@ -111,6 +112,7 @@ pub(super) fn load(
     let metrics = FilterMetrics::new();
     let loader = Loader {
         runtime: runtime(),
+        schemas: Arc::new(SchemaChecks::new(None)),
         lookup: Arc::new(TestLookup::default()),
         metrics: metrics.clone(),
         default_limits: Limits::default(),

@@ -1,0 +1,153 @@
+//! Work the gateway hands to a child process of its own binary, so that the memory the work
+//! leaves behind goes with the child: compiling new components (Cranelift leaves several MB
+//! of heap per compiled filter, which the allocator keeps), and checking configs against
+//! their JSON Schemas (the validator's meta-schemas, regex engines and code: 3 MB of an idle
+//! gateway's RSS). `edgegate filter compile -` and `edgegate filter check-config` are the
+//! child's side. If the child cannot do the work (a replaced binary, a failure to start),
+//! the gateway does it in its own process, which also produces the error bad input deserves.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::FilterError;
+use super::engine::Runtime;
+use super::schema;
+
+/// Where a piece of the gateway's work ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// In a child process (compiled code then read from the compiled-code cache).
+    Child,
+    /// In the gateway's own process (no child configured, or the child failed).
+    Gateway,
+}
+
+impl Place {
+    /// The metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Place::Child => "child",
+            Place::Gateway => "gateway",
+        }
+    }
+}
+
+/// Runs `EXE filter compile -` and `EXE filter check-config`, with their input on stdin.
+#[derive(Clone, Debug)]
+pub(crate) struct Child {
+    exe: PathBuf,
+    compiled_cache_dir: PathBuf,
+}
+
+impl Child {
+    /// A child running `exe`, compiling into the compiled-code cache `compiled_cache_dir`.
+    pub(crate) fn new(exe: PathBuf, compiled_cache_dir: PathBuf) -> Child {
+        Child {
+            exe,
+            compiled_cache_dir,
+        }
+    }
+
+    /// Compiles `wasm` into the cache in a child process; the error says why it did not.
+    pub(crate) fn compile(&self, wasm: &[u8]) -> Result<(), String> {
+        let mut args = vec!["compile".into(), "--compiled-cache-dir".into()];
+        args.push(self.compiled_cache_dir.clone().into_os_string());
+        args.push("-".into());
+        self.run(&args, wasm).map(|_| ())
+    }
+
+    /// The child's verdict on `config` against `schema` (`Err` inside: why it is refused);
+    /// the outer error says why the child gave none.
+    pub(crate) fn check_config(
+        &self,
+        schema: &str,
+        config: &Value,
+    ) -> Result<Result<(), String>, String> {
+        let input = serde_json::to_vec(&ConfigCheck {
+            schema: schema.to_owned(),
+            config: config.clone(),
+        })
+        .map_err(|e| format!("cannot encode the check: {e}"))?;
+        let output = self.run(&["check-config".into()], &input)?;
+        let verdict: Verdict = serde_json::from_slice(&output).map_err(|e| {
+            format!(
+                "the checker's answer is not a verdict ({e}): {}",
+                String::from_utf8_lossy(&output).trim()
+            )
+        })?;
+        Ok(verdict.refused.map_or(Ok(()), Err))
+    }
+
+    /// Runs `EXE filter ARGS…` with `input` on stdin; its stdout when it succeeds.
+    fn run(&self, args: &[std::ffi::OsString], input: &[u8]) -> Result<Vec<u8>, String> {
+        let mut child = Command::new(&self.exe)
+            .args(["--log-level", "error", "filter"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        // Each child reads all of stdin before it writes anything, so this write cannot
+        // deadlock against its output; a child that died early shows as a broken pipe here.
+        let written = child
+            .stdin
+            .take()
+            .map(|mut stdin| stdin.write_all(input))
+            .transpose();
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("cannot wait for the child process: {e}"))?;
+        if output.status.success() {
+            return written
+                .map(|_| output.stdout)
+                .map_err(|e| format!("cannot hand the input over: {e}"));
+        }
+        Err(format!(
+            "the child process ended with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// What `filter check-config` reads from stdin.
+#[derive(Serialize, Deserialize)]
+struct ConfigCheck {
+    /// The manifest's schema, as the component gave it.
+    schema: String,
+    /// The effective config.
+    config: Value,
+}
+
+/// What `filter check-config` prints: why the config is refused, or `null`.
+#[derive(Serialize, Deserialize)]
+struct Verdict {
+    refused: Option<String>,
+}
+
+/// `edgegate filter compile`: compiles `wasm` into the compiled-code cache
+/// `compiled_cache_dir`, where a gateway using that cache finds it.
+pub fn compile_into_cache(
+    name: &str,
+    wasm: &[u8],
+    compiled_cache_dir: &Path,
+) -> Result<(), FilterError> {
+    let runtime = Runtime::new(Some(compiled_cache_dir), None)?;
+    runtime.compile(name, wasm).map(|_| ())
+}
+
+/// `edgegate filter check-config`: the verdict (JSON) on the check `input` asks for.
+pub fn check_config(input: &[u8]) -> Result<String, FilterError> {
+    let check: ConfigCheck = serde_json::from_slice(input)
+        .map_err(|e| FilterError::Input(format!("not a config check: {e}")))?;
+    let verdict = Verdict {
+        refused: schema::check(Some(&check.schema), &check.config).err(),
+    };
+    serde_json::to_string(&verdict)
+        .map_err(|e| FilterError::Input(format!("cannot encode the verdict: {e}")))
+}
