@@ -1,6 +1,7 @@
-//! `edgegate-load`: the side-by-side load harness (`run`, what `benches/load/run` calls), and
-//! the two helpers it starts as processes of their own: the static upstream and the watch
-//! fan-out client.
+//! `edgegate-load`: the side-by-side load harness (`run`, what `benches/load/run` calls), the
+//! two helpers it starts as processes of their own (the static upstream and the watch fan-out
+//! client), and `apiserver`, which keeps the harness's kube-apiserver running for profiling
+//! by hand.
 #![allow(clippy::disallowed_methods)]
 
 use std::net::SocketAddr;
@@ -9,6 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use edgegate_benches::load::apiserver::ApiServer;
 use edgegate_benches::load::run::{self, Settings};
 use edgegate_benches::load::targets::Binaries;
 use edgegate_benches::load::{report, upstream, watch};
@@ -61,6 +63,9 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         events_per_second: u32,
     },
+    /// Starts etcd and kube-apiserver holding the harness's objects, prints how to reach
+    /// them, and keeps them running until stdin closes (Ctrl-D).
+    Apiserver,
     /// Measures watch event delivery delays through `authority`; prints a JSON summary.
     WatchClient {
         /// host:port of the target.
@@ -126,6 +131,26 @@ fn main() -> Result<()> {
                 upstream::serve(listener, canned).await?;
                 Ok(())
             })
+        }
+        Command::Apiserver => {
+            let apiserver = ApiServer::start()?;
+            let upstream = apiserver.upstream();
+            println!("url: {}", upstream.url);
+            if let Some(kubeconfig) = &upstream.kubeconfig {
+                println!(
+                    "gateway kubeconfig (--kubeconfig): {}",
+                    kubeconfig.display()
+                );
+            }
+            if let Some(ca) = &upstream.ca {
+                println!("CA: {}", ca.display());
+            }
+            if let Some(token) = &upstream.token {
+                println!("bearer token of the load's requests: {token}");
+            }
+            println!("running until stdin closes");
+            std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink())?;
+            Ok(())
         }
         Command::WatchClient {
             authority,
