@@ -54,6 +54,9 @@ pub struct Config {
     /// process (`filter compile`, `filter check-config`); `None` does both in the gateway's
     /// process. The binary sets it to itself.
     pub filter_helper: Option<PathBuf>,
+    /// Called after each filter load, so that the binary can hand back to the system the
+    /// memory the load freed (glibc keeps freed blocks inside its heaps); `None` does nothing.
+    pub after_filter_load: Option<fn()>,
     /// Components whose responses are cached.
     pub cache_agents: Vec<String>,
     /// Unused components' caches are removed after this long.
@@ -101,6 +104,7 @@ impl Config {
             filter_dir: args.filter_dir.clone(),
             filter_config: args.filter_config.clone(),
             filter_helper: None,
+            after_filter_load: None,
             cache_agents: if args.cache_agents.is_empty() {
                 crate::cache::DEFAULT_CACHE_AGENTS
                     .iter()

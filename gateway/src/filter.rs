@@ -243,6 +243,9 @@ pub struct FilterSettings {
     /// filters and check their configs in a child process, so the memory that work leaves
     /// behind goes with it; `None` does both in this process.
     pub helper: Option<PathBuf>,
+    /// Called on the loading thread after each load, succeeded or failed (see
+    /// [`crate::Config::after_filter_load`]).
+    pub after_load: Option<fn()>,
     /// This node's name, given to filters.
     pub node_name: String,
     /// This node's pool, given to filters.

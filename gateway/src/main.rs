@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         let config = match Config::load(&cli.run).await {
             Ok(config) => Config {
                 filter_helper: std::env::current_exe().ok(),
+                after_filter_load: Some(return_freed_memory),
                 ..config
             },
             Err(error) => {
@@ -80,6 +81,24 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = terminate => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Hands back to the system the whole free pages inside glibc's heaps. A filter load frees
+/// most of what it allocates (wasmtime reading and describing each component), in the
+/// middle of the loading thread's heap, where trimming the top does not reach: 0.8 MB of an
+/// idle gateway with three filters. Walks every heap once: well under a millisecond at the
+/// sizes a gateway's heaps have, once per load.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim only returns free pages of glibc's own heaps to the system,
+        // under each heap's lock; it may be called at any time from any thread and touches
+        // no memory in use.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::malloc_trim(0);
+        }
     }
 }
 

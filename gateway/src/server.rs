@@ -263,6 +263,7 @@ fn filter_settings(config: &Config) -> FilterSettings {
             .disk_cache_path
             .join(crate::filter::COMPILED_CACHE_DIR),
         helper: config.filter_helper.clone(),
+        after_load: config.after_filter_load,
         node_name: config.node_name.clone().unwrap_or_default(),
         node_pool: config.nodepool_name.clone(),
         limits: Limits::default(),

@@ -187,7 +187,13 @@ impl Shared {
     /// Rescans and, if anything changed, loads and swaps in a new generation. Blocking.
     pub(crate) fn reload(&self) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match self.try_reload(&mut state) {
+        let outcome = self.try_reload(&mut state);
+        if !matches!(outcome, Ok(None))
+            && let Some(after_load) = self.settings.after_load
+        {
+            after_load();
+        }
+        match outcome {
             Ok(Some(number)) => {
                 tracing::info!(generation = number, filters = ?self.current.load().names(), "filter generation loaded")
             }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -24,6 +25,7 @@ fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterS
         config_file,
         compiled_cache_dir: cache,
         helper: None,
+        after_load: None,
         node_name: "edge-1".into(),
         node_pool: None,
         limits: Limits::default(),
@@ -202,6 +204,56 @@ async fn a_truncated_wasm_is_rejected_and_the_previous_generation_keeps_serving(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(filters.describe()["lastLoadError"].is_null());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+static LOADS_SEEN: AtomicUsize = AtomicUsize::new(0);
+
+fn count_load() {
+    LOADS_SEEN.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Waits until the hook has seen `loads` loads (it runs just after a generation is swapped in).
+async fn loads_seen(loads: usize) {
+    let deadline = Instant::now() + PATIENCE;
+    while LOADS_SEEN.load(Ordering::SeqCst) < loads {
+        assert!(Instant::now() < deadline, "the hook saw no load {loads}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(LOADS_SEEN.load(Ordering::SeqCst), loads);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_after_load_hook_runs_after_each_load_good_or_bad_and_only_then() {
+    let dir = temp_dir("reload-hook");
+    std::fs::write(dir.join("a.toml"), "[config]\ntag = \"a\"").unwrap();
+    std::fs::write(dir.join("a.wasm"), wasm("tagger")).unwrap();
+    let metrics = FilterMetrics::new();
+    let filters = Filters::start_with(
+        FilterSettings {
+            after_load: Some(count_load),
+            ..settings(&dir, temp_dir("reload-hook-cache"), None)
+        },
+        Arc::new(TestLookup::default()),
+        metrics.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(LOADS_SEEN.load(Ordering::SeqCst), 1, "the first load");
+    let mut numbers = filters.subscribe();
+
+    let renamed = put(&dir, "a.toml", b"[config]\ntag = \"b\"");
+    next_generation(&mut numbers, renamed).await;
+    loads_seen(2).await;
+
+    put(&dir, "a.toml", b"[config]\ntag = 7");
+    loads_seen(3).await;
+    assert_eq!(metrics.load_failures.get(), 1, "the third load failed");
+
+    // A file that changes nothing the loader reads makes no load.
+    std::fs::write(dir.join("notes.txt"), "not a filter").unwrap();
+    filters.shared.reload();
+    assert_eq!(LOADS_SEEN.load(Ordering::SeqCst), 3, "no load, no call");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
