@@ -24,8 +24,10 @@ use tokio::sync::watch;
 
 use crate::filter::{LabelSelector, Lookup};
 
+mod backoff;
 mod encoded;
 
+use backoff::ListBackoff;
 use encoded::Encoded;
 
 /// One kind the informers keep.
@@ -126,7 +128,7 @@ impl Informers {
                 digest: digest_tx.clone(),
             };
             let stream = watcher(api, watcher::Config::default().any_semantic())
-                .default_backoff()
+                .backoff(ListBackoff::default())
                 .reflect(writer);
             tasks.push(tokio::spawn(watch.run(stream)));
             kinds.push(Kind {
