@@ -266,3 +266,16 @@ fn a_replacement_is_compared_with_its_original_field_by_field() {
         assert_eq!(Object::compare_fields(original, not_one_object), None);
     }
 }
+
+#[test]
+fn the_common_start_is_found_across_and_within_blocks() {
+    let text: Vec<u8> = (0..40u8).collect();
+    assert_eq!(common_start(&text, &text), 40);
+    assert_eq!(common_start(&text, &text[..17]), 17);
+    assert_eq!(common_start(&[], &text), 0);
+    for at in [0, 1, 15, 16, 17, 31, 32, 39] {
+        let mut other = text.clone();
+        other[at] ^= 0xff;
+        assert_eq!(common_start(&text, &other), at, "differing at {at}");
+    }
+}
