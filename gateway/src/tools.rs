@@ -1,7 +1,6 @@
 //! The command-line tools that run instead of the gateway: `edgegate filter
-//! check|test|compile` for filter authors (and, with `check-config`, the gateway's own child
-//! processes),
-//! `edgegate cache ls|get` for operators.
+//! check|test|compile` for filter authors, `compile` and `check-config` for the gateway's own
+//! child processes, `edgegate cache ls|get` for operators.
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -284,13 +284,8 @@ pub fn hostile_filters_never_stop_the_service(env: &Env) -> Result<()> {
     wait_until(Duration::from_secs(10), "the good config back", || {
         load_error().is_ok_and(|e| e.is_null())
     })?;
-    let checks = |place: &str| {
-        crate::support::metric_sample(
-            gateway.hub,
-            &format!("edgegate_filter_config_checks_total{{place=\"{place}\"}}"),
-        )
-    };
-    let (in_child, in_gateway) = (checks("child")?, checks("gateway")?);
+    let (in_child, in_gateway) =
+        crate::support::by_place(gateway.hub, "edgegate_filter_config_checks_total")?;
     ensure!(
         in_child >= 2.0 && in_gateway == 0.0,
         "configs are checked in a child process: {in_child} there, {in_gateway} in the gateway"
@@ -439,13 +434,8 @@ pub fn hot_reload_under_load(env: &Env) -> Result<()> {
         relists.load(Ordering::SeqCst),
     );
     let failures = failures.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let compiles = |place: &str| {
-        crate::support::metric_sample(
-            gateway.hub,
-            &format!("edgegate_filter_compiles_total{{place=\"{place}\"}}"),
-        )
-    };
-    let (in_child, in_gateway) = (compiles("child")?, compiles("gateway")?);
+    let (in_child, in_gateway) =
+        crate::support::by_place(gateway.hub, "edgegate_filter_compiles_total")?;
     println!(
         "100 swaps up to generation {live}: rename → live p50 {:?}, p90 {:?}, max {:?}; {lists} lists, {watches} watch opens, {relists} told to re-list, {} failures; {in_child} compiles in a child process, {in_gateway} in the gateway's",
         latencies[50],

@@ -316,6 +316,13 @@ pub fn metric(hub: std::net::SocketAddr, name: &str) -> Result<f64> {
     })
 }
 
+/// A counter labelled by `place` (`child` or `gateway`), at each place: where the gateway
+/// compiled filters or checked their configs.
+pub fn by_place(hub: std::net::SocketAddr, name: &str) -> Result<(f64, f64)> {
+    let at = |place: &str| metric_sample(hub, &format!("{name}{{place=\"{place}\"}}"));
+    Ok((at("child")?, at("gateway")?))
+}
+
 /// One sample of the gateway's metrics, named with its labels as the hub prints it
 /// (`name{label="value"}`); 0 when the hub prints no such sample.
 pub fn metric_sample(hub: std::net::SocketAddr, series: &str) -> Result<f64> {

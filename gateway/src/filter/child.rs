@@ -6,6 +6,7 @@
 //! child's side. If the child cannot do the work (a replaced binary, a failure to start),
 //! the gateway does it in its own process, which also produces the error bad input deserves.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -68,8 +69,8 @@ impl Child {
         config: &Value,
     ) -> Result<Result<(), String>, String> {
         let input = serde_json::to_vec(&ConfigCheck {
-            schema: schema.to_owned(),
-            config: config.clone(),
+            schema: Cow::Borrowed(schema),
+            config: Cow::Borrowed(config),
         })
         .map_err(|e| format!("cannot encode the check: {e}"))?;
         let output = self.run(&["check-config".into()], &input)?;
@@ -117,11 +118,11 @@ impl Child {
 
 /// What `filter check-config` reads from stdin.
 #[derive(Serialize, Deserialize)]
-struct ConfigCheck {
+struct ConfigCheck<'a> {
     /// The manifest's schema, as the component gave it.
-    schema: String,
+    schema: Cow<'a, str>,
     /// The effective config.
-    config: Value,
+    config: Cow<'a, Value>,
 }
 
 /// What `filter check-config` prints: why the config is refused, or `null`.

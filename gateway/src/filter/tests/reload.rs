@@ -67,6 +67,35 @@ fn trail(filters: &Filters) -> Option<String> {
     }
 }
 
+/// A filter host on a fresh directory holding tagger `a` (tag "a"), its metrics, and the
+/// directory; `tune` adjusts the settings.
+async fn tagger_host(
+    name: &str,
+    tune: impl FnOnce(FilterSettings) -> FilterSettings,
+) -> (Filters, FilterMetrics, PathBuf) {
+    let dir = temp_dir(name);
+    std::fs::write(dir.join("a.toml"), "[config]\ntag = \"a\"").unwrap();
+    std::fs::write(dir.join("a.wasm"), wasm("tagger")).unwrap();
+    let metrics = FilterMetrics::new();
+    let filters = Filters::start_with(
+        tune(settings(&dir, temp_dir(&format!("{name}-cache")), None)),
+        Arc::new(TestLookup::default()),
+        metrics.clone(),
+    )
+    .await
+    .unwrap();
+    (filters, metrics, dir)
+}
+
+/// Waits until a load has failed.
+async fn a_load_failed(metrics: &FilterMetrics, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while metrics.load_failures.get() == 0 {
+        assert!(Instant::now() < deadline, "{what} was never loaded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_change_and_remove_each_make_a_generation_within_a_second() {
     let dir = temp_dir("reload");
@@ -146,29 +175,15 @@ async fn add_change_and_remove_each_make_a_generation_within_a_second() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_wasm_is_rejected_and_the_previous_generation_keeps_serving() {
-    let dir = temp_dir("reload-bad");
+    let (filters, metrics, dir) = tagger_host("reload-bad", |s| s).await;
     let tagger = wasm("tagger");
-    std::fs::write(dir.join("a.toml"), "[config]\ntag = \"a\"").unwrap();
-    std::fs::write(dir.join("a.wasm"), &tagger).unwrap();
-    let metrics = FilterMetrics::new();
-    let filters = Filters::start_with(
-        settings(&dir, temp_dir("reload-bad-cache"), None),
-        Arc::new(TestLookup::default()),
-        metrics.clone(),
-    )
-    .await
-    .unwrap();
     let numbers = filters.subscribe();
 
     // Temp files and dotfiles are ignored.
     std::fs::write(dir.join("c.wasm.tmp"), &tagger[..100]).unwrap();
     std::fs::write(dir.join(".c.wasm"), &tagger[..100]).unwrap();
     put(&dir, "b.wasm", &tagger[..tagger.len() / 2]);
-    let deadline = Instant::now() + PATIENCE;
-    while metrics.load_failures.get() == 0 {
-        assert!(Instant::now() < deadline, "the bad file was never loaded");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    a_load_failed(&metrics, "the bad file").await;
     assert_eq!(filters.current().number(), 1);
     assert!(!numbers.has_changed().unwrap());
     assert_eq!(trail(&filters).as_deref(), Some("a"));
@@ -225,20 +240,11 @@ async fn loads_seen(loads: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_after_load_hook_runs_after_each_load_good_or_bad_and_only_then() {
-    let dir = temp_dir("reload-hook");
-    std::fs::write(dir.join("a.toml"), "[config]\ntag = \"a\"").unwrap();
-    std::fs::write(dir.join("a.wasm"), wasm("tagger")).unwrap();
-    let metrics = FilterMetrics::new();
-    let filters = Filters::start_with(
-        FilterSettings {
-            after_load: Some(count_load),
-            ..settings(&dir, temp_dir("reload-hook-cache"), None)
-        },
-        Arc::new(TestLookup::default()),
-        metrics.clone(),
-    )
-    .await
-    .unwrap();
+    let (filters, metrics, dir) = tagger_host("reload-hook", |s| FilterSettings {
+        after_load: Some(count_load),
+        ..s
+    })
+    .await;
     assert_eq!(LOADS_SEEN.load(Ordering::SeqCst), 1, "the first load");
     let mut numbers = filters.subscribe();
 
@@ -259,25 +265,11 @@ async fn the_after_load_hook_runs_after_each_load_good_or_bad_and_only_then() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reverting_a_bad_edit_clears_its_load_error_without_a_generation() {
-    let dir = temp_dir("reload-revert");
-    std::fs::write(dir.join("a.toml"), "[config]\ntag = \"a\"").unwrap();
-    std::fs::write(dir.join("a.wasm"), wasm("tagger")).unwrap();
-    let metrics = FilterMetrics::new();
-    let filters = Filters::start_with(
-        settings(&dir, temp_dir("reload-revert-cache"), None),
-        Arc::new(TestLookup::default()),
-        metrics.clone(),
-    )
-    .await
-    .unwrap();
+    let (filters, metrics, dir) = tagger_host("reload-revert", |s| s).await;
     let numbers = filters.subscribe();
 
     put(&dir, "a.toml", b"[config]\ntag = 7");
-    let deadline = Instant::now() + PATIENCE;
-    while metrics.load_failures.get() == 0 {
-        assert!(Instant::now() < deadline, "the bad config was never loaded");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    a_load_failed(&metrics, "the bad config").await;
     let error = filters.describe()["lastLoadError"]["message"].to_string();
     assert!(error.contains("/tag"), "{error}");
 
