@@ -16,6 +16,7 @@
 //! [`Object::value`] or [`Object::value_mut`].
 
 mod fields;
+mod item;
 mod node;
 mod split;
 
@@ -27,6 +28,7 @@ use serde_json::{Map, Value};
 use thiserror::Error;
 
 use fields::Fields;
+pub use item::Item;
 use node::{collect_strings, walk};
 
 /// Why bytes are not an object.
@@ -380,10 +382,11 @@ impl Object {
     }
 
     /// Keeps only the items of the array in top-level field `key` (`endpoints`) that `keep`
-    /// accepts, handing it each item's JSON text; returns whether any was removed (`false`
-    /// when the field is missing or not an array). Unless the field was already parsed, the
-    /// items are never built into values: the kept ones are copied as they came.
-    pub fn retain_items(&mut self, key: &str, mut keep: impl FnMut(&str) -> bool) -> bool {
+    /// accepts, handing it each [`Item`] (its text and its fields, unparsed); returns whether
+    /// any was removed (`false` when the field is missing or not an array). Unless the field
+    /// was already parsed, the items are never built into values: the array and its items'
+    /// fields are split in one scan, and the kept items copied as they came.
+    pub fn retain_items(&mut self, key: &str, mut keep: impl FnMut(&Item) -> bool) -> bool {
         if self.value.get().is_some() {
             return fields::retain_values(self.value_mut().get_mut(key), &mut keep);
         }

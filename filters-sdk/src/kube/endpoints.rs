@@ -4,12 +4,9 @@
 //! The shape comes from the request, not from the object: the items of a JSON list carry no
 //! `apiVersion` or `kind`.
 
-use std::borrow::Cow;
-
-use serde::Deserialize;
 use serde_json::Value;
 
-use crate::object::Object;
+use crate::object::{Item, Object};
 use crate::types::Context;
 
 /// The label (and v1beta1 topology key) that names a node.
@@ -55,14 +52,17 @@ impl EndpointsKind {
         self.pick(endpoint.get("nodeName").and_then(Value::as_str), hostname)
     }
 
-    /// Whether the endpoint in `json` (a slice's endpoint, as text) runs on a node `keep`
-    /// accepts; an endpoint whose placement does not read runs nowhere.
-    fn keeps(self, json: &str, keep: &impl Fn(&str) -> bool) -> bool {
-        let Ok(placement) = serde_json::from_str::<Placement>(json) else {
-            return false;
+    /// Whether a slice's endpoint runs on a node `keep` accepts; an endpoint whose placement
+    /// does not read runs nowhere. Only the fields that place it are parsed.
+    fn keeps(self, endpoint: &Item, keep: &impl Fn(&str) -> bool) -> bool {
+        let node_name = endpoint.string("nodeName");
+        let hostname = match self {
+            EndpointsKind::SliceV1beta1 => endpoint
+                .object("topology")
+                .and_then(|topology| topology.string(HOSTNAME_LABEL)),
+            _ => None,
         };
-        let hostname = || placement.topology.as_ref()?.hostname.as_deref();
-        self.pick(placement.node_name.as_deref(), hostname)
+        self.pick(node_name.as_deref(), || hostname.as_deref())
             .is_some_and(keep)
     }
 
@@ -103,22 +103,6 @@ impl EndpointsKind {
             },
         }
     }
-}
-
-/// Where a slice's endpoint runs, read from its text without building it.
-#[derive(Deserialize)]
-struct Placement<'a> {
-    #[serde(rename = "nodeName", borrow, default)]
-    node_name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    topology: Option<TopologyHostname<'a>>,
-}
-
-/// The hostname of a v1beta1 endpoint's topology.
-#[derive(Deserialize)]
-struct TopologyHostname<'a> {
-    #[serde(rename = "kubernetes.io/hostname", borrow, default)]
-    hostname: Option<Cow<'a, str>>,
 }
 
 /// Address lists of an Endpoints subset.

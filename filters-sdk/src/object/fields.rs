@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::item::Item;
 use super::node::Node;
 use super::split;
 
@@ -103,7 +104,7 @@ impl Fields {
         &mut self,
         bytes: &[u8],
         key: &str,
-        keep: &mut dyn FnMut(&str) -> bool,
+        keep: &mut dyn FnMut(&Item) -> bool,
     ) -> bool {
         let Some(field) = self.fields.iter_mut().find(|field| field.key == key) else {
             return false;
@@ -115,28 +116,23 @@ impl Fields {
             return removed;
         }
         let text = field.text(bytes);
-        let Some(items) = split::items(text) else {
-            return false;
-        };
-        let Ok(items) = items
-            .into_iter()
-            .map(|item| std::str::from_utf8(&text[item]))
-            .collect::<Result<Vec<&str>, _>>()
-        else {
+        let mut item_fields = Vec::new();
+        let Some(items) = split::items_and_fields(text, &mut item_fields) else {
             return false;
         };
         let mut kept = Vec::with_capacity(text.len());
         kept.push(b'[');
         let mut removed = false;
-        for item in items {
-            if !keep(item) {
+        for (range, fields) in items {
+            let item = Item::split(text, range, &item_fields[fields]);
+            if !keep(&item) {
                 removed = true;
                 continue;
             }
             if kept.len() > 1 {
                 kept.push(b',');
             }
-            kept.extend_from_slice(item.as_bytes());
+            kept.extend_from_slice(item.json());
         }
         kept.push(b']');
         if removed {
@@ -247,12 +243,15 @@ impl Field {
 }
 
 /// [`Fields::retain_items`] on a parsed value, each item handed as its JSON text.
-pub(super) fn retain_values(value: Option<&mut Value>, keep: &mut dyn FnMut(&str) -> bool) -> bool {
+pub(super) fn retain_values(
+    value: Option<&mut Value>,
+    keep: &mut dyn FnMut(&Item) -> bool,
+) -> bool {
     let Some(Value::Array(items)) = value else {
         return false;
     };
     let before = items.len();
-    items.retain(|item| keep(&item.to_string()));
+    items.retain(|item| keep(&Item::from_json(item.to_string().as_bytes())));
     items.len() != before
 }
 

@@ -12,6 +12,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
+use super::item::Field;
 use super::node::{Entry, Key, Node};
 
 /// The entries of the JSON object `bytes`, in order, `metadata` already split into its own;
@@ -32,8 +33,13 @@ pub(super) fn entries(bytes: &[u8], raw: Range<usize>) -> Option<Vec<Entry>> {
     cursor.object(false).map(|(entries, _)| entries)
 }
 
-/// The items of the array `text`, each as a range of it; `None` when it is not an array.
-pub(super) fn items(text: &[u8]) -> Option<Vec<Range<usize>>> {
+/// The items of the array `text` and, for each that is an object, its fields, in one scan:
+/// each item's range of `text` and the range of `fields` its fields were appended to (empty
+/// for an item that is not an object); `None` when `text` is not an array.
+pub(super) fn items_and_fields(
+    text: &[u8],
+    fields: &mut Vec<Field>,
+) -> Option<Vec<(Range<usize>, Range<usize>)>> {
     let mut cursor = Cursor { bytes: text, at: 0 };
     let mut items = Vec::new();
     if cursor.open(b'[', b']')? {
@@ -41,11 +47,34 @@ pub(super) fn items(text: &[u8]) -> Option<Vec<Range<usize>>> {
     }
     loop {
         cursor.space();
-        items.push(cursor.value()?);
+        let first = fields.len();
+        let item = if text.get(cursor.at) == Some(&b'{') {
+            cursor.fields(fields)?
+        } else {
+            cursor.value()?
+        };
+        items.push((item, first..fields.len()));
         if !cursor.more(b']')? {
             return Some(items);
         }
     }
+}
+
+/// Appends the fields of the object at `raw` in `bytes` to `fields`; `None` when it is not
+/// one object.
+pub(super) fn object_fields(
+    bytes: &[u8],
+    raw: Range<usize>,
+    fields: &mut Vec<Field>,
+) -> Option<()> {
+    let mut cursor = Cursor {
+        bytes: bytes.get(..raw.end)?,
+        at: raw.start,
+    };
+    cursor.space();
+    cursor.fields(fields)?;
+    cursor.space();
+    (cursor.at == raw.end).then_some(())
 }
 
 /// Where the value of the top-level field `key` lies in the JSON object `bytes`, found by
@@ -148,6 +177,22 @@ impl Cursor<'_> {
             entries.push((key, node));
             if !self.more(b'}')? {
                 return Some((entries, start..self.at));
+            }
+        }
+    }
+
+    /// Reads the object at the cursor, appending its fields (key, value range) to `fields`;
+    /// its range.
+    fn fields(&mut self, fields: &mut Vec<Field>) -> Option<Range<usize>> {
+        let start = self.at;
+        if self.open(b'{', b'}')? {
+            return Some(start..self.at);
+        }
+        loop {
+            let key = self.entry_key()?;
+            fields.push((key, self.value()?));
+            if !self.more(b'}')? {
+                return Some(start..self.at);
             }
         }
     }

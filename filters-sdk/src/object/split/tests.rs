@@ -90,17 +90,48 @@ fn text_that_is_not_one_object_does_not_split() {
 }
 
 #[test]
-fn items_are_ranges_of_the_array() {
-    let array = br#" [ {"a": "]"} , "x,y" , 3 , [1, [2]] ] "#;
-    let items: Vec<&str> = items(array)
-        .unwrap()
-        .into_iter()
-        .map(|item| text(array, item))
+fn items_are_ranges_of_the_array_and_objects_are_split_on_the_way() {
+    let array = br#" [ {"a": "]", "b" : {"c": 1}} , "x,y" , 3 , [1, [2]], {} ] "#;
+    let mut fields = Vec::new();
+    let split = items_and_fields(array, &mut fields).unwrap();
+    let items: Vec<&str> = split
+        .iter()
+        .map(|(item, _)| text(array, item.clone()))
         .collect();
-    assert_eq!(items, [r#"{"a": "]"}"#, r#""x,y""#, "3", "[1, [2]]"]);
-    assert_eq!(super::items(b"[]").unwrap(), []);
-    assert!(super::items(b"{}").is_none());
-    assert!(super::items(b"[1 2]").is_none());
+    assert_eq!(
+        items,
+        [
+            r#"{"a": "]", "b" : {"c": 1}}"#,
+            r#""x,y""#,
+            "3",
+            "[1, [2]]",
+            "{}"
+        ]
+    );
+    let of = |index: usize| -> Vec<(&str, &str)> {
+        fields[split[index].1.clone()]
+            .iter()
+            .map(|(key, value)| (key.text(array).unwrap(), text(array, value.clone())))
+            .collect()
+    };
+    assert_eq!(of(0), [("a", r#""]""#), ("b", r#"{"c": 1}"#)]);
+    assert!((1..5).all(|index| of(index).is_empty()));
+    assert_eq!(items_and_fields(b"[]", &mut fields).unwrap(), []);
+    for bad in [&b"{}"[..], b"[1 2]", br#"[{"a" 1}]"#, br#"[{"a": 1]"#] {
+        assert!(items_and_fields(bad, &mut fields).is_none(), "{bad:?}");
+    }
+}
+
+#[test]
+fn an_object_is_split_into_fields_within_its_range() {
+    let mut fields = Vec::new();
+    assert!(object_fields(br#" {"a": 1} "#, 0..10, &mut fields).is_some());
+    assert_eq!(fields.len(), 1);
+    assert!(object_fields(br#"{"a": 1} x"#, 0..10, &mut fields).is_none());
+    assert!(
+        object_fields(br#"{"a": 1}"#, 0..5, &mut fields).is_none(),
+        "never past the range"
+    );
 }
 
 #[test]
