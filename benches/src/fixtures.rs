@@ -184,9 +184,33 @@ pub fn looked_up_services() -> Vec<Value> {
     ]
 }
 
-/// An object as the bytes kube-apiserver sends.
+/// The fields kube-apiserver writes first, in the order the Go types declare them.
+const LEADING_FIELDS: [&str; 3] = ["kind", "apiVersion", "metadata"];
+
+/// An object as the bytes kube-apiserver sends: `kind`, `apiVersion` and `metadata` first,
+/// then the other top-level fields, which for the objects here sort as Go declares them
+/// (`addressType`, `endpoints`, `ports`; `spec`, `status`). Within them keys are sorted.
 pub fn bytes_of(object: &Value) -> Bytes {
-    Bytes::from(object.to_string())
+    let Value::Object(fields) = object else {
+        return Bytes::from(object.to_string());
+    };
+    let leading = LEADING_FIELDS
+        .iter()
+        .filter_map(|key| fields.get_key_value(*key));
+    let others = fields
+        .iter()
+        .filter(|(key, _)| !LEADING_FIELDS.contains(&key.as_str()));
+    let mut out = vec![b'{'];
+    for (index, (key, value)) in leading.chain(others).enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, key).expect("a string encodes");
+        out.push(b':');
+        serde_json::to_writer(&mut out, value).expect("a JSON value encodes");
+    }
+    out.push(b'}');
+    Bytes::from(out)
 }
 
 /// A list body as kube-apiserver writes it: kind, apiVersion, metadata, then the items.
@@ -251,6 +275,27 @@ mod tests {
             let len = bytes_of(&service("a", "b", ServiceKind::ClusterIp, size)).len();
             assert!((size..size + 1_500).contains(&len), "{len}");
         }
+        let slice = bytes_of(&endpoint_slice("s", NODE_LOCAL_SERVICE, 5));
+        let keys: Vec<String> = serde_json::from_slice::<Value>(&slice)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let at = |key: &str| {
+            let needle = format!("\"{key}\":");
+            slice
+                .windows(needle.len())
+                .position(|w| w == needle.as_bytes())
+        };
+        let mut order: Vec<&str> = keys.iter().map(String::as_str).collect();
+        order.sort_by_key(|key| at(key));
+        assert_eq!(
+            order,
+            ["metadata", "addressType", "endpoints", "ports"],
+            "a list's item, as the fixture is: no kind or apiVersion"
+        );
         let list = list_body("L", "v1", slices(3).iter().map(|b| &b[..]));
         let parsed: Value = serde_json::from_slice(&list).unwrap();
         assert_eq!(parsed["items"].as_array().map(Vec::len), Some(3));

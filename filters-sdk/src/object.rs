@@ -1,8 +1,10 @@
 //! [`Object`]: one Kubernetes object, parsed once, with typed accessors for what filters
 //! touch: identity, labels, annotations, and `spec`/`status` fields by path.
 //!
-//! Parsing is lazy. An object made from bytes is split into its top-level fields (and
-//! `metadata` into its own) in one scan that checks it is JSON. Reading a path splits the
+//! Parsing is lazy. An object made from bytes is split into its top-level fields up to
+//! `metadata` (and `metadata` into its own) in one scan; the fields after it (Kubernetes
+//! writes `metadata` third, so `spec`, `endpoints`, `status`…) are split when a read or an
+//! edit first reaches past `metadata`. Reading a path splits the
 //! objects on the way and parses only the value at its end, so reading `spec.type` never
 //! builds `spec.ports`, and reading one annotation never unescapes the others. An edit
 //! re-encodes only the top-level fields it reached into, copying the rest of the original
@@ -72,7 +74,9 @@ pub struct ReplacedField {
 }
 
 impl Object {
-    /// Reads JSON bytes: checks they are one JSON object and splits it into its fields.
+    /// Reads JSON bytes: checks they begin as a JSON object and splits its fields up to
+    /// `metadata`. The rest are split when first reached; bytes that stop being JSON there
+    /// make that read panic, which in a filter traps the call (the host's failure policy).
     pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {
         Object::from_vec(bytes.to_vec())
     }
@@ -436,7 +440,8 @@ impl Object {
             as_object(self.value_mut()).insert(key.to_owned(), value);
             return;
         }
-        self.fields_mut().0.insert(key, value);
+        let (fields, raw) = self.fields_mut();
+        fields.insert(raw, key, value);
     }
 
     /// The split fields to change, with the bytes they were split from.

@@ -3,6 +3,7 @@
 //! alone; encoding re-encodes only the fields a filter reached for to change and copies the
 //! others byte for byte, so pruning a slice's `endpoints` never touches its `metadata`.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
@@ -11,10 +12,24 @@ use super::item::Item;
 use super::node::Node;
 use super::split;
 
-/// The top-level fields of one JSON object, in their original order.
+/// The top-level fields of one JSON object, in their original order. Those up to and
+/// including `metadata` are split when the object is read; the rest (`spec`, `endpoints`,
+/// …) only when a read reaches past `metadata`, or an edit or an encoding needs them all.
+/// Kubernetes writes `metadata` third, so a filter that decides by name, labels or
+/// annotations never scans the body of what it keeps. A key given twice has its last value,
+/// as in a full parse.
 #[derive(Clone, Debug)]
 pub(super) struct Fields {
     fields: Vec<Field>,
+    /// The fields after `metadata` while they are not in `fields` yet.
+    rest: Option<Rest>,
+}
+
+/// The fields after `metadata`: where they begin, and they once split.
+#[derive(Clone, Debug)]
+struct Rest {
+    at: usize,
+    fields: OnceCell<Vec<Field>>,
 }
 
 /// One top-level field.
@@ -31,24 +46,36 @@ struct Field {
 }
 
 impl Fields {
-    /// Splits the bytes of one JSON object into its fields (and `metadata` into its own, in
-    /// the same scan). A key given twice keeps its last value, as a full parse would.
+    /// Splits the bytes of one JSON object into its fields up to `metadata` (and `metadata`
+    /// into its own, in the same scan); `None` when they do not begin as an object.
     pub(super) fn split(bytes: &[u8]) -> Option<Fields> {
-        let entries = split::top_level(bytes)?;
-        let mut fields: Vec<Field> = Vec::with_capacity(entries.len());
-        for (key, node) in entries {
-            let key = key.text(bytes)?.to_owned();
-            match fields.iter_mut().find(|field| field.key == key) {
-                Some(field) => field.node = node,
-                None => fields.push(Field {
-                    key,
-                    node,
-                    own: None,
-                    edited: false,
-                }),
+        let (entries, rest) = split::head(bytes)?;
+        let mut fields = Vec::with_capacity(entries.len() + 4);
+        add(&mut fields, bytes, entries)?;
+        Some(Fields {
+            fields,
+            rest: rest.map(|at| Rest {
+                at,
+                fields: OnceCell::new(),
+            }),
+        })
+    }
+
+    /// Splits the fields after `metadata` into the others, if they were not yet.
+    fn complete(&mut self, bytes: &[u8]) {
+        let Some(rest) = self.rest.take() else {
+            return;
+        };
+        let later = match rest.fields.into_inner() {
+            Some(later) => later,
+            None => split_rest(bytes, rest.at),
+        };
+        for field in later {
+            match self.fields.iter_mut().find(|old| old.key == field.key) {
+                Some(old) => *old = field,
+                None => self.fields.push(field),
             }
         }
-        Some(Fields { fields })
     }
 
     /// The value at `keys` (the first a top-level key), parsing only what lies on the way.
@@ -70,12 +97,14 @@ impl Fields {
 
     /// A field's value, to change: the field is re-encoded from now on.
     pub(super) fn get_mut(&mut self, bytes: &[u8], key: &str) -> Option<&mut Value> {
+        self.complete(bytes);
         let field = self.fields.iter_mut().find(|field| field.key == key)?;
         Some(field.edit(bytes))
     }
 
     /// A field's value to change, added as an empty object if missing.
     pub(super) fn entry(&mut self, bytes: &[u8], key: &str) -> &mut Value {
+        self.complete(bytes);
         let index = match self.fields.iter().position(|field| field.key == key) {
             Some(index) => index,
             None => {
@@ -88,7 +117,8 @@ impl Fields {
     }
 
     /// Sets a field, adding it at the end if missing.
-    pub(super) fn insert(&mut self, key: &str, value: Value) {
+    pub(super) fn insert(&mut self, bytes: &[u8], key: &str, value: Value) {
+        self.complete(bytes);
         match self.fields.iter_mut().find(|field| field.key == key) {
             Some(field) => {
                 *field = Field::added(key, value);
@@ -106,6 +136,7 @@ impl Fields {
         key: &str,
         keep: &mut dyn FnMut(&Item) -> bool,
     ) -> bool {
+        self.complete(bytes);
         let Some(field) = self.fields.iter_mut().find(|field| field.key == key) else {
             return false;
         };
@@ -143,12 +174,13 @@ impl Fields {
         removed
     }
 
-    /// Whether any field was reached for to change.
+    /// Whether any field was reached for to change (which splits them all first).
     pub(super) fn is_edited(&self) -> bool {
         self.fields.iter().any(|field| field.edited)
     }
 
-    /// The object encoded: edited fields re-encoded, the others copied from `bytes`.
+    /// The object encoded: edited fields re-encoded, the others copied from `bytes`. Only an
+    /// edited object is encoded, so its fields are all split.
     pub(super) fn write(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(bytes.len() + 64);
         out.push(b'{');
@@ -169,15 +201,18 @@ impl Fields {
 
     /// The whole value, the fields left as they are.
     pub(super) fn to_value(&self, bytes: &[u8]) -> Value {
+        let later = self.rest.as_ref().map(|rest| rest.fields(bytes));
         let fields = self
             .fields
             .iter()
+            .chain(later.into_iter().flatten())
             .map(|field| (field.key.clone(), field.node.to_value(field.source(bytes))));
         Value::Object(fields.collect())
     }
 
     /// The whole value, taking the parsed fields.
-    pub(super) fn into_value(self, bytes: &[u8]) -> Value {
+    pub(super) fn into_value(mut self, bytes: &[u8]) -> Value {
+        self.complete(bytes);
         let fields = self.fields.into_iter().map(|field| {
             let Field { key, node, own, .. } = field;
             (key, node.into_value(own.as_deref().unwrap_or(bytes)))
@@ -200,12 +235,61 @@ impl Fields {
         keys: &'k [&'k str],
     ) -> Option<(&'a Node, &'a [u8], &'k [&'k str])> {
         let (key, rest) = keys.split_first()?;
-        let field = self.find(key)?;
+        let field = self.find(bytes, key)?;
         Some((&field.node, field.source(bytes), rest))
     }
 
-    fn find(&self, key: &str) -> Option<&Field> {
-        self.fields.iter().find(|field| field.key == key)
+    /// The field `key`. Finding `metadata` splits nothing more; any other key splits the
+    /// fields after `metadata`, so that a key given twice has its last value, as in a full
+    /// parse (a second `metadata` too, once they are split).
+    fn find<'a>(&'a self, bytes: &[u8], key: &str) -> Option<&'a Field> {
+        let split = || self.fields.iter().find(|field| field.key == key);
+        let Some(rest) = &self.rest else {
+            return split();
+        };
+        if key == "metadata" && rest.fields.get().is_none() {
+            return split();
+        }
+        rest.fields(bytes)
+            .iter()
+            .find(|field| field.key == key)
+            .or_else(split)
+    }
+}
+
+impl Rest {
+    /// The fields after `metadata`, split on first need.
+    fn fields(&self, bytes: &[u8]) -> &[Field] {
+        self.fields.get_or_init(|| split_rest(bytes, self.at))
+    }
+}
+
+/// Adds split entries to `fields`, a later key replacing an earlier one; `None` when a key
+/// is not UTF-8.
+fn add(fields: &mut Vec<Field>, bytes: &[u8], entries: Vec<super::node::Entry>) -> Option<()> {
+    for (key, node) in entries {
+        let key = key.text(bytes)?.to_owned();
+        match fields.iter_mut().find(|field| field.key == key) {
+            Some(field) => field.node = node,
+            None => fields.push(Field {
+                key,
+                node,
+                own: None,
+                edited: false,
+            }),
+        }
+    }
+    Some(())
+}
+
+/// The fields after `metadata`, from `at`. Bytes that stop being one JSON object there
+/// make this panic, which in a filter traps the call so the host applies the failure policy;
+/// fields a filter never reaches are never checked, and pass on as they came.
+fn split_rest(bytes: &[u8], at: usize) -> Vec<Field> {
+    let mut fields = Vec::new();
+    match split::rest(bytes, at).and_then(|entries| add(&mut fields, bytes, entries)) {
+        Some(()) => fields,
+        None => panic!("the object's fields after metadata are not JSON"),
     }
 }
 
@@ -296,14 +380,14 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .insert("a".into(), json!(1));
-        fields.insert("kind", json!("Other"));
+        fields.insert(BYTES, "kind", json!("Other"));
         let written: Value = serde_json::from_slice(&fields.write(BYTES)).unwrap();
         assert_eq!(written, fields.to_value(BYTES));
         assert_eq!(written, fields.clone().into_value(BYTES));
         assert_eq!(written["status"], json!({"a": 1}));
         assert_eq!(written["kind"], json!("Other"));
         assert_eq!(written["endpoints"][1]["nodeName"], json!("n2"));
-        let parsed = |key: &str| fields.find(key).unwrap().node.parsed().is_some();
+        let parsed = |key: &str| fields.find(BYTES, key).unwrap().node.parsed().is_some();
         assert!(parsed("kind") && !parsed("endpoints"));
     }
 

@@ -15,13 +15,37 @@ use serde_json::Value;
 use super::item::Field;
 use super::node::{Entry, Key, Node};
 
-/// The entries of the JSON object `bytes`, in order, `metadata` already split into its own;
-/// `None` when the bytes are not one object.
-pub(super) fn top_level(bytes: &[u8]) -> Option<Vec<Entry>> {
+/// The entries of the JSON object `bytes` up to and including `metadata` (already split into
+/// its own), and where the entries after it begin: `None` when the object ended first, its
+/// end checked to be the end of the bytes. `None` when the bytes do not begin as one object.
+pub(super) fn head(bytes: &[u8]) -> Option<(Vec<Entry>, Option<usize>)> {
     let mut cursor = Cursor { bytes, at: 0 };
-    let (entries, _) = cursor.object(true)?;
-    cursor.space();
-    (cursor.at == bytes.len()).then_some(entries)
+    let mut entries = Vec::with_capacity(8);
+    if cursor.open(b'{', b'}')? {
+        return cursor.end().map(|()| (entries, None));
+    }
+    loop {
+        let (key, node) = cursor.top_level_entry()?;
+        let metadata = key.is(bytes, "metadata");
+        entries.push((key, node));
+        if metadata {
+            return Some((entries, Some(cursor.at)));
+        }
+        if !cursor.more(b'}')? {
+            return cursor.end().map(|()| (entries, None));
+        }
+    }
+}
+
+/// The entries of the JSON object `bytes` after the value that [`head`] stopped at, `at`;
+/// `None` when the rest is not the rest of one object.
+pub(super) fn rest(bytes: &[u8], at: usize) -> Option<Vec<Entry>> {
+    let mut cursor = Cursor { bytes, at };
+    let mut entries = Vec::new();
+    while cursor.more(b'}')? {
+        entries.push(cursor.top_level_entry()?);
+    }
+    cursor.end().map(|()| entries)
 }
 
 /// The entries of the value at `raw` in `bytes`; `None` when it is not an object.
@@ -30,7 +54,7 @@ pub(super) fn entries(bytes: &[u8], raw: Range<usize>) -> Option<Vec<Entry>> {
         bytes: bytes.get(..raw.end)?,
         at: raw.start,
     };
-    cursor.object(false).map(|(entries, _)| entries)
+    cursor.object().map(|(entries, _)| entries)
 }
 
 /// The items of the array `text` and, for each that is an object, its fields, in one scan:
@@ -154,9 +178,8 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    /// Reads the object at the cursor (after spaces): its entries, `metadata`'s split too
-    /// if asked, and its range.
-    fn object(&mut self, split_metadata: bool) -> Option<(Vec<Entry>, Range<usize>)> {
+    /// Reads the object at the cursor (after spaces): its entries and its range.
+    fn object(&mut self) -> Option<(Vec<Entry>, Range<usize>)> {
         self.space();
         let start = self.at;
         let mut entries = Vec::with_capacity(8);
@@ -165,20 +188,29 @@ impl Cursor<'_> {
         }
         loop {
             let key = self.entry_key()?;
-            let node = if split_metadata
-                && key.is(self.bytes, "metadata")
-                && self.bytes.get(self.at) == Some(&b'{')
-            {
-                let (children, raw) = self.object(false)?;
-                Node::split(raw, children)
-            } else {
-                Node::new(self.value()?)
-            };
-            entries.push((key, node));
+            entries.push((key, Node::new(self.value()?)));
             if !self.more(b'}')? {
                 return Some((entries, start..self.at));
             }
         }
+    }
+
+    /// Reads a top-level entry: its key and its value, `metadata`'s split into its entries.
+    fn top_level_entry(&mut self) -> Option<Entry> {
+        let key = self.entry_key()?;
+        let node = if key.is(self.bytes, "metadata") && self.bytes.get(self.at) == Some(&b'{') {
+            let (children, raw) = self.object()?;
+            Node::split(raw, children)
+        } else {
+            Node::new(self.value()?)
+        };
+        Some((key, node))
+    }
+
+    /// Checks that only spaces follow.
+    fn end(&mut self) -> Option<()> {
+        self.space();
+        (self.at == self.bytes.len()).then_some(())
     }
 
     /// Reads the object at the cursor, appending its fields (key, value range) to `fields`;

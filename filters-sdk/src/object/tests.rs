@@ -111,6 +111,44 @@ fn the_split_bytes_answer_until_the_value_is_needed() {
 }
 
 #[test]
+fn the_fields_after_metadata_are_split_only_when_reached() {
+    let bytes =
+        br#"{"kind": "Service", "metadata": {"name": "web", "labels": {"a": "b"}}, "spec": [}"#;
+    let object = Object::from_slice(bytes).unwrap();
+    assert_eq!(object.name(), Some("web"));
+    assert_eq!(object.label("a"), Some("b"));
+    assert_eq!(object.to_vec(), bytes, "kept as it came, unread");
+    let copy = object.clone();
+    let reach = std::panic::catch_unwind(move || copy.spec("type").cloned());
+    assert!(reach.is_err(), "text that is not JSON traps once reached");
+    let copy = object.clone();
+    let reach = std::panic::catch_unwind(move || copy.kind().map(str::to_owned));
+    assert!(
+        reach.is_err(),
+        "a field before metadata may be given again after it"
+    );
+
+    let twice = br#"{"kind": "A", "metadata": {"name": "first"}, "kind": "B", "metadata": {"name": "last"}}"#;
+    let object = Object::from_slice(twice).unwrap();
+    assert_eq!(
+        object.name(),
+        Some("first"),
+        "metadata alone reads the head"
+    );
+    assert_eq!(
+        object.kind(),
+        Some("B"),
+        "the last value, as in a full parse"
+    );
+    assert_eq!(
+        object.name(),
+        Some("last"),
+        "and once the rest is split, for metadata too"
+    );
+    assert!(Object::from_slice(br#"["metadata"]"#).is_err());
+}
+
+#[test]
 fn a_path_parses_only_the_value_at_its_end() {
     let bytes = br#"{"metadata": {"name": "web", "annotations": {"big": "{\"a\": 1}", "x": "1"}},
         "spec": {"type": "LoadBalancer", "ports": [{"port": 443}]}}"#;

@@ -8,6 +8,15 @@ fn text(bytes: &[u8], raw: Range<usize>) -> &str {
     std::str::from_utf8(&bytes[raw]).unwrap()
 }
 
+/// The whole split: the head, then the rest.
+fn top_level(bytes: &[u8]) -> Option<Vec<Entry>> {
+    let (mut entries, at) = head(bytes)?;
+    if let Some(at) = at {
+        entries.extend(rest(bytes, at)?);
+    }
+    Some(entries)
+}
+
 /// Splits `bytes` and checks every entry (and metadata's) against the whole parse.
 fn agrees(bytes: &[u8]) {
     let whole: Value = serde_json::from_slice(bytes).unwrap();
@@ -55,6 +64,29 @@ fn entries_agree_with_a_whole_parse() {
 }
 
 #[test]
+fn the_head_stops_after_metadata_and_the_rest_is_read_only_when_asked() {
+    let bytes = br#"{"kind":"A", "metadata":{"name":"n"} , "spec": [}"#;
+    let (entries, at) = head(bytes).unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(&bytes[at.unwrap()..], br#" , "spec": [}"#);
+    assert!(
+        rest(bytes, at.unwrap()).is_none(),
+        "what follows is not JSON"
+    );
+    let (entries, at) = head(br#" {"kind":"A"} "#).unwrap();
+    assert_eq!(
+        (entries.len(), at),
+        (1, None),
+        "no metadata: the whole object"
+    );
+    let bytes = br#"{"metadata":{} , "b":1,"metadata":2 }"#;
+    let (_, at) = head(bytes).unwrap();
+    let later = rest(bytes, at.unwrap()).unwrap();
+    assert_eq!(later.len(), 2);
+    assert_eq!(text(bytes, later[1].1.raw()), "2");
+}
+
+#[test]
 fn metadata_is_split_in_the_same_scan() {
     let bytes = br#"{"kind":"A","metadata":{"name":"n"},"spec":{}}"#;
     let entries = top_level(bytes).unwrap();
@@ -79,6 +111,9 @@ fn text_that_is_not_one_object_does_not_split() {
         b"{\"a\": [1, 2}",
         b"{\"a\": {\"b\": 1}",
         b"",
+        b"{\"metadata\": {}, \"a\": }",
+        b"{\"metadata\": {}} x",
+        b"{\"metadata\": {\"a\": 1}",
     ] {
         assert!(top_level(bad).is_none(), "{}", String::from_utf8_lossy(bad));
     }
