@@ -57,6 +57,7 @@ pub use author::{TestRequest, check, test};
 pub use chain::{Generation, NodeFacts};
 pub use child::{check_config, compile_into_cache};
 pub use edgegate_filter_sdk::LabelSelector;
+pub use engine::PERF_MAP_ENV;
 pub use feeds::LookupUse;
 pub use instance::Failure;
 pub use metrics::FilterMetrics;

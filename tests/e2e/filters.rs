@@ -651,3 +651,46 @@ pub fn a_large_list_streams_in_bounded_memory(env: &Env) -> Result<()> {
     }
     Ok(())
 }
+
+/// With `EDGEGATE_FILTER_PERF_MAP` set, compiling a filter and loading it from the
+/// compiled-code cache (what the gateway does with every filter) write a perf map naming
+/// the filter's functions; without it, none is written.
+pub fn a_perf_map_names_the_filters_code(env: &Env) -> Result<()> {
+    let scratch = tempfile::tempdir()?;
+    let cache = scratch.path().join("compiled");
+    let tagger = edgegate_testkit::filters::built(&["tagger"])?.join("tagger.wasm");
+    let compile = |perf_map: &str| -> Result<PathBuf> {
+        let child = std::process::Command::new(&env.bin)
+            .args(["filter", "compile", "--compiled-cache-dir"])
+            .arg(&cache)
+            .arg(&tagger)
+            .env(edgegate::filter::PERF_MAP_ENV, perf_map)
+            .stdout(std::process::Stdio::null())
+            .spawn()?;
+        let map = PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+        let _ = std::fs::remove_file(&map);
+        let output = child.wait_with_output()?;
+        ensure!(output.status.success(), "edgegate filter compile failed");
+        Ok(map)
+    };
+    for (round, what) in ["compiled", "loaded from the cache"].iter().enumerate() {
+        let map = compile("1")?;
+        let text = std::fs::read_to_string(&map)
+            .with_context(|| format!("no perf map when {what} (round {round})"))?;
+        let functions = text
+            .lines()
+            .filter(|l| l.contains("wasm[0]::function"))
+            .count();
+        ensure!(
+            functions > 10,
+            "{functions} guest functions in the map when {what}"
+        );
+        std::fs::remove_file(&map)?;
+    }
+    let map = compile("0")?;
+    ensure!(
+        !map.exists(),
+        "a perf map was written though none was asked for"
+    );
+    Ok(())
+}

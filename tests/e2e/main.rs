@@ -111,6 +111,10 @@ const TESTS: &[(&str, Test)] = &[
         filters::watch_follows_the_visibility_rule,
     ),
     (
+        "filters::a_perf_map_names_the_filters_code",
+        filters::a_perf_map_names_the_filters_code,
+    ),
+    (
         "filters::a_large_list_streams_in_bounded_memory",
         filters::a_large_list_streams_in_bounded_memory,
     ),

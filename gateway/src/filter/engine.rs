@@ -6,6 +6,9 @@
 //! are running and for [`EPOCH_LINGER`] after the last one, then sleeps, so an idle edge
 //! node pays no wake-ups and a busy one (a watch event is one short call) does not wake the
 //! ticker once per call.
+//!
+//! With [`PERF_MAP_ENV`] set, the engine writes a perf map (`/tmp/perf-PID.map`) of every
+//! compiled or loaded filter's code, so that `perf report` names guest functions.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +19,7 @@ use std::time::Duration;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
     Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
+    ProfilingStrategy,
 };
 
 use super::FilterError;
@@ -30,6 +34,11 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
 
 /// How long the ticker keeps ticking after the last call ended before it sleeps.
 pub(crate) const EPOCH_LINGER: Duration = Duration::from_millis(100);
+
+/// The environment variable that, set to anything but empty or `0`, has the engine write a
+/// perf map of filters' code (`/tmp/perf-PID.map`) for `perf` to name guest functions by:
+/// by their names when the component keeps its name section, else `wasm[N]::function[M]`.
+pub const PERF_MAP_ENV: &str = "EDGEGATE_FILTER_PERF_MAP";
 
 /// The largest linear memory any filter may be given; per-filter caps (`StoreLimits`) are
 /// at most this. The pooling allocator reserves (but does not commit) this much address
@@ -62,6 +71,9 @@ impl Runtime {
         let engine_error = |error: wasmtime::Error| FilterError::Engine(format!("{error:#}"));
         let mut config = Config::new();
         config.epoch_interruption(true);
+        if perf_map_asked() {
+            config.profiler(ProfilingStrategy::PerfMap);
+        }
         let mut pooling = PoolingAllocationConfig::new();
         pooling
             .total_component_instances(MAX_INSTANCES)
@@ -255,6 +267,11 @@ impl Drop for Ticker {
         self.stop.store(true, Ordering::Release);
         self.thread.thread().unpark();
     }
+}
+
+/// Whether [`PERF_MAP_ENV`] asks for a perf map.
+fn perf_map_asked() -> bool {
+    std::env::var_os(PERF_MAP_ENV).is_some_and(|value| !value.is_empty() && value != "0")
 }
 
 #[cfg(test)]
