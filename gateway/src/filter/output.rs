@@ -29,14 +29,17 @@ pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), Stri
             has_metadata |= is_metadata(key);
             continue;
         }
-        let value = &replacement[field.value];
-        let name: Cow<str> = serde_json::from_slice(key).map_err(|_| not_json())?;
+        // `serde_json` skips strings it does not build without checking their UTF-8, so
+        // the text is checked first, and then read as text.
+        let text = |bytes| std::str::from_utf8(bytes).map_err(|_| not_json());
+        let (key, value) = (text(key)?, text(&replacement[field.value])?);
+        let name: Cow<str> = serde_json::from_str(key).map_err(|_| not_json())?;
         if name == "metadata" {
             has_metadata = true;
-            let replaced = serde_json::from_slice::<Meta>(value).map_err(|_| not_json())?;
+            let replaced = serde_json::from_str::<Meta>(value).map_err(|_| not_json())?;
             names_the_original(&replaced)?;
         } else {
-            serde_json::from_slice::<IgnoredAny>(value).map_err(|_| not_json())?;
+            serde_json::from_str::<IgnoredAny>(value).map_err(|_| not_json())?;
         }
     }
     if has_metadata {
@@ -107,6 +110,9 @@ mod tests {
             br#"[{"name":"p","namespace":"ns","resourceVersion":"7"}]"#,
             b"",
             b"null",
+            b"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"},\"x\":\"\xff\"}",
+            b"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"resourceVersion\":\"7\",\"labels\":{\"a\":\"\xc3\"}}}",
+            b"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"},\"\xff\":1}",
         ] {
             let refused = check_replacement(POD, bad);
             assert!(refused.is_err(), "{}", String::from_utf8_lossy(bad));
