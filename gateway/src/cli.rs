@@ -30,7 +30,12 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Tools for filter authors.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Profiling: with EDGEGATE_FILTER_PERF_MAP=1 in its environment, any edgegate \
+                      process that runs filters (the gateway, `filter test`) writes \
+                      /tmp/perf-PID.map, so that `perf report` names the filters' functions."
+    )]
     Filter(FilterCommand),
     /// Tools for operators: what the local cache holds. They ask the running gateway's hub
     /// (--bind-address, --serve-port), or read --disk-cache-path when no gateway runs.
@@ -369,6 +374,18 @@ mod tests {
                 "{args:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_filter_tools_help_says_how_to_profile_filters() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("filter")
+            .expect("the filter tools")
+            .render_long_help()
+            .to_string();
+        assert!(help.contains(crate::filter::PERF_MAP_ENV), "{help}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub(super) struct Fields {
     rest: Option<Rest>,
 }
 
-/// The fields after `metadata`: where they begin, and they once split.
+/// The fields after `metadata`: where they begin, and the fields once split.
 #[derive(Clone, Debug)]
 struct Rest {
     at: usize,

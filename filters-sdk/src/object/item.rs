@@ -10,19 +10,23 @@ use super::node::Key;
 use super::split;
 
 /// A top-level field of an item: its key and the range of its value in the item's bytes.
-pub(super) type Field = (Key, Range<usize>);
+pub(super) type FieldRange = (Key, Range<usize>);
 
 /// One item of an array, unparsed: its JSON text and, when it is an object, its fields.
 #[derive(Debug)]
 pub struct Item<'a> {
     bytes: &'a [u8],
     range: Range<usize>,
-    fields: Cow<'a, [Field]>,
+    fields: Cow<'a, [FieldRange]>,
 }
 
 impl<'a> Item<'a> {
     /// The item at `range` of `bytes`, with the fields found while splitting it.
-    pub(super) fn split(bytes: &'a [u8], range: Range<usize>, fields: &'a [Field]) -> Item<'a> {
+    pub(super) fn split(
+        bytes: &'a [u8],
+        range: Range<usize>,
+        fields: &'a [FieldRange],
+    ) -> Item<'a> {
         Item {
             bytes,
             range,
@@ -67,9 +71,10 @@ impl<'a> Item<'a> {
     /// escapes); `None` when it is missing or anything else.
     pub fn string(&self, key: &str) -> Option<Cow<'a, str>> {
         let json = self.field_json(key)?;
-        match serde_json::from_slice::<&str>(json) {
-            Ok(borrowed) => Some(Cow::Borrowed(borrowed)),
-            Err(_) => serde_json::from_slice::<String>(json).ok().map(Cow::Owned),
+        if json.contains(&b'\\') {
+            serde_json::from_slice::<String>(json).ok().map(Cow::Owned)
+        } else {
+            serde_json::from_slice::<&str>(json).ok().map(Cow::Borrowed)
         }
     }
 

@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::item::Field;
+use super::item::FieldRange;
 use super::node::{Entry, Key, Node};
 
 /// The entries of the JSON object `bytes` up to and including `metadata` (already split into
@@ -62,7 +62,7 @@ pub(super) fn entries(bytes: &[u8], raw: Range<usize>) -> Option<Vec<Entry>> {
 /// for an item that is not an object); `None` when `text` is not an array.
 pub(super) fn items_and_fields(
     text: &[u8],
-    fields: &mut Vec<Field>,
+    fields: &mut Vec<FieldRange>,
 ) -> Option<Vec<(Range<usize>, Range<usize>)>> {
     let mut cursor = Cursor { bytes: text, at: 0 };
     let mut items = Vec::new();
@@ -73,7 +73,7 @@ pub(super) fn items_and_fields(
         cursor.space();
         let first = fields.len();
         let item = if text.get(cursor.at) == Some(&b'{') {
-            cursor.fields(fields)?
+            cursor.fields(|key, value| fields.push((key, value)))?
         } else {
             cursor.value()?
         };
@@ -89,16 +89,15 @@ pub(super) fn items_and_fields(
 pub(super) fn object_fields(
     bytes: &[u8],
     raw: Range<usize>,
-    fields: &mut Vec<Field>,
+    fields: &mut Vec<FieldRange>,
 ) -> Option<()> {
     let mut cursor = Cursor {
         bytes: bytes.get(..raw.end)?,
         at: raw.start,
     };
     cursor.space();
-    cursor.fields(fields)?;
-    cursor.space();
-    (cursor.at == raw.end).then_some(())
+    cursor.fields(|key, value| fields.push((key, value)))?;
+    cursor.end()
 }
 
 /// Where the value of the top-level field `key` lies in the JSON object `bytes`, found by
@@ -124,9 +123,7 @@ pub(super) fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
 /// included) and of its value; `None` when the bytes are not one object.
 pub(super) fn entry_ranges(bytes: &[u8]) -> Option<Vec<EntryRange>> {
     let (entries, end) = entries_after(bytes, None)?;
-    let mut cursor = Cursor { bytes, at: end };
-    cursor.space();
-    (cursor.at == bytes.len()).then_some(entries)
+    Cursor { bytes, at: end }.end().map(|()| entries)
 }
 
 /// The entries of the JSON object `bytes` that follow the value ending at `after` (all of
@@ -181,18 +178,9 @@ impl Cursor<'_> {
     /// Reads the object at the cursor (after spaces): its entries and its range.
     fn object(&mut self) -> Option<(Vec<Entry>, Range<usize>)> {
         self.space();
-        let start = self.at;
         let mut entries = Vec::with_capacity(8);
-        if self.open(b'{', b'}')? {
-            return Some((entries, start..self.at));
-        }
-        loop {
-            let key = self.entry_key()?;
-            entries.push((key, Node::new(self.value()?)));
-            if !self.more(b'}')? {
-                return Some((entries, start..self.at));
-            }
-        }
+        let raw = self.fields(|key, value| entries.push((key, Node::new(value))))?;
+        Some((entries, raw))
     }
 
     /// Reads a top-level entry: its key and its value, `metadata`'s split into its entries.
@@ -213,16 +201,16 @@ impl Cursor<'_> {
         (self.at == self.bytes.len()).then_some(())
     }
 
-    /// Reads the object at the cursor, appending its fields (key, value range) to `fields`;
-    /// its range.
-    fn fields(&mut self, fields: &mut Vec<Field>) -> Option<Range<usize>> {
+    /// Reads the object at the cursor, handing `field` each field's key and value range; its
+    /// range.
+    fn fields(&mut self, mut field: impl FnMut(Key, Range<usize>)) -> Option<Range<usize>> {
         let start = self.at;
         if self.open(b'{', b'}')? {
             return Some(start..self.at);
         }
         loop {
             let key = self.entry_key()?;
-            fields.push((key, self.value()?));
+            field(key, self.value()?);
             if !self.more(b'}')? {
                 return Some(start..self.at);
             }
