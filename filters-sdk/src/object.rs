@@ -4,11 +4,12 @@
 //! Parsing is lazy. An object made from bytes is split into its top-level fields up to
 //! `metadata` (and `metadata` into its own) in one scan; the fields after it (Kubernetes
 //! writes `metadata` third, so `spec`, `endpoints`, `status`…) are split when a read or an
-//! edit first reaches past `metadata`. Reading a path splits the
-//! objects on the way and parses only the value at its end, so reading `spec.type` never
-//! builds `spec.ports`, and reading one annotation never unescapes the others. An edit
-//! re-encodes only the top-level fields it reached into, copying the rest of the original
-//! bytes. The whole JSON value is built only when a filter asks for it ([`Object::value`]).
+//! edit first reaches past `metadata`. Reading a path splits the objects and arrays on the
+//! way and parses only the value at its end, so reading `spec.type` never builds
+//! `spec.ports`, and reading one annotation never unescapes the others. An edit by path
+//! splits its way the same way and re-encodes only the value it ends on, copying the rest
+//! of the original bytes. The whole JSON value is built only when a filter asks for it
+//! ([`Object::value`]).
 //! A filter that decides on a name or a label never pays for the rest, an object left
 //! unchanged encodes back to its original bytes, and pruning a slice's `endpoints` leaves
 //! its `metadata` as it came.
@@ -31,7 +32,7 @@ use thiserror::Error;
 
 use fields::Fields;
 pub use item::Item;
-use node::{collect_strings, walk};
+use node::{collect_strings, set_value, walk, walk_mut};
 
 /// Why bytes are not an object.
 #[derive(Debug, Error)]
@@ -218,7 +219,7 @@ impl Object {
 
     /// Sets `kind`.
     pub fn set_kind(&mut self, kind: &str) {
-        self.set_field("kind", kind.into());
+        self.set("kind", kind.into());
     }
 
     /// `metadata.name`.
@@ -328,54 +329,29 @@ impl Object {
         self.lookup(&path.split('.').collect::<Vec<_>>())
     }
 
-    /// Any field by path from the root, to change.
+    /// Any field by path from the root, to change. Objects on the way are split, not
+    /// parsed, and only the value at the end is re-encoded when the object is: editing
+    /// `spec.clusterIP` copies the rest of `spec` as it came.
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Value> {
-        let (first, mut rest) = split_path(path);
-        rest.try_fold(self.field_mut(first)?, |value, key| match value {
-            Value::Object(map) => map.get_mut(key),
-            Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
-            _ => None,
-        })
+        let keys: Vec<&str> = path.split('.').collect();
+        if self.value.get().is_some() {
+            return walk_mut(self.value_mut(), &keys);
+        }
+        let (fields, raw) = self.fields_mut();
+        fields.get_mut(raw, &keys)
     }
 
     /// Sets any field by path, creating missing objects on the way (never array items).
     /// Returns false, changing nothing, when the path runs through a scalar or past an
-    /// array's end.
+    /// array's end. As with [`Object::get_mut`], only the value set (and any object it
+    /// adds) is re-encoded.
     pub fn set(&mut self, path: &str, value: Value) -> bool {
-        let Some((parent_path, last)) = path.rsplit_once('.') else {
-            self.set_field(path, value);
-            return true;
-        };
-        let (first, rest) = split_path(parent_path);
-        let mut parent = self.field_entry(first);
-        for key in rest {
-            parent = match parent {
-                Value::Object(map) => map.entry(key).or_insert_with(|| Value::Object(Map::new())),
-                Value::Array(items) => {
-                    match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-                        Some(item) => item,
-                        None => return false,
-                    }
-                }
-                _ => return false,
-            };
+        let keys: Vec<&str> = path.split('.').collect();
+        if self.value.get().is_some() {
+            return set_value(self.value_mut(), &keys, value);
         }
-        match parent {
-            Value::Object(map) => {
-                map.insert(last.to_owned(), value);
-                true
-            }
-            Value::Array(items) => {
-                match last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-                    Some(item) => {
-                        *item = value;
-                        true
-                    }
-                    None => false,
-                }
-            }
-            _ => false,
-        }
+        let (fields, raw) = self.fields_mut();
+        fields.set(raw, &keys, value)
     }
 
     /// Sets any field by path, as [`Object::set`] does, unless it already holds `value`.
@@ -398,6 +374,18 @@ impl Object {
         fields.retain_items(raw, key, &mut keep)
     }
 
+    /// The index of the first item of the array at `path` that `accept` accepts, handing it
+    /// each [`Item`] (its text and its fields, unparsed) as [`Object::retain_items`] does;
+    /// `None` when none does or the path leads to no array. Finding the port named `https`
+    /// this way reads the names of the ports before it and parses nothing else.
+    pub fn position(&self, path: &str, mut accept: impl FnMut(&Item) -> bool) -> Option<usize> {
+        let keys: Vec<&str> = path.split('.').collect();
+        match self.value.get() {
+            Some(value) => item::position_in_value(walk(value, &keys), &mut accept),
+            None => self.fields().position(&self.raw, &keys, &mut accept),
+        }
+    }
+
     /// The value at `keys` from the root: from the whole value if it was built, else from
     /// the fields, parsing only what lies on the way.
     fn lookup(&self, keys: &[&str]) -> Option<&Value> {
@@ -415,15 +403,6 @@ impl Object {
         }
     }
 
-    /// A top-level field, to change.
-    fn field_mut(&mut self, key: &str) -> Option<&mut Value> {
-        if self.value.get().is_some() {
-            return self.value_mut().get_mut(key);
-        }
-        let (fields, raw) = self.fields_mut();
-        fields.get_mut(raw, key)
-    }
-
     /// A top-level field to change, added as an empty object if missing.
     fn field_entry(&mut self, key: &str) -> &mut Value {
         if self.value.get().is_some() {
@@ -432,16 +411,6 @@ impl Object {
         }
         let (fields, raw) = self.fields_mut();
         fields.entry(raw, key)
-    }
-
-    /// Sets a top-level field.
-    fn set_field(&mut self, key: &str, value: Value) {
-        if self.value.get().is_some() {
-            as_object(self.value_mut()).insert(key.to_owned(), value);
-            return;
-        }
-        let (fields, raw) = self.fields_mut();
-        fields.insert(raw, key, value);
     }
 
     /// The split fields to change, with the bytes they were split from.
@@ -468,14 +437,6 @@ impl Object {
     fn string_map_mut(&mut self, key: &str) -> &mut Map<String, Value> {
         object_entry(self.metadata_mut(), key)
     }
-}
-
-/// A path's first key and the rest of its keys.
-fn split_path(path: &str) -> (&str, std::str::Split<'_, char>) {
-    let mut keys = path.split('.');
-    // Splitting yields at least one piece, the whole path when it has no dot.
-    let first = keys.next().unwrap_or(path);
-    (first, keys)
 }
 
 /// `value` as an object, made an empty one if it held something else.

@@ -128,14 +128,7 @@ impl HubAddress {
     /// [`Object::get`] takes it) to the hub's port. Returns whether the object changed; an
     /// array without such a port is left alone.
     pub fn set_named_port(&self, object: &mut Object, ports: &str, name: &str) -> bool {
-        let index = object
-            .get(ports)
-            .and_then(Value::as_array)
-            .and_then(|ports| {
-                ports
-                    .iter()
-                    .position(|port| port.get("name").and_then(Value::as_str) == Some(name))
-            });
+        let index = object.position(ports, |port| port.string("name").as_deref() == Some(name));
         match index {
             Some(index) => object.update(&format!("{ports}.{index}.port"), json!(self.port)),
             None => false,

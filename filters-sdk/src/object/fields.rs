@@ -1,7 +1,8 @@
 //! An object's top-level fields (`metadata`, `spec`, `endpoints`, …), each kept as a range
-//! of the original bytes until a filter reads or edits it. Reading a field parses that field
-//! alone; encoding re-encodes only the fields a filter reached for to change and copies the
-//! others byte for byte, so pruning a slice's `endpoints` never touches its `metadata`.
+//! of the original bytes until a filter reads or edits it. Reading a field parses only what
+//! the read reaches; encoding re-encodes only what edits reached (see [`Node::write`]) and
+//! copies the rest byte for byte, so pruning a slice's `endpoints` never touches its
+//! `metadata`.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -9,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::item::Item;
-use super::node::Node;
+use super::node::{Node, encode};
 use super::split;
 
 /// The top-level fields of one JSON object, in their original order. Those up to and
@@ -95,25 +96,61 @@ impl Fields {
             .unwrap_or_default()
     }
 
-    /// A field's value, to change: the field is re-encoded from now on.
-    pub(super) fn get_mut(&mut self, bytes: &[u8], key: &str) -> Option<&mut Value> {
+    /// The value at `keys` (the first a top-level key), to change. The objects on the way
+    /// are split, not parsed, so that only the value at the end is re-encoded.
+    pub(super) fn get_mut(&mut self, bytes: &[u8], keys: &[&str]) -> Option<&mut Value> {
+        let (key, rest) = keys.split_first()?;
         self.complete(bytes);
-        let field = self.fields.iter_mut().find(|field| field.key == key)?;
-        Some(field.edit(bytes))
+        let field = self.fields.iter_mut().find(|field| field.key == *key)?;
+        field.reach().get_mut(bytes, rest)
+    }
+
+    /// Sets the value at `keys` (the first a top-level key), adding missing objects on the
+    /// way as [`Fields::get_mut`] splits them; false, changing nothing, when the path runs
+    /// through a scalar or past an array's end.
+    pub(super) fn set(&mut self, bytes: &[u8], keys: &[&str], value: Value) -> bool {
+        match keys {
+            [] => false,
+            [key] => {
+                self.insert(bytes, key, value);
+                true
+            }
+            [key, rest @ ..] => {
+                let index = self.index_or_add(bytes, key);
+                self.fields[index].reach().set(bytes, rest, value)
+            }
+        }
+    }
+
+    /// The index of the first item of the array at `keys` (the first a top-level key) that
+    /// `accept` accepts.
+    pub(super) fn position(
+        &self,
+        bytes: &[u8],
+        keys: &[&str],
+        accept: &mut dyn FnMut(&Item) -> bool,
+    ) -> Option<usize> {
+        let (node, source, rest) = self.at(bytes, keys)?;
+        node.position(source, rest, accept)
     }
 
     /// A field's value to change, added as an empty object if missing.
     pub(super) fn entry(&mut self, bytes: &[u8], key: &str) -> &mut Value {
+        let index = self.index_or_add(bytes, key);
+        self.fields[index].reach().value_mut(bytes)
+    }
+
+    /// The index of field `key`, added as an empty object if missing.
+    fn index_or_add(&mut self, bytes: &[u8], key: &str) -> usize {
         self.complete(bytes);
-        let index = match self.fields.iter().position(|field| field.key == key) {
+        match self.fields.iter().position(|field| field.key == key) {
             Some(index) => index,
             None => {
                 self.fields
                     .push(Field::added(key, Value::Object(Map::new())));
                 self.fields.len() - 1
             }
-        };
-        self.fields[index].edit(bytes)
+        }
     }
 
     /// Sets a field, adding it at the end if missing.
@@ -140,9 +177,9 @@ impl Fields {
         let Some(field) = self.fields.iter_mut().find(|field| field.key == key) else {
             return false;
         };
-        if field.node.parsed().is_some() {
+        if field.node.parsed().is_some() || field.node.is_edited() {
             let edited = field.edited;
-            let removed = retain_values(Some(field.edit(bytes)), keep);
+            let removed = retain_values(Some(field.reach().value_mut(bytes)), keep);
             field.edited = edited || removed;
             return removed;
         }
@@ -179,8 +216,8 @@ impl Fields {
         self.fields.iter().any(|field| field.edited)
     }
 
-    /// The object encoded: edited fields re-encoded, the others copied from `bytes`. Only an
-    /// edited object is encoded, so its fields are all split.
+    /// The object encoded: what edits reached re-encoded, the rest copied from `bytes`. Only
+    /// an edited object is encoded, so its fields are all split.
     pub(super) fn write(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(bytes.len() + 64);
         out.push(b'{');
@@ -190,9 +227,9 @@ impl Fields {
             }
             encode(&mut out, &field.key);
             out.push(b':');
-            match field.node.parsed() {
-                Some(value) if field.edited && field.own.is_none() => encode(&mut out, value),
-                _ => out.extend_from_slice(field.text(bytes)),
+            match &field.own {
+                Some(own) => out.extend_from_slice(&own[field.node.raw()]),
+                None => field.node.write(&mut out, bytes),
             }
         }
         out.push(b'}');
@@ -297,22 +334,21 @@ impl Field {
     fn added(key: &str, value: Value) -> Field {
         Field {
             key: key.to_owned(),
-            node: Node::holding(0..0, value),
+            node: Node::holding(value),
             own: None,
             edited: true,
         }
     }
 
-    fn edit(&mut self, bytes: &[u8]) -> &mut Value {
+    /// The field's node, to change below: marked edited, and holding its value if an edit on
+    /// bytes had given it bytes of its own.
+    fn reach(&mut self) -> &mut Node {
         self.edited = true;
-        if self.node.parsed().is_none() || self.own.is_some() {
-            let own = self.own.take();
+        if let Some(own) = self.own.take() {
             let node = std::mem::replace(&mut self.node, Node::new(0..0));
-            let raw = node.raw();
-            // From here on the value answers and is what is encoded.
-            self.node = Node::holding(raw, node.into_value(own.as_deref().unwrap_or(bytes)));
+            self.node = Node::holding(node.into_value(&own));
         }
-        self.node.value_mut(bytes)
+        &mut self.node
     }
 
     /// The bytes the field's node lies in: its own after an edit on bytes, else the object's.
@@ -339,11 +375,6 @@ pub(super) fn retain_values(
     items.len() != before
 }
 
-fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    // Strings and values (string keys only) always encode.
-    serde_json::to_writer(out, value).expect("a JSON value encodes");
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -362,7 +393,7 @@ mod tests {
             Some(&json!("EndpointSlice"))
         );
         assert!(!fields.is_edited());
-        let endpoints = fields.get_mut(BYTES, "endpoints").unwrap();
+        let endpoints = fields.get_mut(BYTES, &["endpoints"]).unwrap();
         endpoints.as_array_mut().unwrap().pop();
         assert!(fields.is_edited());
         assert_eq!(

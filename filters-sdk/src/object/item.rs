@@ -1,4 +1,5 @@
-//! [`Item`]: one item of an array that [`super::Object::retain_items`] hands its predicate,
+//! [`Item`]: one item of an array that [`super::Object::retain_items`] and
+//! [`super::Object::position`] hand their predicates,
 //! as its bytes and its top-level fields, found in the same scan that split the array. A
 //! field is parsed only when read, so placing an endpoint by its `nodeName` reads that one
 //! string of it.
@@ -6,11 +7,39 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use serde_json::Value;
+
 use super::node::Key;
 use super::split;
 
 /// A top-level field of an item: its key and the range of its value in the item's bytes.
 pub(super) type FieldRange = (Key, Range<usize>);
+
+/// The index of the first item of the array `text` that `accept` accepts; `None` when none
+/// does or `text` is not an array. Each item is handed with the fields found in the one scan.
+pub(super) fn position_in_text(
+    text: &[u8],
+    accept: &mut dyn FnMut(&Item) -> bool,
+) -> Option<usize> {
+    let mut fields = Vec::new();
+    let items = split::items_and_fields(text, &mut fields)?;
+    items
+        .into_iter()
+        .position(|(range, own)| accept(&Item::split(text, range, &fields[own])))
+}
+
+/// [`position_in_text`] on a parsed value, each item handed as its JSON text.
+pub(super) fn position_in_value(
+    value: Option<&Value>,
+    accept: &mut dyn FnMut(&Item) -> bool,
+) -> Option<usize> {
+    let Some(Value::Array(items)) = value else {
+        return None;
+    };
+    items
+        .iter()
+        .position(|item| accept(&Item::from_json(item.to_string().as_bytes())))
+}
 
 /// One item of an array, unparsed: its JSON text and, when it is an object, its fields.
 #[derive(Debug)]

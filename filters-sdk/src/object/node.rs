@@ -2,13 +2,16 @@
 //! (when it is an object) or parsed only as far as a reader reaches. Reading
 //! `metadata.annotations.x` splits `metadata` and `annotations` and parses the one string
 //! `x`; the other annotations, however large, are skipped, never unescaped or built.
+//! Editing `spec.clusterIP` splits `spec` the same way and replaces the one entry: `spec`
+//! is then written as its entries, the others copied from the original bytes.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use super::item::{Item, position_in_text, position_in_value};
 use super::split;
 
 /// One entry of an object: its key and its value.
@@ -41,14 +44,38 @@ impl Key {
     }
 }
 
-/// One value of the original bytes: its range, its entries once split, its value once parsed.
+/// One value of the original bytes: its range, its parts once split, its value once parsed.
 #[derive(Clone, Debug)]
 pub(super) struct Node {
     raw: Range<usize>,
-    /// The object's entries, in order; `None` when the value is not an object.
-    children: OnceCell<Option<Vec<Entry>>>,
+    /// An object's entries or an array's items, split on first need.
+    parts: OnceCell<Parts>,
     /// The whole value, parsed on first need; it then answers for everything below.
     value: OnceCell<Value>,
+    /// Whether an edit reached this value or one below it, so that `raw` no longer holds it:
+    /// it is written from its value if it has one, else from its parts.
+    edited: bool,
+}
+
+/// What a value splits into.
+#[derive(Clone, Debug)]
+enum Parts {
+    /// An object's entries, in order.
+    Entries(Vec<Entry>),
+    /// An array's items, in order.
+    Items(Vec<Node>),
+    /// Nothing: a scalar, or text that does not split (and traps when it is parsed).
+    Whole,
+}
+
+/// Where one key of a path leads from a node.
+enum Step {
+    /// To the part at this index: the last entry of that key, or the item of that number.
+    Part(usize),
+    /// To an entry or item the node does not have.
+    Missing,
+    /// Into the node's value: it was parsed, or it is neither an object nor an array.
+    Value,
 }
 
 impl Node {
@@ -56,8 +83,9 @@ impl Node {
     pub(super) fn new(raw: Range<usize>) -> Node {
         Node {
             raw,
-            children: OnceCell::new(),
+            parts: OnceCell::new(),
             value: OnceCell::new(),
+            edited: false,
         }
     }
 
@@ -65,17 +93,19 @@ impl Node {
     pub(super) fn split(raw: Range<usize>, children: Vec<Entry>) -> Node {
         Node {
             raw,
-            children: OnceCell::from(Some(children)),
+            parts: OnceCell::from(Parts::Entries(children)),
             value: OnceCell::new(),
+            edited: false,
         }
     }
 
-    /// A value that lay at `raw`, parsed or set already: it answers from now on.
-    pub(super) fn holding(raw: Range<usize>, value: Value) -> Node {
+    /// A value set by an edit: it answers from now on, and is what is written.
+    pub(super) fn holding(value: Value) -> Node {
         Node {
-            raw,
-            children: OnceCell::from(None),
+            raw: 0..0,
+            parts: OnceCell::from(Parts::Whole),
             value: OnceCell::from(value),
+            edited: true,
         }
     }
 
@@ -84,40 +114,173 @@ impl Node {
         self.raw.clone()
     }
 
-    /// The whole value, parsed from `bytes` (the object's bytes) on first need.
-    pub(super) fn value(&self, bytes: &[u8]) -> &Value {
-        self.value
-            .get_or_init(|| split::parse(&bytes[self.raw.clone()]))
+    /// Whether an edit reached this value or one below it.
+    pub(super) fn is_edited(&self) -> bool {
+        self.edited
     }
 
-    /// The whole value, to change.
+    /// The whole value, parsed from `bytes` (the object's bytes) on first need, or built from
+    /// its entries once an edit changed one.
+    pub(super) fn value(&self, bytes: &[u8]) -> &Value {
+        self.value.get_or_init(|| self.build(bytes))
+    }
+
+    /// The whole value, to change: it answers and is written from now on.
     pub(super) fn value_mut(&mut self, bytes: &[u8]) -> &mut Value {
         self.value(bytes);
+        self.edited = true;
+        self.parts = OnceCell::from(Parts::Whole);
         match self.value.get_mut() {
             Some(value) => value,
-            None => unreachable!("the value was just parsed"),
+            None => unreachable!("the value was just built"),
         }
     }
 
-    /// A copy of the whole value, parsed (and not kept) if it was not.
+    /// A copy of the whole value, built (and not kept) if it was not.
     pub(super) fn to_value(&self, bytes: &[u8]) -> Value {
         match self.value.get() {
             Some(value) => value.clone(),
-            None => split::parse(&bytes[self.raw.clone()]),
+            None => self.build(bytes),
         }
     }
 
-    /// The whole value, parsed if it was not.
+    /// The whole value, built if it was not.
     pub(super) fn into_value(self, bytes: &[u8]) -> Value {
-        match self.value.into_inner() {
+        let Node {
+            raw,
+            parts,
+            value,
+            edited,
+        } = self;
+        match value.into_inner() {
             Some(value) => value,
-            None => split::parse(&bytes[self.raw]),
+            None => build(&raw, parts.get(), edited, bytes),
         }
     }
 
     /// The value, if it was parsed.
     pub(super) fn parsed(&self) -> Option<&Value> {
         self.value.get()
+    }
+
+    /// Writes the value as JSON: the original bytes unless an edit reached it, else its value
+    /// encoded, or its entries each written in turn.
+    pub(super) fn write(&self, out: &mut Vec<u8>, bytes: &[u8]) {
+        if self.edited {
+            if let Some(value) = self.value.get() {
+                return encode(out, value);
+            }
+            match self.parts.get() {
+                Some(Parts::Entries(entries)) => return write_entries(out, bytes, entries),
+                Some(Parts::Items(items)) => return write_items(out, bytes, items),
+                _ => {}
+            }
+        }
+        out.extend_from_slice(&bytes[self.raw.clone()]);
+    }
+
+    /// The value below this one at `keys`, to change. Objects on the way are split, not
+    /// parsed, and marked edited; only the value at the end (or the first value on the way
+    /// that is not an object, such as an array) is parsed, and written from then on.
+    pub(super) fn get_mut(&mut self, bytes: &[u8], keys: &[&str]) -> Option<&mut Value> {
+        self.edited = true;
+        let Some((key, rest)) = keys.split_first() else {
+            return Some(self.value_mut(bytes));
+        };
+        match self.step(bytes, key) {
+            Step::Part(index) => self.part_mut(index).get_mut(bytes, rest),
+            Step::Missing => None,
+            Step::Value => walk_mut(self.value_mut(bytes), keys),
+        }
+    }
+
+    /// Sets the value below this one at `keys` (at least one key), splitting the objects on
+    /// the way as [`Node::get_mut`] does and adding missing ones; false, changing nothing,
+    /// when the path runs through a scalar or past an array's end.
+    pub(super) fn set(&mut self, bytes: &[u8], keys: &[&str], value: Value) -> bool {
+        let Some((key, rest)) = keys.split_first() else {
+            return false;
+        };
+        self.edited = true;
+        match self.step(bytes, key) {
+            Step::Part(index) => {
+                let part = self.part_mut(index);
+                if rest.is_empty() {
+                    *part = Node::holding(value);
+                    true
+                } else {
+                    part.set(bytes, rest, value)
+                }
+            }
+            // Arrays grow only through their values.
+            Step::Missing if matches!(self.parts.get(), Some(Parts::Items(_))) => false,
+            Step::Missing => {
+                let added = if rest.is_empty() {
+                    value
+                } else {
+                    let mut added = Value::Object(Map::new());
+                    if !set_value(&mut added, rest, value) {
+                        return false;
+                    }
+                    added
+                };
+                if let Some(Parts::Entries(entries)) = self.parts.get_mut() {
+                    entries.push((Key::Owned((*key).to_owned()), Node::holding(added)));
+                }
+                true
+            }
+            Step::Value => set_value(self.value_mut(bytes), keys, value),
+        }
+    }
+
+    /// Where `key` leads from this node, splitting it if it was not: to its last entry of
+    /// that key, or its item of that number, unless its value was parsed.
+    fn step(&self, bytes: &[u8], key: &str) -> Step {
+        if self.value.get().is_some() {
+            return Step::Value;
+        }
+        let index = match self.parts(bytes) {
+            Parts::Entries(entries) => entries.iter().rposition(|(k, _)| k.is(bytes, key)),
+            Parts::Items(items) => key.parse::<usize>().ok().filter(|&i| i < items.len()),
+            Parts::Whole => return Step::Value,
+        };
+        index.map_or(Step::Missing, Step::Part)
+    }
+
+    /// The part at `index`, which [`Node::step`] found.
+    fn part(&self, index: usize) -> &Node {
+        match self.parts.get() {
+            Some(Parts::Entries(entries)) => &entries[index].1,
+            Some(Parts::Items(items)) => &items[index],
+            _ => unreachable!("a step into a node's parts follows their split"),
+        }
+    }
+
+    /// The part at `index`, which [`Node::step`] found, to change.
+    fn part_mut(&mut self, index: usize) -> &mut Node {
+        match self.parts.get_mut() {
+            Some(Parts::Entries(entries)) => &mut entries[index].1,
+            Some(Parts::Items(items)) => &mut items[index],
+            _ => unreachable!("a step into a node's parts follows their split"),
+        }
+    }
+
+    /// The parts, split from `bytes` on first need.
+    fn parts(&self, bytes: &[u8]) -> &Parts {
+        self.parts.get_or_init(|| {
+            let raw = self.raw.clone();
+            let split = match bytes.get(raw.start) {
+                Some(b'{') => split::entries(bytes, raw).map(Parts::Entries),
+                Some(b'[') => split::items(bytes, raw).map(Parts::Items),
+                _ => None,
+            };
+            split.unwrap_or(Parts::Whole)
+        })
+    }
+
+    /// The whole value: from its entries once an edit reached one, else parsed from `raw`.
+    fn build(&self, bytes: &[u8]) -> Value {
+        build(&self.raw, self.parts.get(), self.edited, bytes)
     }
 
     /// The value below this one at `keys` (a number indexes an array), parsing only what
@@ -137,13 +300,29 @@ impl Node {
         keys: &[&str],
     ) -> BTreeMap<&'a str, &'a str> {
         match self.find(bytes, keys) {
-            Found::Node(node) => node
-                .children(bytes)
-                .into_iter()
-                .flatten()
-                .filter_map(|(key, node)| Some((key.text(bytes)?, node.value(bytes).as_str()?)))
-                .collect(),
+            Found::Node(node) => match node.parts(bytes) {
+                Parts::Entries(entries) => entries
+                    .iter()
+                    .filter_map(|(key, node)| Some((key.text(bytes)?, node.value(bytes).as_str()?)))
+                    .collect(),
+                _ => BTreeMap::new(),
+            },
             Found::Value(value) => collect_strings(value),
+        }
+    }
+
+    /// The index of the first item of the array below this one at `keys` that `accept`
+    /// accepts: split from the bytes unless an edit reached the array or it was parsed.
+    pub(super) fn position(
+        &self,
+        bytes: &[u8],
+        keys: &[&str],
+        accept: &mut dyn FnMut(&Item) -> bool,
+    ) -> Option<usize> {
+        match self.find(bytes, keys) {
+            Found::Node(node) if !node.edited => position_in_text(&bytes[node.raw()], accept),
+            Found::Node(node) => position_in_value(Some(node.value(bytes)), accept),
+            Found::Value(value) => position_in_value(value, accept),
         }
     }
 
@@ -156,12 +335,10 @@ impl Node {
         let Some((key, rest)) = keys.split_first() else {
             return Found::Node(self);
         };
-        match self.children(bytes) {
-            Some(children) => match child(children, bytes, key) {
-                Some(node) => node.find(bytes, rest),
-                None => Found::Value(None),
-            },
-            None => Found::Value(walk(self.value(bytes), keys)),
+        match self.step(bytes, key) {
+            Step::Part(index) => self.part(index).find(bytes, rest),
+            Step::Missing => Found::Value(None),
+            Step::Value => Found::Value(walk(self.value(bytes), keys)),
         }
     }
 
@@ -169,10 +346,9 @@ impl Node {
     #[cfg(test)]
     pub(super) fn is_parsed_at(&self, bytes: &[u8], keys: &[&str]) -> bool {
         let below = |key: &str, rest: &[&str]| {
-            let children = self.children.get().and_then(|children| children.as_deref());
-            children
-                .and_then(|children| child(children, bytes, key))
-                .is_some_and(|node| node.is_parsed_at(bytes, rest))
+            self.parts.get().is_some()
+                && matches!(self.step(bytes, key), Step::Part(index)
+                    if self.part(index).is_parsed_at(bytes, rest))
         };
         match keys.split_first() {
             _ if self.value.get().is_some() => true,
@@ -184,14 +360,7 @@ impl Node {
     /// Whether the entries were split already.
     #[cfg(test)]
     pub(super) fn is_split(&self) -> bool {
-        self.children.get().is_some_and(Option::is_some)
-    }
-
-    /// The entries, split from `bytes` on first need; `None` when the value is not an object.
-    fn children(&self, bytes: &[u8]) -> Option<&[Entry]> {
-        self.children
-            .get_or_init(|| split::entries(bytes, self.raw.clone()))
-            .as_deref()
+        matches!(self.parts.get(), Some(Parts::Entries(_)))
     }
 }
 
@@ -201,13 +370,104 @@ enum Found<'a> {
     Value(Option<&'a Value>),
 }
 
-/// The node of `key`; a key given twice answers with its last value, as a full parse would.
-fn child<'a>(children: &'a [Entry], bytes: &[u8], key: &str) -> Option<&'a Node> {
-    children
-        .iter()
-        .rev()
-        .find(|(k, _)| k.is(bytes, key))
-        .map(|(_, node)| node)
+/// The whole value of a node: from its entries once an edit reached one, else parsed from
+/// its range of `bytes`.
+fn build(raw: &Range<usize>, parts: Option<&Parts>, edited: bool, bytes: &[u8]) -> Value {
+    match parts {
+        Some(Parts::Entries(entries)) if edited => Value::Object(
+            entries
+                .iter()
+                .filter_map(|(key, node)| Some((key.text(bytes)?.to_owned(), node.to_value(bytes))))
+                .collect(),
+        ),
+        Some(Parts::Items(items)) if edited => {
+            Value::Array(items.iter().map(|node| node.to_value(bytes)).collect())
+        }
+        _ => split::parse(&bytes[raw.clone()]),
+    }
+}
+
+/// Writes an object's entries, each key as it came (or encoded, if it was unescaped) and
+/// each value as [`Node::write`] does.
+fn write_entries(out: &mut Vec<u8>, bytes: &[u8], children: &[Entry]) {
+    out.push(b'{');
+    for (index, (key, node)) in children.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        match key {
+            Key::Raw(raw) => {
+                out.push(b'"');
+                out.extend_from_slice(&bytes[raw.clone()]);
+                out.push(b'"');
+            }
+            Key::Owned(owned) => encode(out, owned),
+        }
+        out.push(b':');
+        node.write(out, bytes);
+    }
+    out.push(b'}');
+}
+
+/// Writes an array's items, each as [`Node::write`] does.
+fn write_items(out: &mut Vec<u8>, bytes: &[u8], items: &[Node]) {
+    out.push(b'[');
+    for (index, node) in items.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        node.write(out, bytes);
+    }
+    out.push(b']');
+}
+
+/// The value below `value` at `keys`, to change.
+pub(super) fn walk_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
+    keys.iter().try_fold(value, |value, key| match value {
+        Value::Object(map) => map.get_mut(*key),
+        Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
+        _ => None,
+    })
+}
+
+/// Sets the value below `value` at `keys` (at least one key), adding missing objects on the
+/// way (never array items); false, changing nothing, when the path runs through a scalar or
+/// past an array's end.
+pub(super) fn set_value(value: &mut Value, keys: &[&str], new: Value) -> bool {
+    let Some((last, on_the_way)) = keys.split_last() else {
+        return false;
+    };
+    let mut parent = value;
+    for key in on_the_way {
+        parent = match parent {
+            Value::Object(map) => map.entry(*key).or_insert_with(|| Value::Object(Map::new())),
+            Value::Array(items) => match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                Some(item) => item,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match parent {
+        Value::Object(map) => {
+            map.insert((*last).to_owned(), new);
+            true
+        }
+        Value::Array(items) => match last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+            Some(item) => {
+                *item = new;
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// Appends `value` encoded as JSON.
+pub(super) fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Strings and values (string keys only) always encode.
+    serde_json::to_writer(out, value).expect("a JSON value encodes");
 }
 
 /// The value below `value` at `keys`.
@@ -253,20 +513,17 @@ mod tests {
         assert_eq!(node.lookup(BYTES, &["labels", "a", "x"]), None);
         assert_eq!(node.lookup(BYTES, &["nothing"]), None);
         assert!(node.parsed().is_none());
-        let children = node.children(BYTES).unwrap();
-        assert!(
-            children
-                .iter()
-                .find(|(k, _)| k.is(BYTES, "big"))
-                .unwrap()
-                .1
-                .parsed()
-                .is_none()
-        );
-        assert!(
-            children[0].1.parsed().is_none(),
-            "labels was split, not parsed"
-        );
+        for (keys, parsed) in [
+            (&["big"][..], false),
+            (&["labels"], false),
+            (&["labels", "a"], true),
+            (&["ports"], false),
+            (&["ports", "0"], false),
+            (&["ports", "0", "port"], true),
+        ] {
+            assert_eq!(node.is_parsed_at(BYTES, keys), parsed, "{keys:?}");
+        }
+        assert_eq!(node.lookup(BYTES, &["ports", "1"]), None);
     }
 
     #[test]

@@ -57,6 +57,25 @@ pub(super) fn entries(bytes: &[u8], raw: Range<usize>) -> Option<Vec<Entry>> {
     cursor.object().map(|(entries, _)| entries)
 }
 
+/// The items of the array at `raw` in `bytes`; `None` when it is not an array.
+pub(super) fn items(bytes: &[u8], raw: Range<usize>) -> Option<Vec<Node>> {
+    let mut cursor = Cursor {
+        bytes: bytes.get(..raw.end)?,
+        at: raw.start,
+    };
+    let mut items = Vec::new();
+    if cursor.open(b'[', b']')? {
+        return Some(items);
+    }
+    loop {
+        cursor.space();
+        items.push(Node::new(cursor.value()?));
+        if !cursor.more(b']')? {
+            return Some(items);
+        }
+    }
+}
+
 /// The items of the array `text` and, for each that is an object, its fields, in one scan:
 /// each item's range of `text` and the range of `fields` its fields were appended to (empty
 /// for an item that is not an object); `None` when `text` is not an array.

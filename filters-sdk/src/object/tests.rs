@@ -194,8 +194,8 @@ fn unusual_metadata_is_read_as_it_is() {
 }
 
 #[test]
-fn a_path_edit_re_encodes_only_its_top_level_field() {
-    let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}}, "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1"}}"#;
+fn a_path_edit_re_encodes_only_the_value_it_sets() {
+    let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}}, "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1", "ports": [ {"port": 443, "weight": 1.50} ]}}"#;
     let mut object = Object::from_slice(bytes).unwrap();
     assert_eq!(object.spec("type"), Some(&Value::from("ClusterIP")));
     assert_eq!(
@@ -208,9 +208,37 @@ fn a_path_edit_re_encodes_only_its_top_level_field() {
         object.value.get().is_none(),
         "a path edit builds no whole value"
     );
+    let fields = object.fields.get().unwrap();
+    assert!(
+        !fields.is_parsed_at(&object.raw, &["spec"]),
+        "spec was split, not parsed"
+    );
     assert_eq!(
         String::from_utf8(object.to_vec()).unwrap(),
-        r#"{"kind":"Service","metadata":{"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}},"spec":{"clusterIP":"169.254.2.1","type":"ClusterIP"}}"#
+        r#"{"kind":"Service","metadata":{"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}},"spec":{"type":"ClusterIP","clusterIP":"169.254.2.1","ports":[ {"port": 443, "weight": 1.50} ]}}"#,
+        "spec keeps its order, and its other entries their bytes"
+    );
+    *object.get_mut("spec.ports.0.port").unwrap() = Value::from(10268);
+    assert!(object.set("spec.topology.zone", Value::from("a")));
+    assert!(
+        !object.set("spec.type.x", Value::from(1)),
+        "through a scalar"
+    );
+    assert!(
+        !object.set("spec.ports.1.port", Value::from(1)),
+        "past an array's end"
+    );
+    assert_eq!(
+        String::from_utf8(object.to_vec()).unwrap(),
+        r#"{"kind":"Service","metadata":{"name": "web", "namespace": "default", "annotations": {"z": "1", "a": "2"}},"spec":{"type":"ClusterIP","clusterIP":"169.254.2.1","ports":[{"port":10268,"weight":1.50}],"topology":{"zone":"a"}}}"#,
+        "arrays on the way are split too, so only the port is re-encoded; missing objects are added last"
+    );
+    assert_eq!(object.get("spec.topology.zone"), Some(&Value::from("a")));
+    assert_eq!(object.spec("ports.0.port"), Some(&Value::from(10268)));
+    assert_eq!(
+        object.get("spec").unwrap()["clusterIP"],
+        "169.254.2.1",
+        "the whole value of an edited object is built from its entries"
     );
 
     // An edit of metadata by path answers the accessors from then on, not the stale bytes.
@@ -228,6 +256,25 @@ fn a_path_edit_re_encodes_only_its_top_level_field() {
     assert_eq!(object.spec("type"), Some(&Value::from("NodePort")));
     assert_eq!(object.annotation("z"), Some("9"));
     assert!(object.fields.get().is_none());
+}
+
+#[test]
+fn a_nested_edit_writes_escaped_and_repeated_keys_as_a_parse_reads_them() {
+    let bytes =
+        br#"{"metadata": {"name": "a"}, "spec": {"t\u0079pe": "A", "x": {"y": 1}, "type": "B"}}"#;
+    let mut object = Object::from_slice(bytes).unwrap();
+    assert_eq!(
+        object.spec("type"),
+        Some(&Value::from("B")),
+        "the last of the keys"
+    );
+    assert!(object.update("spec.type", Value::from("C")));
+    assert!(object.set("spec.x.z", Value::from(2)));
+    let written = object.to_vec();
+    let parsed: Value = serde_json::from_slice(&written).unwrap();
+    assert_eq!(parsed["spec"], json!({"type": "C", "x": {"y": 1, "z": 2}}));
+    assert_eq!(&parsed, object.value());
+    assert_eq!(Object::from_slice(&written).unwrap(), object);
 }
 
 #[test]
@@ -256,6 +303,38 @@ fn items_are_retained_as_text_or_as_values_alike() {
     assert_eq!(as_text.get("items.1"), Some(&Value::from("three")));
     assert!(!as_text.retain_items("missing", |_| false));
     assert!(!as_text.retain_items("kind", |_| false));
+}
+
+#[test]
+fn positions_are_found_in_bytes_in_values_and_after_edits_alike() {
+    let bytes = br#"{"metadata": {"name": "a"}, "spec": {"ports": [{"name": "dns", "port": 53}, {"port": 1}, {"name": "https", "port": 443}], "type": "ClusterIP"}}"#;
+    let named = |object: &Object, name: &str| {
+        object.position("spec.ports", |port| {
+            port.string("name").as_deref() == Some(name)
+        })
+    };
+    let mut object = Object::from_slice(bytes).unwrap();
+    let as_value = Object::from_value(serde_json::from_slice(bytes).unwrap()).unwrap();
+    for object in [&object, &as_value] {
+        assert_eq!(named(object, "https"), Some(2));
+        assert_eq!(named(object, "dns"), Some(0));
+        assert_eq!(named(object, "http"), None);
+        assert_eq!(object.position("spec.type", |_| true), None, "not an array");
+        assert_eq!(object.position("spec.missing", |_| true), None);
+    }
+    assert!(
+        !object
+            .fields
+            .get()
+            .unwrap()
+            .is_parsed_at(&object.raw, &["spec", "ports"])
+    );
+    assert!(object.set("spec.ports.1.name", Value::from("https")));
+    assert_eq!(
+        named(&object, "https"),
+        Some(1),
+        "an edited array is read as it is now"
+    );
 }
 
 #[test]
