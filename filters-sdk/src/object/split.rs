@@ -3,8 +3,8 @@
 //! label costs one pass over the object.
 //!
 //! The scan finds where values end; it does not check them. Strings are skipped eight bytes
-//! at a time (the guest's `serde_json` steps four bytes at a time on wasm32), nested values
-//! by their brackets. A value is checked when it is parsed, so a filter never acts on text
+//! at a time, escapes included (the guest's `serde_json` steps four bytes at a time on
+//! wasm32, and stops at every escape), nested values by their brackets. A value is checked when it is parsed, so a filter never acts on text
 //! that is not JSON: what it never reads, it passes on as it came, as the gateway does for a
 //! response no filter handles.
 
@@ -326,20 +326,9 @@ impl Cursor<'_> {
     /// it held an escape.
     fn string(&mut self) -> Option<bool> {
         self.eat(b'"')?;
-        let mut escaped = false;
-        loop {
-            self.at = to_quote_or_backslash(self.bytes, self.at);
-            match *self.bytes.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    return Some(escaped);
-                }
-                _ => {
-                    escaped = true;
-                    self.at += 2;
-                }
-            }
-        }
+        let (end, escaped) = string::string_end(self.bytes, self.at)?;
+        self.at = end + 1;
+        Some(escaped)
     }
 
     fn space(&mut self) {
@@ -363,30 +352,7 @@ impl Cursor<'_> {
     }
 }
 
-/// The index of the first `"` or `\` at or after `from` (`bytes.len()` if none), eight
-/// bytes at a time.
-fn to_quote_or_backslash(bytes: &[u8], mut from: usize) -> usize {
-    const ONES: u64 = u64::MAX / 255;
-    const HIGHS: u64 = ONES * 0x80;
-    let zero_byte = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
-    while let Some(chunk) = bytes.get(from..from + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        let found = zero_byte(word ^ (ONES * u64::from(b'"')))
-            | zero_byte(word ^ (ONES * u64::from(b'\\')));
-        if found != 0 {
-            // The lowest flagged byte is exact; borrows only flag bytes above it.
-            return from + (found.trailing_zeros() / 8) as usize;
-        }
-        from += 8;
-    }
-    from + bytes.get(from..).map_or(0, |rest| {
-        rest.iter()
-            .take_while(|b| !matches!(b, b'"' | b'\\'))
-            .count()
-    })
-}
+mod string;
 
 #[cfg(test)]
 mod tests;

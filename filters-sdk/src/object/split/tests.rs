@@ -170,25 +170,6 @@ fn an_object_is_split_into_fields_within_its_range() {
 }
 
 #[test]
-fn the_word_scan_finds_the_first_quote_or_backslash() {
-    for len in 0..24 {
-        for at in 0..=len {
-            let mut bytes = vec![b'a'; len];
-            if at < len {
-                bytes[at] = if at % 2 == 0 { b'"' } else { b'\\' };
-                // A later match must not win over the first.
-                if at + 1 < len {
-                    bytes[at + 1] = b'"';
-                }
-            }
-            assert_eq!(to_quote_or_backslash(&bytes, 0), at, "{len} {at}");
-        }
-    }
-    let high = [0xff, 0x80, 0xa2, 0xdc, 0x22, 0x5c, 0, 0];
-    assert_eq!(to_quote_or_backslash(&high, 0), 4);
-}
-
-#[test]
 fn a_field_is_found_without_reading_what_follows_it() {
     let bytes = br#" { "kind" : "A", "s": "}\"{", "metadata" : {"name": "n"}, "spec": "#;
     let range = field_range(bytes, "metadata").unwrap();
