@@ -3,8 +3,8 @@
 //!
 //! Parsing is lazy. An object made from bytes is split into its top-level fields up to
 //! `metadata` (and `metadata` into its own) in one scan; the fields after it (Kubernetes
-//! writes `metadata` third, so `spec`, `endpoints`, `status`…) are split when a read or an
-//! edit first reaches past `metadata`. Reading a path splits the objects and arrays on the
+//! writes `metadata` third, so `spec`, `endpoints`, `status`…) are split, and `spec` and
+//! `status` into their own, when a read or an edit first reaches past `metadata`. Reading a path splits the objects and arrays on the
 //! way and parses only the value at its end, so reading `spec.type` never builds
 //! `spec.ports`, and reading one annotation never unescapes the others. An edit by path
 //! splits its way the same way and re-encodes only the value it ends on, copying the rest

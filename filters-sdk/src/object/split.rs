@@ -1,6 +1,7 @@
 //! Splitting an object's bytes into its entries, each a [`Node`] over a range of those bytes.
-//! The top level is split in one scan that also splits `metadata`, so reading a name or a
-//! label costs one pass over the object.
+//! The top level is split in one scan that also splits each top-level object (`metadata`,
+//! `spec`, `status`) into its entries, so reading a name or a label costs one pass over the
+//! head, and reading `spec.type` one pass over the fields after it.
 //!
 //! The scan finds where values end; it does not check them. Strings are skipped eight bytes
 //! at a time, escapes included (the guest's `serde_json` steps four bytes at a time on
@@ -202,10 +203,11 @@ impl Cursor<'_> {
         Some((entries, raw))
     }
 
-    /// Reads a top-level entry: its key and its value, `metadata`'s split into its entries.
+    /// Reads a top-level entry: its key and its value, split into its entries if it is an
+    /// object (filters read `metadata.name`, `spec.type`, not a top-level object whole).
     fn top_level_entry(&mut self) -> Option<Entry> {
         let key = self.entry_key()?;
-        let node = if key.is(self.bytes, "metadata") && self.bytes.get(self.at) == Some(&b'{') {
+        let node = if self.bytes.get(self.at) == Some(&b'{') {
             let (children, raw) = self.object()?;
             Node::split(raw, children)
         } else {

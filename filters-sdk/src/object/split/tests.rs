@@ -87,13 +87,17 @@ fn the_head_stops_after_metadata_and_the_rest_is_read_only_when_asked() {
 }
 
 #[test]
-fn metadata_is_split_in_the_same_scan() {
-    let bytes = br#"{"kind":"A","metadata":{"name":"n"},"spec":{}}"#;
+fn top_level_objects_are_split_in_the_same_scan() {
+    let bytes = br#"{"kind":"A","metadata":{"name":"n"},"spec":{"type":"B"},"items":[{}]}"#;
     let entries = top_level(bytes).unwrap();
     let (_, metadata) = &entries[1];
     assert_eq!(text(bytes, metadata.raw()), r#"{"name":"n"}"#);
     assert!(metadata.is_split(), "before any read");
-    assert!(!entries[2].1.is_split(), "other fields wait for a read");
+    assert!(entries[2].1.is_split(), "spec too");
+    assert!(
+        !entries[0].1.is_split() && !entries[3].1.is_split(),
+        "not strings or arrays"
+    );
     let array = br#"{"metadata": [1, 2], "kind": "A"}"#;
     let entries = top_level(array).unwrap();
     assert_eq!(text(array, entries[0].1.raw()), "[1, 2]", "left whole");
