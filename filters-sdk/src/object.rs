@@ -22,6 +22,7 @@ mod fields;
 mod item;
 mod node;
 mod split;
+mod value;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ use thiserror::Error;
 
 use fields::Fields;
 pub use item::Item;
-use node::{collect_strings, set_value, walk, walk_mut};
+use value::{collect_strings, set_value, walk, walk_mut};
 
 /// Why bytes are not an object.
 #[derive(Debug, Error)]

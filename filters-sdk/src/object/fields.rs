@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::item::Item;
-use super::node::{Node, encode};
+use super::node::Node;
 use super::split;
+use super::value::encode;
 
 /// The top-level fields of one JSON object, in their original order. Those up to and
 /// including `metadata` are split when the object is read; the rest (`spec`, `endpoints`,

@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 
 use super::item::{Item, position_in_text, position_in_value};
 use super::split;
+use super::value::{collect_strings, encode, set_value, walk, walk_mut};
 
 /// One entry of an object: its key and its value.
 pub(super) type Entry = (Key, Node);
@@ -327,7 +328,7 @@ impl Node {
     }
 
     /// What lies below this one at `keys`: an unparsed node, or a value already parsed (or
-    /// none), splitting only the objects on the way.
+    /// none), splitting only the objects and arrays on the way.
     fn find<'a>(&'a self, bytes: &[u8], keys: &[&str]) -> Found<'a> {
         if let Some(value) = self.value.get() {
             return Found::Value(walk(value, keys));
@@ -419,74 +420,6 @@ fn write_items(out: &mut Vec<u8>, bytes: &[u8], items: &[Node]) {
         node.write(out, bytes);
     }
     out.push(b']');
-}
-
-/// The value below `value` at `keys`, to change.
-pub(super) fn walk_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
-    keys.iter().try_fold(value, |value, key| match value {
-        Value::Object(map) => map.get_mut(*key),
-        Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
-        _ => None,
-    })
-}
-
-/// Sets the value below `value` at `keys` (at least one key), adding missing objects on the
-/// way (never array items); false, changing nothing, when the path runs through a scalar or
-/// past an array's end.
-pub(super) fn set_value(value: &mut Value, keys: &[&str], new: Value) -> bool {
-    let Some((last, on_the_way)) = keys.split_last() else {
-        return false;
-    };
-    let mut parent = value;
-    for key in on_the_way {
-        parent = match parent {
-            Value::Object(map) => map.entry(*key).or_insert_with(|| Value::Object(Map::new())),
-            Value::Array(items) => match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-                Some(item) => item,
-                None => return false,
-            },
-            _ => return false,
-        };
-    }
-    match parent {
-        Value::Object(map) => {
-            map.insert((*last).to_owned(), new);
-            true
-        }
-        Value::Array(items) => match last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
-            Some(item) => {
-                *item = new;
-                true
-            }
-            None => false,
-        },
-        _ => false,
-    }
-}
-
-/// Appends `value` encoded as JSON.
-pub(super) fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
-    // Strings and values (string keys only) always encode.
-    serde_json::to_writer(out, value).expect("a JSON value encodes");
-}
-
-/// The value below `value` at `keys`.
-pub(super) fn walk<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-    keys.iter().try_fold(value, |value, key| match value {
-        Value::Object(map) => map.get(*key),
-        Value::Array(items) => items.get(key.parse::<usize>().ok()?),
-        _ => None,
-    })
-}
-
-/// The string entries of an object value.
-pub(super) fn collect_strings(value: Option<&Value>) -> BTreeMap<&str, &str> {
-    value
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-        .collect()
 }
 
 #[cfg(test)]

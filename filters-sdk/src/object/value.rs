@@ -1,0 +1,74 @@
+//! Paths through JSON values already parsed: reading, changing and setting the value at a
+//! list of keys (a number indexes an array), as [`super::Object`]'s paths do on its bytes.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+/// The value below `value` at `keys`, to change.
+pub(super) fn walk_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
+    keys.iter().try_fold(value, |value, key| match value {
+        Value::Object(map) => map.get_mut(*key),
+        Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
+        _ => None,
+    })
+}
+
+/// Sets the value below `value` at `keys` (at least one key), adding missing objects on the
+/// way (never array items); false, changing nothing, when the path runs through a scalar or
+/// past an array's end.
+pub(super) fn set_value(value: &mut Value, keys: &[&str], new: Value) -> bool {
+    let Some((last, on_the_way)) = keys.split_last() else {
+        return false;
+    };
+    let mut parent = value;
+    for key in on_the_way {
+        parent = match parent {
+            Value::Object(map) => map.entry(*key).or_insert_with(|| Value::Object(Map::new())),
+            Value::Array(items) => match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                Some(item) => item,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match parent {
+        Value::Object(map) => {
+            map.insert((*last).to_owned(), new);
+            true
+        }
+        Value::Array(items) => match last.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+            Some(item) => {
+                *item = new;
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// Appends `value` encoded as JSON.
+pub(super) fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Strings and values (string keys only) always encode.
+    serde_json::to_writer(out, value).expect("a JSON value encodes");
+}
+
+/// The value below `value` at `keys`.
+pub(super) fn walk<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().try_fold(value, |value, key| match value {
+        Value::Object(map) => map.get(*key),
+        Value::Array(items) => items.get(key.parse::<usize>().ok()?),
+        _ => None,
+    })
+}
+
+/// The string entries of an object value.
+pub(super) fn collect_strings(value: Option<&Value>) -> BTreeMap<&str, &str> {
+    value
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+        .collect()
+}
