@@ -11,11 +11,8 @@ const ONES: u64 = u64::MAX / 255;
 const LOWS: u64 = ONES * 0x7f;
 /// Every byte's high bit.
 const HIGHS: u64 = ONES * 0x80;
-/// Gathers the bits at `8 * i` into bit `56 + i`: the multiplier's terms land nowhere else in
-/// the top byte, and never on each other.
-const GATHER: u64 = 0x0102_0408_1020_4080;
-/// The odd bits of a byte mask.
-const ODD: u32 = 0xaa;
+/// The high bits of the odd bytes.
+const ODD: u64 = 0x8000_8000_8000_8000;
 
 /// Where the string whose text begins at `from` (after its opening quote) ends: the index of
 /// its closing quote, and whether its text holds an escape; `None` when it does not end.
@@ -48,7 +45,7 @@ fn escaped_string_end(bytes: &[u8], mut from: usize) -> Option<usize> {
         let backslashes = mask_of(word, b'\\');
         let quotes = mask_of(word, b'"') & !escaped(backslashes, &mut escaped_next);
         if quotes != 0 {
-            return Some(from + quotes.trailing_zeros() as usize);
+            return Some(from + (quotes.trailing_zeros() / 8) as usize);
         }
         from += 8;
     }
@@ -82,26 +79,27 @@ fn zero_byte(word: u64) -> u64 {
     word.wrapping_sub(ONES) & !word & HIGHS
 }
 
-/// The bytes of `word` equal to `byte`, as bit `i` for byte `i`.
-fn mask_of(word: u64, byte: u8) -> u32 {
+/// The bytes of `word` equal to `byte`, as the high bit of each.
+fn mask_of(word: u64, byte: u8) -> u64 {
     let diff = word ^ (ONES * u64::from(byte));
     // A byte's high bit is set here exactly when the byte is zero: no carry crosses bytes.
-    let zero = !(((diff & LOWS) + LOWS) | diff) & HIGHS;
-    ((zero >> 7).wrapping_mul(GATHER) >> 56) as u32
+    !(((diff & LOWS) + LOWS) | diff) & HIGHS
 }
 
-/// The bytes of a word that a backslash escapes, given its backslashes and whether its first
-/// byte is escaped by the word before; sets `escaped_next` to whether the next word's is.
-fn escaped(backslashes: u32, escaped_next: &mut u32) -> u32 {
+/// The bytes of a word that a backslash escapes, as the high bit of each, given its
+/// backslashes and whether its first byte is escaped by the word before (its high bit);
+/// sets `escaped_next` to whether the next word's is.
+fn escaped(backslashes: u64, escaped_next: &mut u64) -> u64 {
     // A backslash that is itself escaped escapes nothing.
     let starts = backslashes & !*escaped_next;
-    // Subtracting each run's start from the odd bits set after it turns the bits of a run
-    // that starts on an even byte to ones and of one that starts on an odd byte to zeros;
-    // flipping the odd bits back marks the escaping backslashes of each run, and the byte
-    // after a run of odd length.
-    let codes = ((((starts << 1) & 0xff) | ODD).wrapping_sub(starts) ^ ODD) & 0xff;
+    // Subtracting each run's start from the odd bytes' bits set after it turns the bits of
+    // a run that starts on an even byte to ones and of one that starts on an odd byte to
+    // zeros; flipping the odd bits back marks the escaping backslashes of each run, and the
+    // byte after a run of odd length. With one bit a byte, a borrow passes the seven zero
+    // bits between two bytes' bits as it would pass nothing, and sets them: hence the mask.
+    let codes = (((starts << 8) | ODD).wrapping_sub(starts) ^ ODD) & HIGHS;
     let escaped = codes ^ (backslashes | *escaped_next);
-    *escaped_next = (codes & backslashes) >> 7;
+    *escaped_next = ((codes & backslashes) >> 63) << 7;
     escaped
 }
 
