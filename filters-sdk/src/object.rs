@@ -347,19 +347,15 @@ impl Object {
     /// array's end. As with [`Object::get_mut`], only the value set (and any object it
     /// adds) is re-encoded.
     pub fn set(&mut self, path: &str, value: Value) -> bool {
-        let keys: Vec<&str> = path.split('.').collect();
-        if self.value.get().is_some() {
-            return set_value(self.value_mut(), &keys, value);
-        }
-        let (fields, raw) = self.fields_mut();
-        fields.set(raw, &keys, value)
+        self.set_at(&path.split('.').collect::<Vec<_>>(), value)
     }
 
     /// Sets any field by path, as [`Object::set`] does, unless it already holds `value`.
     /// Returns whether the object changed, so a filter can answer [`crate::Decision::Keep`]
     /// (and spare the re-encoding) when it did not.
     pub fn update(&mut self, path: &str, value: Value) -> bool {
-        self.get(path) != Some(&value) && self.set(path, value)
+        let keys: Vec<&str> = path.split('.').collect();
+        self.lookup(&keys) != Some(&value) && self.set_at(&keys, value)
     }
 
     /// Keeps only the items of the array in top-level field `key` (`endpoints`) that `keep`
@@ -402,6 +398,15 @@ impl Object {
             Some(value) => collect_strings(walk(value, keys)),
             None => self.fields().strings_at(&self.raw, keys),
         }
+    }
+
+    /// [`Object::set`] on a path already split into its keys.
+    fn set_at(&mut self, keys: &[&str], value: Value) -> bool {
+        if self.value.get().is_some() {
+            return set_value(self.value_mut(), keys, value);
+        }
+        let (fields, raw) = self.fields_mut();
+        fields.set(raw, keys, value)
     }
 
     /// A top-level field to change, added as an empty object if missing.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::item::Item;
+use super::item::{Item, with_items};
 use super::node::Node;
 use super::split;
 use super::value::encode;
@@ -185,23 +185,23 @@ impl Fields {
             return removed;
         }
         let text = field.text(bytes);
-        let mut item_fields = Vec::new();
-        let Some(items) = split::items_and_fields(text, &mut item_fields) else {
-            return false;
-        };
         let mut kept = Vec::with_capacity(text.len());
         kept.push(b'[');
         let mut removed = false;
-        for (range, fields) in items {
-            let item = Item::split(text, range, &item_fields[fields]);
-            if !keep(&item) {
-                removed = true;
-                continue;
+        let split = with_items(text, |items| {
+            for item in items {
+                if !keep(&item) {
+                    removed = true;
+                    continue;
+                }
+                if kept.len() > 1 {
+                    kept.push(b',');
+                }
+                kept.extend_from_slice(item.json());
             }
-            if kept.len() > 1 {
-                kept.push(b',');
-            }
-            kept.extend_from_slice(item.json());
+        });
+        if split.is_none() {
+            return false;
         }
         kept.push(b']');
         if removed {

@@ -15,17 +15,30 @@ use super::split;
 /// A top-level field of an item: its key and the range of its value in the item's bytes.
 pub(super) type FieldRange = (Key, Range<usize>);
 
+/// Hands `read` the items of the array `text`, each with its fields, all found in one scan;
+/// `None` when `text` is not an array.
+pub(super) fn with_items<R>(
+    text: &[u8],
+    read: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R,
+) -> Option<R> {
+    let mut fields = Vec::new();
+    let items = split::items_and_fields(text, &mut fields)?;
+    let mut items = items
+        .into_iter()
+        .map(|(range, own)| Item::split(text, range, &fields[own]));
+    Some(read(&mut items))
+}
+
 /// The index of the first item of the array `text` that `accept` accepts; `None` when none
-/// does or `text` is not an array. Each item is handed with the fields found in the one scan.
+/// does or `text` is not an array.
 pub(super) fn position_in_text(
     text: &[u8],
     accept: &mut dyn FnMut(&Item) -> bool,
 ) -> Option<usize> {
-    let mut fields = Vec::new();
-    let items = split::items_and_fields(text, &mut fields)?;
-    items
-        .into_iter()
-        .position(|(range, own)| accept(&Item::split(text, range, &fields[own])))
+    // `&mut dyn Iterator` is the sized iterator here.
+    with_items(text, |mut items| {
+        Iterator::position(&mut items, |item| accept(&item))
+    })?
 }
 
 /// [`position_in_text`] on a parsed value, each item handed as its JSON text.

@@ -213,9 +213,11 @@ impl Node {
                     part.set(bytes, rest, value)
                 }
             }
-            // Arrays grow only through their values.
-            Step::Missing if matches!(self.parts.get(), Some(Parts::Items(_))) => false,
             Step::Missing => {
+                // Objects gain the entry; arrays grow only through their values.
+                let Some(Parts::Entries(entries)) = self.parts.get_mut() else {
+                    return false;
+                };
                 let added = if rest.is_empty() {
                     value
                 } else {
@@ -225,9 +227,7 @@ impl Node {
                     }
                     added
                 };
-                if let Some(Parts::Entries(entries)) = self.parts.get_mut() {
-                    entries.push((Key::Owned((*key).to_owned()), Node::holding(added)));
-                }
+                entries.push((Key::Owned((*key).to_owned()), Node::holding(added)));
                 true
             }
             Step::Value => set_value(self.value_mut(bytes), keys, value),
