@@ -56,7 +56,7 @@ pub mod testing;
 pub mod types;
 
 pub use filter::Filter;
-pub use object::{Object, ObjectError, ReplacedField};
+pub use object::{KeptFields, Object, ObjectError};
 pub use selector::{LabelSelector, SelectorError};
 pub use types::{Context, Decision, Level, Manifest, Output, ResourceMatch, Verb};
 

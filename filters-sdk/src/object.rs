@@ -64,15 +64,15 @@ impl PartialEq for Object {
     }
 }
 
-/// A top-level field of a filter's replacement, as [`Object::compare_fields`] finds it.
+/// The top-level fields a filter's replacement keeps from its original, as
+/// [`Object::kept_fields`] finds them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplacedField {
-    /// Where its key's JSON text (quotes included) lies in the replacement.
-    pub key: Range<usize>,
-    /// Where its value's JSON text lies in the replacement.
-    pub value: Range<usize>,
-    /// Whether the original has this very field, key and value, byte for byte.
-    pub unchanged: bool,
+pub struct KeptFields {
+    /// Where the kept fields' keys (JSON text, quotes included) lie in the replacement.
+    pub keys: Vec<Range<usize>>,
+    /// Where the replacement goes on: just after the last kept field's value, or after its
+    /// opening brace when none is kept.
+    pub rest: usize,
 }
 
 impl Object {
@@ -104,47 +104,17 @@ impl Object {
         split::field_range(bytes, key)
     }
 
-    /// The top-level fields of the JSON object `replacement`, each said to be in `original`
-    /// byte for byte (key and value) or not, found by a scan that finds where values end
-    /// without checking them: for a host that checks only what a filter changed. The fields
-    /// before the first byte that differs are the original's and are not compared; the
-    /// original is split only from there. `None` when `replacement` is not one object.
-    pub fn compare_fields(original: &[u8], replacement: &[u8]) -> Option<Vec<ReplacedField>> {
-        let after = split::entry_ranges(replacement)?;
+    /// The top-level fields a filter's replacement keeps from `original` in place: those
+    /// that, with the byte after them, lie before the first byte where the two differ, so
+    /// the original's scan reads them as the replacement's would. Found by a scan that finds
+    /// where values end without checking them, and that stops at the first byte that
+    /// differs: for a host that checks only what a filter changed, reading the rest of the
+    /// replacement from [`KeptFields::rest`]. `None` when `replacement` does not begin as an
+    /// object.
+    pub fn kept_fields(original: &[u8], replacement: &[u8]) -> Option<KeptFields> {
         let same = common_start(original, replacement);
-        // A field whose value and the byte after it lie in the common start is the original's.
-        let kept = after
-            .iter()
-            .take_while(|(_, value)| value.end < same)
-            .count();
-        let from = kept.checked_sub(1).map(|last| after[last].1.end);
-        let before = if kept < after.len() {
-            split::entries_after(original, from).map_or_else(Vec::new, |(entries, _)| entries)
-        } else {
-            Vec::new()
-        };
-        fn text<'a>(bytes: &'a [u8], range: &Range<usize>) -> &'a [u8] {
-            &bytes[range.clone()]
-        }
-        Some(
-            after
-                .into_iter()
-                .enumerate()
-                .map(|(i, (key, value))| {
-                    let unchanged = i < kept
-                        || before.iter().any(|(old_key, old_value)| {
-                            old_value.len() == value.len()
-                                && text(original, old_key) == text(replacement, &key)
-                                && text(original, old_value) == text(replacement, &value)
-                        });
-                    ReplacedField {
-                        key,
-                        value,
-                        unchanged,
-                    }
-                })
-                .collect(),
-        )
+        let (keys, rest) = split::kept_entries(replacement, same)?;
+        Some(KeptFields { keys, rest })
     }
 
     /// Wraps a JSON value, which must be an object.

@@ -139,44 +139,42 @@ pub(super) fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
     }
 }
 
-/// The top-level entries of the JSON object `bytes`, each as the range of its key (quotes
-/// included) and of its value; `None` when the bytes are not one object.
-pub(super) fn entry_ranges(bytes: &[u8]) -> Option<Vec<EntryRange>> {
-    let (entries, end) = entries_after(bytes, None)?;
-    Cursor { bytes, at: end }.end().map(|()| entries)
-}
-
-/// The entries of the JSON object `bytes` that follow the value ending at `after` (all of
-/// them when `None`), and where the object ends; what follows the object is not read.
-pub(super) fn entries_after(
-    bytes: &[u8],
-    after: Option<usize>,
-) -> Option<(Vec<EntryRange>, usize)> {
+/// The keys of the top-level entries of the JSON object `bytes` that, with the byte after
+/// each, lie before `same`, and where the object goes on after them (after its opening brace
+/// when there are none); `None` when the bytes do not begin as an object. Nothing at or past
+/// `same` is read but the opening brace.
+pub(super) fn kept_entries(bytes: &[u8], same: usize) -> Option<(Vec<Range<usize>>, usize)> {
+    let mut cursor = Cursor { bytes, at: 0 };
+    cursor.space();
+    cursor.eat(b'{')?;
+    let mut rest = cursor.at;
+    let mut keys = Vec::with_capacity(8);
     let mut cursor = Cursor {
-        bytes,
-        at: after.unwrap_or(0),
+        bytes: bytes.get(..same).unwrap_or(bytes),
+        at: rest,
     };
-    let mut more = match after {
-        None => !cursor.open(b'{', b'}')?,
-        Some(_) => cursor.more(b'}')?,
-    };
-    let mut entries = Vec::with_capacity(8);
-    while more {
+    loop {
         cursor.space();
         let start = cursor.at;
-        cursor.string()?;
-        let key = start..cursor.at;
+        let Some(key) = cursor.string().map(|_| start..cursor.at) else {
+            break;
+        };
         cursor.space();
-        cursor.eat(b':')?;
+        if cursor.eat(b':').is_none() {
+            break;
+        }
         cursor.space();
-        entries.push((key, cursor.value()?));
-        more = cursor.more(b'}')?;
+        match cursor.value() {
+            Some(value) if value.end < same => rest = value.end,
+            _ => break,
+        }
+        keys.push(key);
+        if cursor.more(b'}') != Some(true) {
+            break;
+        }
     }
-    Some((entries, cursor.at))
+    Some((keys, rest))
 }
-
-/// An entry of an object: the range of its key (quotes included) and of its value.
-pub(super) type EntryRange = (Range<usize>, Range<usize>);
 
 /// A value from its JSON text. What the split skipped is checked here: text that is not JSON
 /// (or a lone surrogate escape) makes this panic, which in a filter traps the call so the

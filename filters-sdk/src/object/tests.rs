@@ -338,51 +338,69 @@ fn positions_are_found_in_bytes_in_values_and_after_edits_alike() {
 }
 
 #[test]
-fn a_replacement_is_compared_with_its_original_field_by_field() {
-    let unchanged = |original: &[u8], replacement: &[u8]| -> Vec<bool> {
-        Object::compare_fields(original, replacement)
-            .unwrap()
-            .iter()
-            .map(|f| f.unchanged)
-            .collect()
+fn a_replacement_keeps_the_fields_before_its_first_change() {
+    // The kept keys' text, and the text from where the rest is read.
+    let kept = |original: &[u8], replacement: &'static [u8]| -> (Vec<&'static str>, &'static str) {
+        let kept = Object::kept_fields(original, replacement).unwrap();
+        let text =
+            |range: std::ops::Range<usize>| std::str::from_utf8(&replacement[range]).unwrap();
+        let keys = kept.keys.into_iter().map(text).collect();
+        (keys, text(kept.rest..replacement.len()))
     };
     let original =
         br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"ClusterIP"},"status":{}}"#;
-    let replacement =
-        br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"NodePort"},"status":{} }"#;
-    let fields = Object::compare_fields(original, replacement).unwrap();
-    let seen: Vec<(&str, &str, bool)> = fields
-        .iter()
-        .map(|f| {
-            let text = |r: &std::ops::Range<usize>| std::str::from_utf8(&replacement[r.clone()]);
-            (text(&f.key).unwrap(), text(&f.value).unwrap(), f.unchanged)
-        })
-        .collect();
     assert_eq!(
-        seen,
-        [
-            (r#""kind""#, r#""Service""#, true),
-            (r#""metadata""#, r#"{"name":"s"}"#, true),
-            (r#""spec""#, r#"{"type":"NodePort"}"#, false),
-            (r#""status""#, "{}", true),
-        ]
+        kept(
+            original,
+            br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"NodePort"},"status":{}}"#
+        ),
+        (
+            vec![r#""kind""#, r#""metadata""#],
+            r#","spec":{"type":"NodePort"},"status":{}}"#
+        )
     );
-    // A number the original goes on with is not the original's.
+    // Kept whole, or all but the spaces at its end.
+    let all = vec![r#""kind""#, r#""metadata""#, r#""spec""#, r#""status""#];
+    assert_eq!(kept(original, original), (all.clone(), "}"));
     assert_eq!(
-        unchanged(br#"{"a":12,"b":1}"#, br#"{"a":1,"b":1}"#),
-        [false, true]
+        kept(original, br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"ClusterIP"},"status":{}} "#),
+        (all, "} ")
+    );
+    // A field is kept only with the byte after it: a number the original goes on with is
+    // not the original's.
+    assert_eq!(
+        kept(br#"{"a":12,"b":1}"#, br#"{"a":1,"b":1}"#),
+        (vec![], r#""a":1,"b":1}"#)
     );
     assert_eq!(
-        unchanged(br#"{"a":1,"b":1}"#, br#"{"a":1,"b":1 }"#),
-        [true, true]
+        kept(br#"{"a":"x"}"#, br#"{"a":"x" }"#),
+        (vec![], r#""a":"x" }"#)
     );
-    // A field moved, or its key spelled otherwise, is compared by its text.
-    let moved = br#"{"metadata":{"name":"s"},"kind":"Service","spe\u0063":{}}"#;
-    assert_eq!(unchanged(original, moved), [true, true, false]);
-    assert_eq!(unchanged(b"[1]", original), [false; 4]);
-    for not_one_object in [&b"[1]"[..], b"{\"a\":1} {}", b"{\"a\":", b"", b"{\"a\" 1}"] {
-        assert_eq!(Object::compare_fields(original, not_one_object), None);
+    assert_eq!(
+        kept(br#"{"a":"x"}"#, br#"{"a":"xy"}"#),
+        (vec![], r#""a":"xy"}"#)
+    );
+    // A change inside the first field, or in the spaces before it.
+    assert_eq!(
+        kept(original, br#"{"kind":"S"}"#),
+        (vec![], r#""kind":"S"}"#)
+    );
+    assert_eq!(
+        kept(original, br#" { "kind":1}"#),
+        (vec![], r#" "kind":1}"#)
+    );
+    assert_eq!(kept(original, b"{}"), (vec![], "}"));
+    // Another order: only the common start is kept, the rest is read.
+    let moved = br#"{"metadata":{"name":"s"},"kind":"Service"}"#;
+    assert_eq!(
+        kept(original, moved),
+        (vec![], r#""metadata":{"name":"s"},"kind":"Service"}"#)
+    );
+    // Not begun as an object; what follows the brace is the reader's to check.
+    for not_an_object in [&b"[1]"[..], b"", b"null", b" \n"] {
+        assert_eq!(Object::kept_fields(original, not_an_object), None);
     }
+    assert_eq!(kept(original, br#"{"kind" 1}"#), (vec![], r#""kind" 1}"#));
 }
 
 #[test]

@@ -2,9 +2,10 @@
 //! object that is still the object it replaces (same name, namespace and resourceVersion,
 //! so watch state and cache keys stay those of the object the upstream sent).
 //!
-//! Only what the filter changed is read: a top-level field the original has byte for byte
-//! is as good as the original's, which the framer or the cache writer checks; every other
-//! field is parsed, so a client never receives text it cannot decode.
+//! Only what the filter changed is read: the top-level fields before the first byte where
+//! the replacement differs from the original are the original's, which the framer or the
+//! cache writer checks; every field from there on is parsed, so a client never receives
+//! text it cannot decode.
 
 use std::borrow::Cow;
 
@@ -13,33 +14,32 @@ use serde::de::IgnoredAny;
 
 use crate::stream::Meta;
 
+mod rest;
+
+use rest::{NotJson, Rest};
+
 /// Why a replacement is refused, for the failure's message; `Ok` when it may be sent.
 pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), String> {
-    let not_json = || "replaced the object with bytes that are not a JSON object".to_owned();
     // An original the gateway cannot read has nothing to keep the replacement to.
     let names_the_original = |replaced: &Meta| match Meta::parse_checked(original) {
         Ok(original) => same_object(&original, replaced),
         Err(_) => Ok(()),
     };
-    let fields = Object::compare_fields(original, replacement).ok_or_else(not_json)?;
-    let mut has_metadata = false;
-    for field in fields {
-        let key = &replacement[field.key];
-        if field.unchanged {
-            has_metadata |= is_metadata(key);
-            continue;
-        }
-        // `serde_json` skips strings it does not build without checking their UTF-8, so
-        // the text is checked first, and then read as text.
-        let text = |bytes| std::str::from_utf8(bytes).map_err(|_| not_json());
-        let (key, value) = (text(key)?, text(&replacement[field.value])?);
-        let name: Cow<str> = serde_json::from_str(key).map_err(|_| not_json())?;
-        if name == "metadata" {
+    let kept = Object::kept_fields(original, replacement).ok_or(NotJson)?;
+    let mut has_metadata = kept
+        .keys
+        .iter()
+        .any(|key| is_metadata(&replacement[key.clone()]));
+    // `serde_json` skips strings it does not build without checking their UTF-8 when it
+    // reads bytes, so the rest is checked first, and then read as text.
+    let text = std::str::from_utf8(&replacement[kept.rest..]).map_err(|_| NotJson)?;
+    let mut rest = Rest::new(text, kept.keys.is_empty());
+    while let Some(key) = rest.key()? {
+        if is_metadata(key.as_bytes()) {
             has_metadata = true;
-            let replaced = serde_json::from_str::<Meta>(value).map_err(|_| not_json())?;
-            names_the_original(&replaced)?;
+            names_the_original(&rest.value::<Meta>()?)?;
         } else {
-            serde_json::from_str::<IgnoredAny>(value).map_err(|_| not_json())?;
+            rest.value::<IgnoredAny>()?;
         }
     }
     if has_metadata {
@@ -90,6 +90,19 @@ mod tests {
         let edited = br#"{"kind":"Pod","metadata":{"resourceVersion":"7","namespace":"ns","name":"p","labels":{"a":"b"}},"spec":{}}"#;
         assert_eq!(check_replacement(POD, edited), Ok(()));
         assert_eq!(check_replacement(POD, POD), Ok(()));
+        // A number the original goes on with, and one made longer.
+        let numbered = |n: &str| {
+            format!(
+                r#"{{"kind":"Pod","metadata":{{"name":"p","namespace":"ns","resourceVersion":"7"}},"n":{n}}}"#
+            )
+        };
+        for (before, after) in [("12", "1"), ("1", "1.5"), ("1", "10"), ("1", "1e3")] {
+            let (before, after) = (numbered(before), numbered(after));
+            assert_eq!(
+                check_replacement(before.as_bytes(), after.as_bytes()),
+                Ok(())
+            );
+        }
         // Metadata kept byte for byte is the original's, however its key is spelled.
         let escaped = br#"{"m\u0065tadata":{"name":"p"},"spec":{}}"#;
         assert_eq!(
@@ -113,10 +126,71 @@ mod tests {
             b"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"},\"x\":\"\xff\"}",
             b"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"resourceVersion\":\"7\",\"labels\":{\"a\":\"\xc3\"}}}",
             b"{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"},\"\xff\":1}",
+            // After a kept field: the reader of the rest refuses what is not an object's rest.
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"}}}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"} "x":1}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},1:2}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x":1x}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x"}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x":}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x":1,"y":[1}}"#,
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"},"x":"a"b}"#,
+            br#"{,"kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"7"}}"#,
         ] {
             let refused = check_replacement(POD, bad);
             assert!(refused.is_err(), "{}", String::from_utf8_lossy(bad));
         }
+    }
+
+    /// Edits of a Pod, each a byte changed, added or taken out at random, are accepted
+    /// exactly when the whole edit parses as one JSON object that keeps the Pod's identity.
+    #[test]
+    fn the_check_agrees_with_a_whole_parse_on_random_edits() {
+        let pod = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns","resourceVersion":"7","labels":{"a":"b\u00e9"}},"spec":{"containers":[{"name":"c","image":"i:1","ports":[{"containerPort":80}],"args":["-v=2","a\"b"]}],"priority":-1.5e3,"hostNetwork":false,"x":null},"status":{"phase":"Running"}}"#;
+        let keeps_the_pod = |edit: &[u8]| {
+            let Ok(serde_json::Value::Object(edit)) = serde_json::from_slice(edit) else {
+                return false;
+            };
+            let meta = |key: &str| edit.get("metadata").and_then(|m| m.get(key)).cloned();
+            meta("name") == Some("p".into())
+                && meta("namespace") == Some("ns".into())
+                && meta("resourceVersion") == Some("7".into())
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % below as u64) as usize
+        };
+        let bytes = b"{}[]\":,\\ \n0-1.e+truefalsnulx\xc3\xa9u";
+        let (mut accepted, mut refused) = (0, 0);
+        for _ in 0..20_000 {
+            let mut edit = pod.to_vec();
+            for _ in 0..1 + random(3) {
+                let at = random(edit.len() + 1);
+                let byte = bytes[random(bytes.len())];
+                match random(3) {
+                    0 if at < edit.len() => edit[at] = byte,
+                    1 if at < edit.len() => drop(edit.remove(at)),
+                    _ => edit.insert(at, byte),
+                }
+            }
+            let checked = check_replacement(pod, &edit).is_ok();
+            assert_eq!(
+                checked,
+                keeps_the_pod(&edit),
+                "{}",
+                String::from_utf8_lossy(&edit)
+            );
+            if checked { accepted += 1 } else { refused += 1 }
+        }
+        assert!(
+            accepted > 1_000 && refused > 1_000,
+            "{accepted} accepted, {refused} refused"
+        );
     }
 
     #[test]
