@@ -3,9 +3,9 @@
 //! so watch state and cache keys stay those of the object the upstream sent).
 //!
 //! Only what the filter changed is read: the top-level fields before the first byte where
-//! the replacement differs from the original are the original's, which the framer or the
-//! cache writer checks; every field from there on is parsed, so a client never receives
-//! text it cannot decode.
+//! the replacement differs from the original are the upstream's own bytes, passed on as the
+//! gateway passes on a response no filter handles; every field from there on is parsed, so
+//! a filter never sends a client text it cannot decode.
 
 use std::borrow::Cow;
 
