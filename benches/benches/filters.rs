@@ -70,6 +70,12 @@ fn per_object(c: &mut Criterion) {
                 group.bench_function("replacement_check", |b| {
                     b.iter(|| check_replacement(black_box(&case.bytes), black_box(replacement)))
                 });
+                // The same check when a filter edits `metadata`: every field after it is read.
+                let labelled = with_metadata_edit(&case.bytes);
+                assert_eq!(check_replacement(&case.bytes, &labelled), Ok(()));
+                group.bench_function("replacement_check_metadata_edit", |b| {
+                    b.iter(|| check_replacement(black_box(&case.bytes), black_box(&labelled)))
+                });
             }
             group.throughput(Throughput::Elements(BATCH as u64));
             group.bench_function("native_batch", |b| {
@@ -100,6 +106,17 @@ fn per_object(c: &mut Criterion) {
             group.finish();
         }
     }
+}
+
+/// `object` with a field added first in its `metadata`, as a filter that labels objects
+/// would replace it.
+fn with_metadata_edit(object: &[u8]) -> Vec<u8> {
+    let head = br#""metadata":{"#;
+    let Some(at) = object.windows(head.len()).position(|w| w == head) else {
+        panic!("the bench objects have metadata");
+    };
+    let at = at + head.len();
+    [&object[..at], br#""labels-edited":"yes","#, &object[at..]].concat()
 }
 
 fn open(seed: &Seed, generation: &Generation) -> Session {
