@@ -147,12 +147,10 @@ pub(super) fn kept_entries(bytes: &[u8], same: usize) -> Option<(Vec<Range<usize
     let mut cursor = Cursor { bytes, at: 0 };
     cursor.space();
     cursor.eat(b'{')?;
+    // From here on the scan sees only the common start.
+    cursor.bytes = bytes.get(..same).unwrap_or(bytes);
     let mut rest = cursor.at;
     let mut keys = Vec::with_capacity(8);
-    let mut cursor = Cursor {
-        bytes: bytes.get(..same).unwrap_or(bytes),
-        at: rest,
-    };
     loop {
         cursor.space();
         let start = cursor.at;
