@@ -5,7 +5,7 @@
 //! string of it.
 
 use std::borrow::Cow;
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 
 use serde_json::Value;
 
@@ -15,14 +15,18 @@ use super::split;
 /// A top-level field of an item: its key and the range of its value in the item's bytes.
 pub(super) type FieldRange = (Key, Range<usize>);
 
-/// Hands `read` the items of the array `text`, each with its fields, all found in one scan;
-/// `None` when `text` is not an array.
+/// Hands `read` the items of the array `text`, each with its fields, all found in one scan
+/// before the first is handed; `None` when `text` is not an array.
 pub(super) fn with_items<R>(
     text: &[u8],
     read: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R,
 ) -> Option<R> {
     let mut fields = Vec::new();
-    let items = split::items_and_fields(text, &mut fields)?;
+    let mut items = Vec::new();
+    split::items_and_fields(text, &mut fields, |item, own, _| {
+        items.push((item, own));
+        ControlFlow::Continue(())
+    })?;
     let mut items = items
         .into_iter()
         .map(|(range, own)| Item::split(text, range, &fields[own]));
@@ -30,15 +34,23 @@ pub(super) fn with_items<R>(
 }
 
 /// The index of the first item of the array `text` that `accept` accepts; `None` when none
-/// does or `text` is not an array.
+/// does or `text` is not an array up to it. The items after it are not read: finding the
+/// port named `https` scans the ports up to it.
 pub(super) fn position_in_text(
     text: &[u8],
     accept: &mut dyn FnMut(&Item) -> bool,
 ) -> Option<usize> {
-    // `&mut dyn Iterator` is the sized iterator here.
-    with_items(text, |mut items| {
-        Iterator::position(&mut items, |item| accept(&item))
-    })?
+    let mut fields = Vec::new();
+    let (mut index, mut found) = (0, None);
+    split::items_and_fields(text, &mut fields, |item, own, all| {
+        if accept(&Item::split(text, item, &all[own])) {
+            found = Some(index);
+            return ControlFlow::Break(());
+        }
+        index += 1;
+        ControlFlow::Continue(())
+    })?;
+    found
 }
 
 /// [`position_in_text`] on a parsed value, each item handed as its JSON text.

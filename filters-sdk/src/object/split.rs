@@ -9,7 +9,7 @@
 //! that is not JSON: what it never reads, it passes on as it came, as the gateway does for a
 //! response no filter handles.
 
-use std::ops::Range;
+use std::ops::{ControlFlow, Range};
 
 use serde_json::Value;
 
@@ -77,17 +77,19 @@ pub(super) fn items(bytes: &[u8], raw: Range<usize>) -> Option<Vec<Node>> {
     }
 }
 
-/// The items of the array `text` and, for each that is an object, its fields, in one scan:
-/// each item's range of `text` and the range of `fields` its fields were appended to (empty
-/// for an item that is not an object); `None` when `text` is not an array.
+/// The items of the array `text` and, for each that is an object, its fields, in one scan
+/// that hands `each` every item as it is split: its range of `text`, the range of `fields`
+/// its fields were appended to (empty for an item that is not an object), and `fields`.
+/// The scan ends where `each` breaks, leaving the rest unread; `None` when `text` is not an
+/// array up to there.
 pub(super) fn items_and_fields(
     text: &[u8],
     fields: &mut Vec<FieldRange>,
-) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    mut each: impl FnMut(Range<usize>, Range<usize>, &[FieldRange]) -> ControlFlow<()>,
+) -> Option<()> {
     let mut cursor = Cursor { bytes: text, at: 0 };
-    let mut items = Vec::new();
     if cursor.open(b'[', b']')? {
-        return Some(items);
+        return Some(());
     }
     loop {
         cursor.space();
@@ -97,9 +99,8 @@ pub(super) fn items_and_fields(
         } else {
             cursor.value()?
         };
-        items.push((item, first..fields.len()));
-        if !cursor.more(b']')? {
-            return Some(items);
+        if each(item, first..fields.len(), fields).is_break() || !cursor.more(b']')? {
+            return Some(());
         }
     }
 }

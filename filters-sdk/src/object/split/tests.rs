@@ -132,7 +132,7 @@ fn text_that_is_not_one_object_does_not_split() {
 fn items_are_ranges_of_the_array_and_objects_are_split_on_the_way() {
     let array = br#" [ {"a": "]", "b" : {"c": 1}} , "x,y" , 3 , [1, [2]], {} ] "#;
     let mut fields = Vec::new();
-    let split = items_and_fields(array, &mut fields).unwrap();
+    let split = all_items(array, &mut fields).unwrap();
     let items: Vec<&str> = split
         .iter()
         .map(|(item, _)| text(array, item.clone()))
@@ -155,10 +155,45 @@ fn items_are_ranges_of_the_array_and_objects_are_split_on_the_way() {
     };
     assert_eq!(of(0), [("a", r#""]""#), ("b", r#"{"c": 1}"#)]);
     assert!((1..5).all(|index| of(index).is_empty()));
-    assert_eq!(items_and_fields(b"[]", &mut fields).unwrap(), []);
+    assert_eq!(all_items(b"[]", &mut fields).unwrap(), []);
     for bad in [&b"{}"[..], b"[1 2]", br#"[{"a" 1}]"#, br#"[{"a": 1]"#] {
-        assert!(items_and_fields(bad, &mut fields).is_none(), "{bad:?}");
+        assert!(all_items(bad, &mut fields).is_none(), "{bad:?}");
     }
+}
+
+/// Every item of the array `text` and the range of `fields` holding its fields.
+fn all_items(
+    text: &[u8],
+    fields: &mut Vec<FieldRange>,
+) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    let mut items = Vec::new();
+    items_and_fields(text, fields, |item, own, _| {
+        items.push((item, own));
+        ControlFlow::Continue(())
+    })?;
+    Some(items)
+}
+
+#[test]
+fn the_item_scan_reads_nothing_after_the_item_it_stops_at() {
+    let array = br#"[{"name": "a"}, {"name": "https"}, {"name": ]"#;
+    let mut seen = Vec::new();
+    let read = items_and_fields(array, &mut Vec::new(), |item, own, fields| {
+        seen.push((text(array, item), own.len(), fields.len()));
+        if seen.len() == 2 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    assert_eq!(read, Some(()));
+    assert_eq!(
+        seen,
+        [(r#"{"name": "a"}"#, 1, 1), (r#"{"name": "https"}"#, 1, 2)]
+    );
+    // Read on, the scan finds the array broken.
+    let read_on = items_and_fields(array, &mut Vec::new(), |_, _, _| ControlFlow::Continue(()));
+    assert_eq!(read_on, None);
 }
 
 #[test]
