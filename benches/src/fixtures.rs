@@ -187,30 +187,62 @@ pub fn looked_up_services() -> Vec<Value> {
 /// The fields kube-apiserver writes first, in the order the Go types declare them.
 const LEADING_FIELDS: [&str; 3] = ["kind", "apiVersion", "metadata"];
 
+/// The fields of `metadata` in the order Go's `ObjectMeta` declares them, which
+/// kube-apiserver writes: the name first, `managedFields` last.
+const METADATA_FIELDS: [&str; 16] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "clusterName",
+    "managedFields",
+];
+
 /// An object as the bytes kube-apiserver sends: `kind`, `apiVersion` and `metadata` first,
 /// then the other top-level fields, which for the objects here sort as Go declares them
-/// (`addressType`, `endpoints`, `ports`; `spec`, `status`). Within them keys are sorted.
+/// (`addressType`, `endpoints`, `ports`; `spec`, `status`); `metadata`'s own fields as
+/// `ObjectMeta` declares them. Within the other values keys are sorted.
 pub fn bytes_of(object: &Value) -> Bytes {
-    let Value::Object(fields) = object else {
-        return Bytes::from(object.to_string());
+    let mut out = Vec::new();
+    write_ordered(&mut out, object, &LEADING_FIELDS);
+    Bytes::from(out)
+}
+
+/// Writes `value` with the object's `leading` keys first, in that order, and `metadata`'s
+/// in [`METADATA_FIELDS`]'s.
+fn write_ordered(out: &mut Vec<u8>, value: &Value, leading: &[&str]) {
+    let Value::Object(fields) = value else {
+        serde_json::to_writer(&mut *out, value).expect("a JSON value encodes");
+        return;
     };
-    let leading = LEADING_FIELDS
-        .iter()
-        .filter_map(|key| fields.get_key_value(*key));
+    let first = leading.iter().filter_map(|key| fields.get_key_value(*key));
     let others = fields
         .iter()
-        .filter(|(key, _)| !LEADING_FIELDS.contains(&key.as_str()));
-    let mut out = vec![b'{'];
-    for (index, (key, value)) in leading.chain(others).enumerate() {
+        .filter(|(key, _)| !leading.contains(&key.as_str()));
+    out.push(b'{');
+    for (index, (key, value)) in first.chain(others).enumerate() {
         if index > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut out, key).expect("a string encodes");
+        serde_json::to_writer(&mut *out, key).expect("a string encodes");
         out.push(b':');
-        serde_json::to_writer(&mut out, value).expect("a JSON value encodes");
+        if key == "metadata" {
+            write_ordered(out, value, &METADATA_FIELDS);
+        } else {
+            serde_json::to_writer(&mut *out, value).expect("a JSON value encodes");
+        }
     }
     out.push(b'}');
-    Bytes::from(out)
 }
 
 /// A list body as kube-apiserver writes it: kind, apiVersion, metadata, then the items.
@@ -295,6 +327,18 @@ mod tests {
             order,
             ["metadata", "addressType", "endpoints", "ports"],
             "a list's item, as the fixture is: no kind or apiVersion"
+        );
+        let metadata = [
+            "name",
+            "namespace",
+            "resourceVersion",
+            "labels",
+            "managedFields",
+        ];
+        let at_metadata: Vec<_> = metadata.iter().map(|key| at(key)).collect();
+        assert!(
+            at_metadata.iter().all(Option::is_some) && at_metadata.is_sorted(),
+            "metadata as ObjectMeta declares it: {at_metadata:?}"
         );
         let list = list_body("L", "v1", slices(3).iter().map(|b| &b[..]));
         let parsed: Value = serde_json::from_slice(&list).unwrap();

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use crate::fixtures::{
-    NODE, NODE_LOCAL_SERVICE, PLAIN_SERVICE, endpoint_slice_v1beta1, service_to_create,
+    NODE, NODE_LOCAL_SERVICE, PLAIN_SERVICE, bytes_of, endpoint_slice_v1beta1, service_to_create,
 };
 use crate::load::workload::{LIST_NAMESPACES, SENT_ANNOTATION, WATCH_NAMESPACE};
 
@@ -45,7 +45,7 @@ impl Canned {
             .iter()
             .map(|(namespace, count)| {
                 let items: Vec<Bytes> = (0..*count)
-                    .map(|i| Bytes::from(slice(namespace, i).to_string()))
+                    .map(|i| bytes_of(&slice(namespace, i)))
                     .collect();
                 let body = crate::fixtures::list_body(
                     "EndpointSliceList",
@@ -76,11 +76,14 @@ impl Canned {
         watched["metadata"]["resourceVersion"] = json!("@RV@");
         watched["metadata"]["annotations"][SENT_ANNOTATION] = json!("@SENT@");
         Canned {
-            small: Bytes::from(small_config_map().to_string()),
+            small: bytes_of(&small_config_map()),
             lists,
             services: list_of("ServiceList", "v1", services),
             nodes: list_of("NodeList", "v1", vec![node]),
-            event: format!("{{\"type\":\"MODIFIED\",\"object\":{watched}}}\n"),
+            event: format!(
+                "{{\"type\":\"MODIFIED\",\"object\":{}}}\n",
+                String::from_utf8_lossy(&bytes_of(&watched))
+            ),
             events_per_second: events_per_second.max(1),
             resource_version: AtomicU64::new(10_000),
         }
