@@ -1,18 +1,20 @@
 //! [`Object`]: one Kubernetes object, parsed once, with typed accessors for what filters
 //! touch: identity, labels, annotations, and `spec`/`status` fields by path.
 //!
-//! Parsing is lazy. An object made from bytes is split into its top-level fields up to
-//! `metadata` (and `metadata` into its own) in one scan; the fields after it (Kubernetes
-//! writes `metadata` third, so `spec`, `endpoints`, `status`…) are split, and `spec` and
-//! `status` into their own, when a read or an edit first reaches past `metadata`. Reading a path splits the objects and arrays on the
-//! way and parses only the value at its end, so reading `spec.type` never builds
-//! `spec.ports`, and reading one annotation never unescapes the others. An edit by path
-//! splits its way the same way and re-encodes only the value it ends on, copying the rest
-//! of the original bytes. The whole JSON value is built only when a filter asks for it
-//! ([`Object::value`]).
-//! A filter that decides on a name or a label never pays for the rest, an object left
-//! unchanged encodes back to its original bytes, and pruning a slice's `endpoints` leaves
-//! its `metadata` as it came.
+//! Parsing is lazy. Reading a name, a namespace, a label or an annotation of an object made
+//! from bytes reads the bytes up to that string and splits nothing (kube-apiserver writes
+//! `metadata` before the body, and `managedFields` last in it), so a filter that keeps what it reads
+//! by name or label never scans `managedFields` or the body. Any other read splits the
+//! object's top-level fields up to `metadata` (and `metadata` into its own) in one scan;
+//! the fields after it (`spec`, `endpoints`, `status`…) are split, and `spec` and `status`
+//! into their own, when a read or an edit first reaches past `metadata`. Reading a path
+//! splits the objects and arrays on the way and parses only the value at its end, so
+//! reading `spec.type` never builds `spec.ports`, and reading one annotation never
+//! unescapes the others. An edit by path splits its way the same way and re-encodes only
+//! the value it ends on, copying the rest of the original bytes. The whole JSON value is
+//! built only when a filter asks for it ([`Object::value`]). An object left unchanged
+//! encodes back to its original bytes, and pruning a slice's `endpoints` leaves its
+//! `metadata` as it came.
 //!
 //! A path is a dot-separated list of keys, where a number indexes an array:
 //! `ports.0.port` is the first port's `port`. Keys that contain a dot are reached through
@@ -33,6 +35,7 @@ use thiserror::Error;
 
 use fields::Fields;
 pub use item::Item;
+use split::Peek;
 use value::{collect_strings, set_value, walk, walk_mut};
 
 /// Why bytes are not an object.
@@ -76,24 +79,24 @@ pub struct KeptFields {
 }
 
 impl Object {
-    /// Reads JSON bytes: checks they begin as a JSON object and splits its fields up to
-    /// `metadata`. The rest are split when first reached; bytes that stop being JSON there
-    /// make that read panic, which in a filter traps the call (the host's failure policy).
+    /// Reads JSON bytes: checks they begin as a JSON object, and splits nothing until a read
+    /// needs it. Bytes that stop being JSON where a read reaches make that read panic, which
+    /// in a filter traps the call (the host's failure policy).
     pub fn from_slice(bytes: &[u8]) -> Result<Object, ObjectError> {
         Object::from_vec(bytes.to_vec())
     }
 
     /// [`Object::from_slice`] on bytes it keeps, without copying them.
     pub fn from_vec(bytes: Vec<u8>) -> Result<Object, ObjectError> {
-        match Fields::split(&bytes) {
-            Some(fields) => Ok(Object {
+        if split::opens_object(&bytes) {
+            return Ok(Object {
                 raw: bytes,
-                fields: OnceCell::from(fields),
+                fields: OnceCell::new(),
                 value: OnceCell::new(),
-            }),
-            // Not an object (or not JSON): the whole parse says which.
-            None => Object::from_value(serde_json::from_slice(&bytes)?),
+            });
         }
+        // Not an object (or not JSON): the whole parse says which.
+        Object::from_value(serde_json::from_slice(&bytes)?)
     }
 
     /// Where the value of top-level field `key` lies in an object's JSON bytes, found by
@@ -195,7 +198,7 @@ impl Object {
 
     /// `metadata.name`.
     pub fn name(&self) -> Option<&str> {
-        self.lookup(&["metadata", "name"])?.as_str()
+        self.string_at(&["metadata", "name"])
     }
 
     /// Sets `metadata.name`.
@@ -205,7 +208,7 @@ impl Object {
 
     /// `metadata.namespace`.
     pub fn namespace(&self) -> Option<&str> {
-        self.lookup(&["metadata", "namespace"])?.as_str()
+        self.string_at(&["metadata", "namespace"])
     }
 
     /// Sets `metadata.namespace`.
@@ -221,12 +224,12 @@ impl Object {
 
     /// `metadata.resourceVersion` (which a filter must never change).
     pub fn resource_version(&self) -> Option<&str> {
-        self.lookup(&["metadata", "resourceVersion"])?.as_str()
+        self.string_at(&["metadata", "resourceVersion"])
     }
 
     /// One label's value.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.lookup(&["metadata", "labels", key])?.as_str()
+        self.string_at(&["metadata", "labels", key])
     }
 
     /// All labels (string values only).
@@ -247,7 +250,7 @@ impl Object {
 
     /// One annotation's value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.lookup(&["metadata", "annotations", key])?.as_str()
+        self.string_at(&["metadata", "annotations", key])
     }
 
     /// All annotations (string values only).
@@ -370,6 +373,25 @@ impl Object {
         }
     }
 
+    /// The string at `keys` from the root. While nothing is split or parsed it is read
+    /// straight from the bytes ([`split::first_at`]), when it is there a plain string (no
+    /// escapes): the first of a key given twice, where a split answers with the last, as
+    /// it does for `metadata` itself. Otherwise the fields are split and it is looked up.
+    fn string_at(&self, keys: &[&str]) -> Option<&str> {
+        if self.fields.get().is_none() && self.value.get().is_none() {
+            match split::first_at(&self.raw, keys) {
+                Peek::Missing => return None,
+                Peek::Found(raw) => {
+                    if let Some(text) = plain_string(&self.raw[raw]) {
+                        return Some(text);
+                    }
+                }
+                Peek::Unreadable => {}
+            }
+        }
+        self.lookup(keys)?.as_str()
+    }
+
     /// [`Object::set`] on a path already split into its keys.
     fn set_at(&mut self, keys: &[&str], value: Value) -> bool {
         if self.value.get().is_some() {
@@ -398,11 +420,12 @@ impl Object {
         }
     }
 
-    /// The top-level fields of `raw` (split when it was read; only while the value is unbuilt).
+    /// The top-level fields of `raw`, split on first need (only while the value is unbuilt).
+    /// Bytes that do not split as an object make this panic, trapping a filter's call.
     fn fields(&self) -> &Fields {
         self.fields.get_or_init(|| match Fields::split(&self.raw) {
             Some(fields) => fields,
-            None => panic!("an object split once does not split again"),
+            None => panic!("the object's fields do not split: it is not one JSON object"),
         })
     }
 
@@ -448,12 +471,23 @@ fn common_start(a: &[u8], b: &[u8]) -> usize {
         .count()
 }
 
-/// The whole value of bytes that were split, so they are known to be a JSON object.
+/// The whole value of bytes that begin as a JSON object; bytes that do not parse whole make
+/// this panic, trapping a filter's call.
 fn parse_whole(raw: &[u8]) -> Value {
     match serde_json::from_slice(raw) {
         Ok(value) => value,
-        Err(error) => panic!("an object that was split does not parse whole: {error}"),
+        Err(error) => panic!("the object does not parse whole: {error}"),
     }
+}
+
+/// The text of the JSON string `raw` (quotes included) when it needs no unescaping and is
+/// valid as it stands: no backslash, no control character, UTF-8.
+fn plain_string(raw: &[u8]) -> Option<&str> {
+    let text = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if text.iter().any(|&byte| byte == b'\\' || byte < 0x20) {
+        return None;
+    }
+    std::str::from_utf8(text).ok()
 }
 
 fn remove_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {

@@ -175,6 +175,40 @@ pub(super) fn kept_entries(bytes: &[u8], same: usize) -> Option<(Vec<Range<usize
     Some((keys, rest))
 }
 
+/// Whether `bytes` begin (after spaces) as a JSON object.
+pub(super) fn opens_object(bytes: &[u8]) -> bool {
+    let mut cursor = Cursor { bytes, at: 0 };
+    cursor.space();
+    cursor.eat(b'{').is_some()
+}
+
+/// What [`first_at`] finds at a path.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Peek {
+    /// The value of the path lies here: each key's first entry.
+    Found(Range<usize>),
+    /// An object on the way holds no entry of the key.
+    Missing,
+    /// The text on the way does not read as objects.
+    Unreadable,
+}
+
+/// Where the value at `path` lies in the JSON object `bytes`, found by reading each object
+/// on the way only as far as the key's first entry, and nothing after it: reading
+/// `metadata.name` reads the few entries before it, not `managedFields`. Where a key is given
+/// twice this finds the first, where a split reads the last.
+pub(super) fn first_at(bytes: &[u8], path: &[&str]) -> Peek {
+    let mut cursor = Cursor { bytes, at: 0 };
+    for key in path {
+        match cursor.first_entry(key) {
+            Some(true) => {}
+            Some(false) => return Peek::Missing,
+            None => return Peek::Unreadable,
+        }
+    }
+    cursor.value().map_or(Peek::Unreadable, Peek::Found)
+}
+
 /// A value from its JSON text. What the split skipped is checked here: text that is not JSON
 /// (or a lone surrogate escape) makes this panic, which in a filter traps the call so the
 /// host applies the failure policy.
@@ -198,6 +232,23 @@ impl Cursor<'_> {
         let mut entries = Vec::with_capacity(8);
         let raw = self.fields(|key, value| entries.push((key, Node::new(value))))?;
         Some((entries, raw))
+    }
+
+    /// Reads the object at the cursor (after spaces) up to the first entry of `key`, leaving
+    /// the cursor at its value: whether there is one, `false` once the object closed without.
+    fn first_entry(&mut self, key: &str) -> Option<bool> {
+        if self.open(b'{', b'}')? {
+            return Some(false);
+        }
+        loop {
+            if self.entry_key()?.is(self.bytes, key) {
+                return Some(true);
+            }
+            self.value()?;
+            if !self.more(b'}')? {
+                return Some(false);
+            }
+        }
     }
 
     /// Reads a top-level entry: its key and its value, split into its entries if it is an

@@ -75,9 +75,12 @@ fn only_json_objects_are_objects() {
         Err(ObjectError::NotAnObject)
     ));
     assert!(matches!(
-        Object::from_slice(b"{"),
+        Object::from_slice(b"nope"),
         Err(ObjectError::Parse(_))
     ));
+    // Bytes that open an object are read as one; where they stop being one, a read traps.
+    let broken = Object::from_slice(b" {").unwrap();
+    assert!(std::panic::catch_unwind(move || broken.name().map(str::to_owned)).is_err());
     let object = Object::from_slice(br#"{"kind":"Pod"}"#).unwrap();
     assert_eq!(Object::from_slice(&object.to_vec()).unwrap(), object);
 }
@@ -149,11 +152,56 @@ fn the_fields_after_metadata_are_split_only_when_reached() {
 }
 
 #[test]
+fn names_and_labels_are_read_from_the_bytes_up_to_them() {
+    // Everything after the labels is broken: reading up to them never reaches it.
+    let bytes =
+        br#"{"kind": "EndpointSlice", "metadata": {"name": "web-x1", "namespace": "default",
+        "labels": {"kubernetes.io/service-name": "web", "odd": 7},
+        "annotations": {"a": "1"}, "managedFields": [}, "endpoints": ]"#;
+    let object = Object::from_slice(bytes).unwrap();
+    assert!(object.is_named("default", "web-x1"));
+    assert!(!object.is_named("default", "web"));
+    assert_eq!(object.label("kubernetes.io/service-name"), Some("web"));
+    assert_eq!(object.label("absent"), None, "read to the labels' end");
+    assert_eq!(object.annotation("a"), Some("1"));
+    assert!(
+        object.fields.get().is_none() && object.value.get().is_none(),
+        "nothing was split or parsed"
+    );
+    // What is not a plain string is looked up through the split, which reaches the break.
+    let copy = object.clone();
+    assert!(std::panic::catch_unwind(move || copy.label("odd").map(str::to_owned)).is_err());
+    let copy = object.clone();
+    let past = std::panic::catch_unwind(move || copy.resource_version().map(str::to_owned));
+    assert!(
+        past.is_err(),
+        "a missing key is known missing only at its object's end"
+    );
+
+    // A string that needs unescaping is looked up, and answers as a whole parse does.
+    let escaped =
+        Object::from_slice(br#"{"metadata": {"name": "a\u0041", "labels": {"k": "\"q\""}}}"#)
+            .unwrap();
+    assert_eq!(escaped.name(), Some("aA"));
+    assert_eq!(escaped.label("k"), Some(r#""q""#));
+    let control = Object::from_slice(b"{\"metadata\": {\"name\": \"a\tb\"}}").unwrap();
+    assert!(std::panic::catch_unwind(move || control.name().map(str::to_owned)).is_err());
+
+    // A key given twice: the first until the fields are split, then the last.
+    let twice =
+        Object::from_slice(br#"{"metadata": {"name": "first", "name": "last"}, "kind": "A"}"#)
+            .unwrap();
+    assert_eq!(twice.name(), Some("first"));
+    assert_eq!(twice.kind(), Some("A"));
+    assert_eq!(twice.name(), Some("last"));
+}
+
+#[test]
 fn a_path_parses_only_the_value_at_its_end() {
     let bytes = br#"{"metadata": {"name": "web", "annotations": {"big": "{\"a\": 1}", "x": "1"}},
         "spec": {"type": "LoadBalancer", "ports": [{"port": 443}]}}"#;
     let mut object = Object::from_slice(bytes).unwrap();
-    assert_eq!(object.annotation("x"), Some("1"));
+    assert_eq!(object.get("metadata.annotations.x"), Some(&json!("1")));
     assert_eq!(object.spec("type"), Some(&json!("LoadBalancer")));
     assert_eq!(object.name(), Some("web"));
     let fields = object.fields.get().unwrap();
