@@ -40,8 +40,10 @@ impl Filter for DiscardCloudService {
     }
 
     fn filter(&self, _ctx: &Context, service: &mut Object) -> Decision {
+        // The annotation first: it is read from the bytes up to it, where `spec.type` needs
+        // the Service split, so a Service without it is kept having read only its metadata.
         let discarded =
-            ServiceType::of(service) == ServiceType::LoadBalancer && flag(service, DISCARD);
+            flag(service, DISCARD) && ServiceType::of(service) == ServiceType::LoadBalancer;
         if discarded || service.is_named(TUNNEL_SERVICE.0, TUNNEL_SERVICE.1) {
             host::count("discarded", 1);
             return Decision::Drop;

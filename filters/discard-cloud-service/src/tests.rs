@@ -67,3 +67,12 @@ fn a_list_loses_exactly_the_cloud_services() {
         )
     );
 }
+
+#[test]
+fn a_service_without_the_annotation_is_kept_on_its_metadata_alone() {
+    let harness = Harness::<DiscardCloudService>::configure(json!({})).unwrap();
+    let ctx = Context::new("kube-proxy", Verb::Watch, "", "v1", "services");
+    // Nothing after the metadata is read: a body that would not parse is never reached.
+    let unread = br#"{"metadata": {"name": "web", "namespace": "shop", "annotations": {"a": "b"}}, "spec": [}"#;
+    assert_eq!(harness.filter_bytes(&ctx, unread), Output::Keep);
+}
