@@ -124,19 +124,9 @@ pub(super) fn object_fields(
 /// Where the value of the top-level field `key` lies in the JSON object `bytes`, found by
 /// skipping the fields before it; `None` when it has no such field or is not an object.
 pub(super) fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
-    let mut cursor = Cursor { bytes, at: 0 };
-    if cursor.open(b'{', b'}')? {
-        return None;
-    }
-    loop {
-        let found = cursor.entry_key()?.is(bytes, key);
-        let value = cursor.value()?;
-        if found {
-            return Some(value);
-        }
-        if !cursor.more(b'}')? {
-            return None;
-        }
+    match first_at(bytes, &[key]) {
+        Peek::Found(value) => Some(value),
+        Peek::Missing | Peek::Unreadable => None,
     }
 }
 
