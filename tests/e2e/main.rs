@@ -30,8 +30,8 @@ const TESTS: &[(&str, Test)] = &[
         proxy::kubectl_through_the_gateway_matches_direct,
     ),
     (
-        "proxy::watch_event_arrives_within_a_second",
-        proxy::watch_event_arrives_within_a_second,
+        "proxy::watch_event_arrives_while_the_watch_is_open",
+        proxy::watch_event_arrives_while_the_watch_is_open,
     ),
     (
         "proxy::fifty_watches_and_five_hundred_gets",

@@ -142,8 +142,12 @@ pub fn kubectl_through_the_gateway_matches_direct(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// A watch opened through the gateway receives an object created afterwards within 1 s.
-pub fn watch_event_arrives_within_a_second(env: &Env) -> Result<()> {
+/// A watch opened through the gateway receives an object created afterwards while the watch
+/// is still open: the event is streamed as it happens, not held until the response ends.
+/// kube-apiserver keeps the watch open for `timeoutSeconds` (five minutes); the guard waits a
+/// tenth of that, so only a gateway that holds events back misses it. How soon events arrive
+/// is the load harness's to measure (watch added p99), not this test's.
+pub fn watch_event_arrives_while_the_watch_is_open(env: &Env) -> Result<()> {
     let gateway = env.gateway(&[])?;
     let ns = namespace(&env.cluster, "watch")?;
     runtime().block_on(async {
@@ -158,7 +162,7 @@ pub fn watch_event_arrives_within_a_second(env: &Env) -> Result<()> {
             .to_owned();
         let mut watch = Watch::open(
             &client,
-            &format!("{list_url}?watch=true&resourceVersion={rv}"),
+            &format!("{list_url}?watch=true&resourceVersion={rv}&timeoutSeconds=300"),
             "e2e/v1",
         )
         .await?;
@@ -181,7 +185,7 @@ pub fn watch_event_arrives_within_a_second(env: &Env) -> Result<()> {
         .await??;
         ensure!(created.contains(&name), "kubectl create said {created}");
         let event = watch
-            .wait_for("ADDED", &name, Duration::from_secs(1))
+            .wait_for("ADDED", &name, Duration::from_secs(30))
             .await?;
         println!(
             "ADDED {name} reached the watch {:?} after kubectl create started",
