@@ -145,7 +145,7 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
         }
         let _ = writeln!(
             out,
-            "\n\"first\": the first trial, whose component the gateway has not compiled before (its compiled-code cache starts empty), so its figure includes compiling it; each later trial renames in the same component with a new config, whose compiled code is cached."
+            "\n\"first\": the first trial. On the rename row it includes compiling the component, which the gateway has not seen before (its compiled-code cache starts empty); each later trial renames in the same component with a new config, whose compiled code is cached."
         );
         out.push('\n');
     }
