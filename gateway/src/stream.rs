@@ -4,6 +4,7 @@
 //! Nothing here holds a whole list: memory is bounded by the largest single object.
 
 mod list;
+mod nesting;
 mod object;
 mod pipeline;
 mod scan;

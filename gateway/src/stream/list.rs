@@ -6,6 +6,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 
 use super::FrameError;
+use super::nesting::Nesting;
 use super::scan::{Skipped, Strings};
 
 /// One piece of a list body.
@@ -40,6 +41,7 @@ pub struct ListFramer {
     /// The next byte of `buf` to scan.
     pos: usize,
     phase: Phase,
+    /// Brackets open in the head; 2 between items.
     depth: u32,
     strings: Strings,
     /// At depth 1, the next string is a key.
@@ -50,6 +52,8 @@ pub struct ListFramer {
     items_key: bool,
     /// Start of the item being read.
     item_start: Option<usize>,
+    /// The scan of the item being read.
+    item: Nesting,
 }
 
 impl Default for ListFramer {
@@ -71,6 +75,7 @@ impl ListFramer {
             key_start: None,
             items_key: false,
             item_start: None,
+            item: Nesting::default(),
         }
     }
 
@@ -105,6 +110,13 @@ impl ListFramer {
                         continue;
                     }
                 }
+            }
+            if self.item.within() {
+                let Some(close) = self.item.close(&self.buf, i) else {
+                    i = self.buf.len();
+                    break;
+                };
+                return self.item_end(close).map(Some);
             }
             let byte = self.buf[i];
             match self.phase {
@@ -181,35 +193,35 @@ impl ListFramer {
         Ok(None)
     }
 
+    /// A byte between items: a comma, a space, an item's `{` or the `]` that ends them.
     fn items_byte(&mut self, byte: u8, i: usize) -> Result<Option<ListFrame>, FrameError> {
-        match (byte, self.depth) {
-            (b'"', d) if d > 2 => self.strings.open(),
-            (b'{' | b'[', d) if d > 2 => self.depth += 1,
-            (b'}' | b']', d) if d > 3 => self.depth -= 1,
-            (b'}', 3) => {
-                self.depth = 2;
-                let start = self.item_start.take().ok_or(FrameError::Malformed)?;
-                self.buf.advance(start);
-                let item = self.buf.split_to(i + 1 - start).freeze();
-                self.pos = 0;
-                return Ok(Some(ListFrame::Item(item)));
-            }
-            (b']', 3) => return Err(FrameError::Malformed),
-            (b'{', 2) => {
-                self.depth = 3;
+        match byte {
+            b'{' => {
                 self.item_start = Some(i);
+                self.item.enter();
             }
-            (b']', 2) => {
+            b']' => {
                 self.depth = 1;
                 self.buf.advance(i);
                 self.pos = 0;
                 self.phase = Phase::Tail;
             }
-            (b',' | b' ' | b'\t' | b'\r' | b'\n', 2) => {}
-            (_, 2) => return Err(FrameError::NonObjectItem),
-            _ => {}
+            b',' | b' ' | b'\t' | b'\r' | b'\n' => {}
+            _ => return Err(FrameError::NonObjectItem),
         }
         Ok(None)
+    }
+
+    /// The item's closing bracket is at `close`: hands the item out.
+    fn item_end(&mut self, close: usize) -> Result<ListFrame, FrameError> {
+        if self.buf[close] != b'}' {
+            return Err(FrameError::Malformed);
+        }
+        let start = self.item_start.take().ok_or(FrameError::Malformed)?;
+        self.buf.advance(start);
+        let item = self.buf.split_to(close + 1 - start).freeze();
+        self.pos = 0;
+        Ok(ListFrame::Item(item))
     }
 }
 

@@ -1,5 +1,5 @@
-//! What the list and watch framers share: skipping the inside of a JSON string quickly
-//! (`memchr` to the next quote or backslash), across chunk boundaries.
+//! Skipping the inside of a JSON string quickly (`memchr` to the next quote or backslash),
+//! across chunk boundaries: how the list framer reads the head before the items.
 
 use memchr::memchr2;
 

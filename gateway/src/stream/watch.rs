@@ -9,15 +9,16 @@ use bytes::{Buf, Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::FrameError;
-use super::scan::{Skipped, Strings};
+use super::nesting::Nesting;
 
 /// Splits a watch body into event frames.
 #[derive(Debug, Default)]
 pub struct WatchFramer {
     buf: BytesMut,
     pos: usize,
-    depth: u32,
-    strings: Strings,
+    /// The scan of the event being read.
+    event: Nesting,
+    /// Start of the event being read.
     start: Option<usize>,
 }
 
@@ -36,37 +37,27 @@ impl WatchFramer {
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         let mut i = self.pos;
         while i < self.buf.len() {
-            if self.strings.inside() {
-                match self.strings.skip(&self.buf, i) {
-                    Skipped::Open => {
-                        i = self.buf.len();
-                        break;
-                    }
-                    Skipped::Closed(quote) => {
-                        i = quote + 1;
-                        continue;
-                    }
+            if self.event.within() {
+                let Some(close) = self.event.close(&self.buf, i) else {
+                    i = self.buf.len();
+                    break;
+                };
+                if self.buf[close] != b'}' {
+                    return Err(FrameError::Malformed);
                 }
+                let start = self.start.take().ok_or(FrameError::Malformed)?;
+                self.buf.advance(start);
+                let event = self.buf.split_to(close + 1 - start).freeze();
+                self.pos = 0;
+                return Ok(Some(event));
             }
-            match (self.buf[i], self.depth) {
-                (b'{', 0) => {
+            match self.buf[i] {
+                b'{' => {
                     self.start = Some(i);
-                    self.depth = 1;
+                    self.event.enter();
                 }
-                (b'}', 1) => {
-                    let start = self.start.take().ok_or(FrameError::Malformed)?;
-                    self.depth = 0;
-                    self.buf.advance(start);
-                    let event = self.buf.split_to(i + 1 - start).freeze();
-                    self.pos = 0;
-                    return Ok(Some(event));
-                }
-                (b' ' | b'\t' | b'\r' | b'\n', 0) => {}
-                (_, 0) => return Err(FrameError::Malformed),
-                (b'"', _) => self.strings.open(),
-                (b'{' | b'[', _) => self.depth += 1,
-                (b'}' | b']', _) => self.depth -= 1,
-                _ => {}
+                b' ' | b'\t' | b'\r' | b'\n' => {}
+                _ => return Err(FrameError::Malformed),
             }
             i += 1;
         }
@@ -76,7 +67,7 @@ impl WatchFramer {
 
     /// Ends the body: an error if it stopped inside an event.
     pub fn finish(&self) -> Result<(), FrameError> {
-        if self.depth > 0 || self.strings.inside() {
+        if self.event.within() {
             return Err(FrameError::Truncated);
         }
         Ok(())
