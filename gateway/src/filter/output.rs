@@ -158,13 +158,8 @@ mod tests {
                 && meta("namespace") == Some("ns".into())
                 && meta("resourceVersion") == Some("7".into())
         };
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = |below: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % below as u64) as usize
-        };
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
+        let mut random = |below: usize| rng.usize(..below);
         let bytes = b"{}[]\":,\\ \n0-1.e+truefalsnulx\xc3\xa9u";
         let (mut accepted, mut refused) = (0, 0);
         for _ in 0..20_000 {

@@ -50,8 +50,6 @@ pub struct ListFramer {
     key_start: Option<usize>,
     /// The last depth-1 key read was `items` and its value has not begun.
     items_key: bool,
-    /// Start of the item being read.
-    item_start: Option<usize>,
     /// The scan of the item being read.
     item: Nesting,
 }
@@ -74,7 +72,6 @@ impl ListFramer {
             expect_key: false,
             key_start: None,
             items_key: false,
-            item_start: None,
             item: Nesting::default(),
         }
     }
@@ -116,7 +113,9 @@ impl ListFramer {
                     i = self.buf.len();
                     break;
                 };
-                return self.item_end(close).map(Some);
+                let item = self.item.cut(&mut self.buf, close)?;
+                self.pos = 0;
+                return Ok(Some(ListFrame::Item(item)));
             }
             let byte = self.buf[i];
             match self.phase {
@@ -125,11 +124,7 @@ impl ListFramer {
                         return Ok(Some(frame));
                     }
                 }
-                Phase::Items => {
-                    if let Some(frame) = self.items_byte(byte, i)? {
-                        return Ok(Some(frame));
-                    }
-                }
+                Phase::Items => self.items_byte(byte, i)?,
                 Phase::Tail | Phase::Done => break,
             }
             i += 1;
@@ -194,12 +189,9 @@ impl ListFramer {
     }
 
     /// A byte between items: a comma, a space, an item's `{` or the `]` that ends them.
-    fn items_byte(&mut self, byte: u8, i: usize) -> Result<Option<ListFrame>, FrameError> {
+    fn items_byte(&mut self, byte: u8, i: usize) -> Result<(), FrameError> {
         match byte {
-            b'{' => {
-                self.item_start = Some(i);
-                self.item.enter();
-            }
+            b'{' => self.item.enter(i),
             b']' => {
                 self.depth = 1;
                 self.buf.advance(i);
@@ -209,19 +201,7 @@ impl ListFramer {
             b',' | b' ' | b'\t' | b'\r' | b'\n' => {}
             _ => return Err(FrameError::NonObjectItem),
         }
-        Ok(None)
-    }
-
-    /// The item's closing bracket is at `close`: hands the item out.
-    fn item_end(&mut self, close: usize) -> Result<ListFrame, FrameError> {
-        if self.buf[close] != b'}' {
-            return Err(FrameError::Malformed);
-        }
-        let start = self.item_start.take().ok_or(FrameError::Malformed)?;
-        self.buf.advance(start);
-        let item = self.buf.split_to(close + 1 - start).freeze();
-        self.pos = 0;
-        Ok(ListFrame::Item(item))
+        Ok(())
     }
 }
 

@@ -1,7 +1,12 @@
 //! Finding the bracket that closes a JSON object, across chunk boundaries, eight bytes at a
-//! time: each word's quotes, brackets and backslashes are found as bit masks, a prefix XOR of
-//! the quotes says which bytes lie inside strings, and only the brackets outside them are
-//! visited. A word holding a backslash (an escape) is read byte by byte.
+//! time, and cutting the object out of the framing buffer: each word's quotes, brackets and
+//! backslashes are found as bit masks, a prefix XOR of the quotes says which bytes lie inside
+//! strings, and only the brackets outside them are visited. A word holding a backslash (an
+//! escape) is read byte by byte.
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::FrameError;
 
 /// A byte repeated in every lane of a word.
 const fn lanes(byte: u8) -> u64 {
@@ -21,6 +26,8 @@ fn zero_lanes(word: u64) -> u64 {
 /// Where the scan of an object is, carried from one chunk to the next.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Nesting {
+    /// Index of the object's opening brace in the framing buffer.
+    start: usize,
     /// Brackets open, the object's own brace included; zero outside an object.
     depth: u32,
     /// Inside a string.
@@ -35,12 +42,23 @@ impl Nesting {
         self.depth > 0
     }
 
-    /// The object's opening brace was read.
-    pub fn enter(&mut self) {
+    /// The object's opening brace was read, at `start`.
+    pub fn enter(&mut self, start: usize) {
         *self = Nesting {
+            start,
             depth: 1,
             ..Nesting::default()
         };
+    }
+
+    /// Cuts the object, whose closing bracket [`Nesting::close`] found at `close`, out of
+    /// `buf` with the bytes before it; a `]` there is malformed.
+    pub fn cut(&self, buf: &mut BytesMut, close: usize) -> Result<Bytes, FrameError> {
+        if buf[close] != b'}' {
+            return Err(FrameError::Malformed);
+        }
+        buf.advance(self.start);
+        Ok(buf.split_to(close + 1 - self.start).freeze())
     }
 
     /// Scans `buf` from `from` (inside the object) for the bracket that closes it: its index,
@@ -123,14 +141,14 @@ mod tests {
     /// The scan one byte at a time over the whole input: what the word scan must agree with.
     fn reference(body: &[u8]) -> (Option<usize>, Nesting) {
         let mut nesting = Nesting::default();
-        nesting.enter();
+        nesting.enter(0);
         (nesting.close_bytes(body, 0), nesting)
     }
 
     /// The word scan over `body` pushed in pieces of `chunk` bytes.
     fn in_chunks(body: &[u8], chunk: usize) -> (Option<usize>, Nesting) {
         let mut nesting = Nesting::default();
-        nesting.enter();
+        nesting.enter(0);
         let mut from = 0;
         for end in (chunk..body.len()).step_by(chunk).chain([body.len()]) {
             if let Some(at) = nesting.close(&body[..end], from) {
@@ -144,17 +162,11 @@ mod tests {
     #[test]
     fn agrees_with_the_byte_scan_on_random_bodies_in_any_chunks() {
         let alphabet = b"{}[]\"\\a :,";
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
-            let len = (next() % 48) as usize;
+            let len = rng.usize(..48);
             let body: Vec<u8> = (0..len)
-                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .map(|_| alphabet[rng.usize(..alphabet.len())])
                 .collect();
             let want = reference(&body);
             for chunk in [1, 3, 7, 8, 9, 16, 48] {
@@ -197,7 +209,7 @@ mod tests {
     #[test]
     fn an_object_cut_short_stays_open() {
         let mut nesting = Nesting::default();
-        nesting.enter();
+        nesting.enter(0);
         assert_eq!(nesting.close(br#"{"a":"}"#, 0), None);
         assert!(nesting.within());
         assert_eq!(nesting.close(br#"{"a":"}"}}"#, 7), Some(9));

@@ -5,7 +5,7 @@
 //! newline): `{"type":"ADDED","object":{…}}`. Framing goes by JSON structure, not by lines,
 //! so any whitespace between events is accepted.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::FrameError;
@@ -18,8 +18,6 @@ pub struct WatchFramer {
     pos: usize,
     /// The scan of the event being read.
     event: Nesting,
-    /// Start of the event being read.
-    start: Option<usize>,
 }
 
 impl WatchFramer {
@@ -42,20 +40,12 @@ impl WatchFramer {
                     i = self.buf.len();
                     break;
                 };
-                if self.buf[close] != b'}' {
-                    return Err(FrameError::Malformed);
-                }
-                let start = self.start.take().ok_or(FrameError::Malformed)?;
-                self.buf.advance(start);
-                let event = self.buf.split_to(close + 1 - start).freeze();
+                let event = self.event.cut(&mut self.buf, close)?;
                 self.pos = 0;
                 return Ok(Some(event));
             }
             match self.buf[i] {
-                b'{' => {
-                    self.start = Some(i);
-                    self.event.enter();
-                }
+                b'{' => self.event.enter(i),
                 b' ' | b'\t' | b'\r' | b'\n' => {}
                 _ => return Err(FrameError::Malformed),
             }

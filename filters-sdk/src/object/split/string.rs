@@ -156,17 +156,11 @@ mod tests {
     #[test]
     fn long_strings_end_at_their_first_unescaped_quote_at_any_offset() {
         // A deterministic spread of lengths and runs; bytes above 0x7f must not match.
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
         for _ in 0..20_000 {
-            let len = (next() % 64) as usize;
+            let len = rng.usize(..64);
             let bytes: Vec<u8> = (0..len)
-                .map(|_| match next() % 8 {
+                .map(|_| match rng.u8(..8) {
                     0 | 1 => b'\\',
                     2 => b'"',
                     3 => 0xa2,
@@ -174,7 +168,7 @@ mod tests {
                     _ => b'a',
                 })
                 .collect();
-            let from = (next() % 4) as usize;
+            let from = rng.usize(..4);
             assert_eq!(
                 string_end(&bytes, from),
                 reference(&bytes, from),
