@@ -182,7 +182,7 @@ fn checkout(c: &mut Criterion) {
 }
 
 /// Loading one filter as the gateway does (engine, compile, link, first instance, manifest,
-/// schema check, configure): with nothing cached, and with its compiled code cached on disk
+/// schema check, configure): with nothing stored, and with its compiled code in the store
 /// (a restart, or a reload of a file seen before).
 fn load(c: &mut Criterion) {
     let dir = wasm_dir();
@@ -195,7 +195,7 @@ fn load(c: &mut Criterion) {
         let cache = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         seed.wasm(&dir, Some(cache.path()))
             .unwrap_or_else(|e| panic!("{e:#}"));
-        group.bench_function(format!("{}/compiled_cache", seed.name), |b| {
+        group.bench_function(format!("{}/stored", seed.name), |b| {
             b.iter(|| {
                 seed.wasm(&dir, Some(cache.path()))
                     .unwrap_or_else(|e| panic!("{e:#}"))

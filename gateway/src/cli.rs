@@ -73,8 +73,8 @@ pub enum FilterCommand {
     /// Runs a filter on one object, or a `…List` of them, read as JSON from stdin, and
     /// prints the decisions and the output.
     Test(FilterTestArgs),
-    /// Compiles a filter component into the compiled-code cache, so that a gateway using
-    /// that cache loads it without compiling (the gateway runs this in a child process for
+    /// Compiles a filter component into the compiled-code store, so that a gateway using
+    /// that store maps it without compiling (the gateway runs this in a child process for
     /// every new filter; operators may run it when building a node image).
     Compile(FilterCompileArgs),
     /// Checks a config against a JSON Schema, both read as JSON from stdin
@@ -91,7 +91,7 @@ pub struct FilterCompileArgs {
     #[arg(value_name = "FILE.wasm")]
     pub wasm: PathBuf,
 
-    /// The compiled-code cache [default: `<--disk-cache-path>/_compiled-filters`].
+    /// The compiled-code store [default: `<--disk-cache-path>/_compiled-filters`].
     #[arg(long, value_name = "DIR")]
     pub compiled_cache_dir: Option<PathBuf>,
 }

@@ -12,6 +12,7 @@
 //! # Layout
 //! - [`bindings`](self::bindings): the host bindings of the WIT world (generated).
 //! - `engine`: the one wasmtime engine, its linker and the epoch ticker (deadlines).
+//! - `compiled`: the compiled-code store, files of machine code the gateway maps.
 //! - `host`: a store's state; the host imports (lookups, log, count) and the WASI subset.
 //! - `instance`: one instance and calls into it under its limits; why a call failed.
 //! - `loaded`: a loaded filter and its pool of instances.
@@ -30,6 +31,7 @@ mod author;
 mod bindings;
 mod chain;
 mod child;
+mod compiled;
 mod describe;
 mod dir;
 mod engine;
@@ -73,7 +75,7 @@ pub enum FilterError {
     /// The wasmtime engine could not be built.
     #[error("cannot build the wasm engine: {0}")]
     Engine(String),
-    /// The compiled-code cache directory could not be made.
+    /// The compiled-code store's directory could not be made.
     #[error("cannot use {path} for compiled filters")]
     CompiledCache {
         /// The directory.
@@ -238,7 +240,7 @@ pub struct FilterSettings {
     pub dir: Option<PathBuf>,
     /// The gateway-level filter config file (also watched).
     pub config_file: Option<PathBuf>,
-    /// Where compiled code is cached (outside the watched directory).
+    /// Where compiled code is kept (outside the watched directory).
     pub compiled_cache_dir: PathBuf,
     /// The `edgegate` binary whose `filter compile` and `filter check-config` compile new
     /// filters and check their configs in a child process, so the memory that work leaves
@@ -261,6 +263,6 @@ pub struct FilterSettings {
 /// within milliseconds), and leaves most of the one-second reload budget to compiling.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
 
-/// The compiled-code cache's folder under `--disk-cache-path`; the underscore keeps it apart
+/// The compiled-code store's folder under `--disk-cache-path`; the underscore keeps it apart
 /// from the per-component folders of the object cache.
 pub const COMPILED_CACHE_DIR: &str = "_compiled-filters";

@@ -105,7 +105,7 @@ fn return_freed_memory() {
 /// Has glibc map every allocation of 1 MiB or more on its own, so that freeing it gives the
 /// memory back, and trim each thread's heap once 128 KiB at its top are free; false if glibc
 /// refused. Left to itself, glibc raises both bounds to the largest block freed so far
-/// (loading a filter from the compiled-code cache frees blocks of megabytes), after which
+/// (compiling a filter in the gateway's own process frees blocks of megabytes), after which
 /// what loads and lists free stays with the process: 1.6 MB more at idle with three filters,
 /// and 1–2 MB more after a 10 000-object list. Below 1 MiB the list pipeline's buffers (one
 /// upstream read, up to ~400 KiB) would be mapped and unmapped for every list.

@@ -49,7 +49,7 @@ pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
 }
 
 /// `edgegate filter compile`: reads the component (from stdin for `-`) and compiles it into
-/// the compiled-code cache.
+/// the compiled-code store.
 fn compile(args: &FilterCompileArgs, run: &RunArgs) -> Result<String, filter::FilterError> {
     let (name, wasm) = if args.wasm.as_os_str() == "-" {
         ("stdin".to_owned(), stdin()?)

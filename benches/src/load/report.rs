@@ -145,7 +145,7 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
         }
         let _ = writeln!(
             out,
-            "\n\"first\": the first trial. On the rename row it includes compiling the component, which the gateway has not seen before (its compiled-code cache starts empty); each later trial renames in the same component with a new config, whose compiled code is cached."
+            "\n\"first\": the first trial. On the rename row it includes compiling the component, which the gateway has not seen before (its compiled-code store starts empty); each later trial renames in the same component with a new config, whose compiled code is stored."
         );
         out.push('\n');
     }

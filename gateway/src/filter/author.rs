@@ -164,7 +164,7 @@ fn read_source(wasm: &Path, options: Option<&Path>) -> Result<FilterSource, Filt
     })
 }
 
-/// Loads one filter file with its options, without a compiled-code cache.
+/// Loads one filter file with its options, without a compiled-code store.
 fn load(wasm: &Path, options: Option<&Path>) -> Result<LoadedFilter, FilterError> {
     let source = read_source(wasm, options)?;
     load_one(

@@ -21,7 +21,7 @@ use super::schema;
 /// Where a piece of the gateway's work ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Place {
-    /// In a child process (compiled code then read from the compiled-code cache).
+    /// In a child process (compiled code then mapped from the compiled-code store).
     Child,
     /// In the gateway's own process (no child configured, or the child failed).
     Gateway,
@@ -45,7 +45,7 @@ pub(crate) struct Child {
 }
 
 impl Child {
-    /// A child running `exe`, compiling into the compiled-code cache `compiled_cache_dir`.
+    /// A child running `exe`, compiling into the compiled-code store in `compiled_cache_dir`.
     pub(crate) fn new(exe: PathBuf, compiled_cache_dir: PathBuf) -> Child {
         Child {
             exe,
@@ -53,7 +53,7 @@ impl Child {
         }
     }
 
-    /// Compiles `wasm` into the cache in a child process; the error says why it did not.
+    /// Compiles `wasm` into the store in a child process; the error says why it did not.
     pub(crate) fn compile(&self, wasm: &[u8]) -> Result<(), String> {
         let mut args = vec!["compile".into(), "--compiled-cache-dir".into()];
         args.push(self.compiled_cache_dir.clone().into_os_string());
@@ -131,8 +131,8 @@ struct Verdict {
     refused: Option<String>,
 }
 
-/// `edgegate filter compile`: compiles `wasm` into the compiled-code cache
-/// `compiled_cache_dir`, where a gateway using that cache finds it.
+/// `edgegate filter compile`: compiles `wasm` into the compiled-code store in
+/// `compiled_cache_dir`, where a gateway using that store finds it.
 pub fn compile_into_cache(
     name: &str,
     wasm: &[u8],

@@ -18,13 +18,13 @@ use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{
-    Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig,
-    ProfilingStrategy,
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
 };
 
 use super::FilterError;
 use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version};
 use super::child::{Child, Place};
+use super::compiled::CompiledStore;
 use super::host::{HostState, add_wasi_to_linker};
 
 /// How often the epoch advances while a call runs: a deadline is enforced to within one
@@ -57,13 +57,15 @@ pub(crate) struct Runtime {
     ticker: Ticker,
     /// Components compiled so far (cache hits included), to show reuse.
     compiles: AtomicU64,
-    /// Compiles new components in a child process first, when set.
+    /// Where compiled code is kept and mapped from, when set.
+    store: Option<CompiledStore>,
+    /// Compiles new components in a child process first, when set (with a store).
     child: Option<Child>,
 }
 
 impl Runtime {
-    /// Builds the engine; compiled code is cached under `compiled_cache_dir` if given, and
-    /// then compiled by `child` first when one is given.
+    /// Builds the engine; compiled code is kept in a store in `compiled_cache_dir` if given,
+    /// and then compiled by `child` first when one is given.
     pub(crate) fn new(
         compiled_cache_dir: Option<&Path>,
         child: Option<Child>,
@@ -82,19 +84,15 @@ impl Runtime {
             .total_tables(MAX_INSTANCES * 4)
             .max_memory_size(MAX_MEMORY_BYTES);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-        if let Some(dir) = compiled_cache_dir {
-            let cache_error = |source| FilterError::CompiledCache {
-                path: dir.to_owned(),
-                source,
-            };
-            std::fs::create_dir_all(dir).map_err(cache_error)?;
-            // wasmtime's cache wants an absolute path; `--disk-cache-path` may be relative.
-            let dir = std::path::absolute(dir).map_err(cache_error)?;
-            let mut cache = CacheConfig::new();
-            cache.with_directory(dir);
-            config.cache(Some(Cache::new(cache).map_err(engine_error)?));
-        }
         let engine = Engine::new(&config).map_err(engine_error)?;
+        let store = compiled_cache_dir
+            .map(|dir| {
+                CompiledStore::open(dir, &engine).map_err(|source| FilterError::CompiledCache {
+                    path: dir.to_owned(),
+                    source,
+                })
+            })
+            .transpose()?;
         let mut linker = Linker::new(&engine);
         add_wasi_to_linker(&mut linker).map_err(engine_error)?;
         FilterWorld::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(
@@ -109,7 +107,8 @@ impl Runtime {
             linker,
             ticker,
             compiles: AtomicU64::new(0),
-            child: child.filter(|_| compiled_cache_dir.is_some()),
+            child: child.filter(|_| store.is_some()),
+            store,
         }))
     }
 
@@ -118,29 +117,72 @@ impl Runtime {
         &self.engine
     }
 
-    /// Compiles a component (or finds it in the compiled-code cache), and says where.
+    /// The component `wasm` compiled: mapped from the store when it holds the code, else
+    /// compiled (by the child when there is one) into the store and mapped from there; where
+    /// it was compiled, `None` when the store had it.
     pub(crate) fn compile(
         &self,
         name: &str,
         wasm: &[u8],
-    ) -> Result<(Component, Place), FilterError> {
+    ) -> Result<(Component, Option<Place>), FilterError> {
         self.compiles.fetch_add(1, Ordering::Relaxed);
-        let place = match &self.child {
-            Some(child) => match child.compile(wasm) {
-                Ok(()) => Place::Child,
+        let compile_error = |error: wasmtime::Error| FilterError::Compile {
+            name: name.to_owned(),
+            message: format!("{error:#}"),
+        };
+        let Some(store) = &self.store else {
+            let component = Component::new(&self.engine, wasm).map_err(compile_error)?;
+            return Ok((component, Some(Place::Gateway)));
+        };
+        if let Some(component) = store.load(&self.engine, wasm) {
+            return Ok((component, None));
+        }
+        if let Some(child) = &self.child {
+            match child.compile(wasm) {
+                Ok(()) => {
+                    if let Some(component) = store.load(&self.engine, wasm) {
+                        return Ok((component, Some(Place::Child)));
+                    }
+                }
                 Err(reason) => {
                     tracing::debug!(filter = name, %reason, "compiling in the gateway's process");
-                    Place::Gateway
                 }
-            },
-            None => Place::Gateway,
+            }
+        }
+        let code = self
+            .engine
+            .precompile_component(wasm)
+            .map_err(compile_error)?;
+        match store.store(wasm, &code) {
+            Ok(_) => {
+                if let Some(component) = store.load(&self.engine, wasm) {
+                    return Ok((component, Some(Place::Gateway)));
+                }
+            }
+            Err(error) => {
+                tracing::warn!(filter = name, dir = %store.dir().display(), %error, "cannot store compiled code; keeping it in memory");
+            }
+        }
+        // SAFETY: `code` is what this engine compiled just now.
+        #[allow(unsafe_code)]
+        let component = unsafe { Component::deserialize(&self.engine, &code) };
+        let component = component.map_err(compile_error)?;
+        Ok((component, Some(Place::Gateway)))
+    }
+
+    /// Deletes stored code no filter in `live` (digests of components) uses, but for the
+    /// [`UNUSED_KEPT`](super::compiled::UNUSED_KEPT) most recently used.
+    pub(crate) fn prune<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
+        let Some(store) = &self.store else {
+            return;
         };
-        let component =
-            Component::new(&self.engine, wasm).map_err(|error| FilterError::Compile {
-                name: name.to_owned(),
-                message: format!("{error:#}"),
-            })?;
-        Ok((component, place))
+        match store.prune(live, super::compiled::UNUSED_KEPT) {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, "deleted compiled code no filter used"),
+            Err(error) => {
+                tracing::warn!(dir = %store.dir().display(), %error, "cannot prune compiled code")
+            }
+        }
     }
 
     /// Links a compiled component: imports the world does not provide (filesystem, sockets,
@@ -280,7 +322,7 @@ mod tests {
 
     #[test]
     fn a_relative_compiled_cache_dir_is_accepted() {
-        // `--disk-cache-path` may be relative; the compiled-code cache lives under it.
+        // `--disk-cache-path` may be relative; the compiled-code store lives under it.
         let scratch = tempfile::tempdir_in(".").expect("a scratch dir beside the crate");
         let name = scratch.path().file_name().expect("a dir name");
         let relative = std::path::Path::new(name).join("_compiled-filters");

@@ -64,7 +64,12 @@ impl Loader {
                 Some(component) => component.clone(),
                 None => {
                     let (component, place) = self.runtime.compile(name, &files.wasm)?;
-                    self.metrics.compiled(place);
+                    match place {
+                        Some(place) => self.metrics.compiled(place),
+                        None => {
+                            self.metrics.stored_loads.inc();
+                        }
+                    }
                     component
                 }
             };

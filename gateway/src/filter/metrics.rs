@@ -94,6 +94,7 @@ pub struct FilterMetrics {
     pub(crate) generation: Gauge,
     pub(crate) load_failures: Counter,
     pub(crate) compiles: Family<PlaceLabels, Counter>,
+    pub(crate) stored_loads: Counter,
     pub(crate) config_checks: Family<PlaceLabels, Counter>,
     guest_names: Arc<Mutex<HashMap<String, HashSet<String>>>>,
 }
@@ -110,6 +111,7 @@ impl FilterMetrics {
             generation: Gauge::default(),
             load_failures: Counter::default(),
             compiles: Family::default(),
+            stored_loads: Counter::default(),
             config_checks: Family::default(),
             guest_names: Arc::default(),
         }
@@ -153,6 +155,11 @@ impl FilterMetrics {
             "compiles",
             "New filter components compiled, by place (child process or the gateway's own)",
             self.compiles.clone(),
+        );
+        registry.register(
+            "stored_loads",
+            "Filter components mapped from the compiled-code store instead of compiled",
+            self.stored_loads.clone(),
         );
         registry.register(
             "config_checks",

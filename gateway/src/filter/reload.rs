@@ -268,6 +268,9 @@ impl Shared {
         state.failed = None;
         state.compiled = loaded.compiled;
         state.disabled = loaded.disabled;
+        self.loader
+            .runtime
+            .prune(state.compiled.keys().map(String::as_str));
         state.last_failure = None;
         Ok(Some(number))
     }

@@ -4,6 +4,7 @@
 mod author;
 mod chain;
 mod child;
+mod compiled;
 mod limits;
 mod reload;
 mod support;

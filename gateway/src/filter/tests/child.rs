@@ -15,8 +15,8 @@ const SCHEMA: &str = r#"{"type": "object", "properties": {"tag": {"type": "strin
 #[test]
 fn a_failing_compiler_process_falls_back_to_compiling_here() {
     let scratch = tempfile::tempdir().expect("a scratch dir");
-    let cache = scratch.path().join("compiled");
     for exe in ["/bin/false", "/nonexistent/edgegate"] {
+        let cache = scratch.path().join(exe.replace('/', "_"));
         let child = Child::new(exe.into(), cache.clone());
         let reason = child
             .compile(&wasm("tagger"))
@@ -26,7 +26,13 @@ fn a_failing_compiler_process_falls_back_to_compiling_here() {
         let (_, place) = runtime
             .compile("tagger", &wasm("tagger"))
             .expect("compiled");
-        assert_eq!(place, Place::Gateway, "{exe}");
+        assert_eq!(place, Some(Place::Gateway), "{exe}");
+        let again = Runtime::new(Some(&cache), None).expect("the runtime builds");
+        let (_, place) = again.compile("tagger", &wasm("tagger")).expect("loaded");
+        assert_eq!(
+            place, None,
+            "{exe}: what the gateway compiled is mapped from the store"
+        );
     }
 }
 
