@@ -17,8 +17,6 @@ use std::time::{Duration, SystemTime};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::dir::sha256;
-
 /// The extension of a stored component's code.
 const EXTENSION: &str = "cwasm";
 
@@ -62,9 +60,10 @@ impl CompiledStore {
             .join(format!("{digest}-{}.{EXTENSION}", self.engine_tag))
     }
 
-    /// Maps the stored code of `wasm`, if there is any that loads.
-    pub(crate) fn load(&self, engine: &Engine, wasm: &[u8]) -> Option<Component> {
-        let path = self.path(&sha256(wasm));
+    /// Maps the stored code of the component whose digest (hex SHA-256) is `digest`, if
+    /// there is any that loads.
+    pub(crate) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
+        let path = self.path(digest);
         if !path.exists() {
             return None;
         }
@@ -87,9 +86,9 @@ impl CompiledStore {
         }
     }
 
-    /// Stores `code`, compiled from `wasm`, under its name.
-    pub(crate) fn store(&self, wasm: &[u8], code: &[u8]) -> io::Result<PathBuf> {
-        let path = self.path(&sha256(wasm));
+    /// Stores `code`, compiled from the component whose digest is `digest`, under its name.
+    pub(crate) fn store(&self, digest: &str, code: &[u8]) -> io::Result<PathBuf> {
+        let path = self.path(digest);
         let temporary = self.dir.join(format!(
             ".{}.{}.tmp",
             path.file_name()

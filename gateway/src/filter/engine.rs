@@ -25,6 +25,7 @@ use super::FilterError;
 use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version};
 use super::child::{Child, Place};
 use super::compiled::CompiledStore;
+use super::dir::sha256;
 use super::host::{HostState, add_wasi_to_linker};
 
 /// How often the epoch advances while a call runs: a deadline is enforced to within one
@@ -55,10 +56,10 @@ pub(crate) struct Runtime {
     engine: Engine,
     linker: Linker<HostState>,
     ticker: Ticker,
-    /// Components compiled so far (cache hits included), to show reuse.
+    /// Components compiled so far (those found in the store included), to show reuse.
     compiles: AtomicU64,
     /// Where compiled code is kept and mapped from, when set.
-    store: Option<CompiledStore>,
+    compiled: Option<CompiledStore>,
     /// Compiles new components in a child process first, when set (with a store).
     child: Option<Child>,
 }
@@ -85,7 +86,7 @@ impl Runtime {
             .max_memory_size(MAX_MEMORY_BYTES);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&config).map_err(engine_error)?;
-        let store = compiled_cache_dir
+        let compiled = compiled_cache_dir
             .map(|dir| {
                 CompiledStore::open(dir, &engine).map_err(|source| FilterError::CompiledCache {
                     path: dir.to_owned(),
@@ -107,8 +108,8 @@ impl Runtime {
             linker,
             ticker,
             compiles: AtomicU64::new(0),
-            child: child.filter(|_| store.is_some()),
-            store,
+            child: child.filter(|_| compiled.is_some()),
+            compiled,
         }))
     }
 
@@ -130,17 +131,18 @@ impl Runtime {
             name: name.to_owned(),
             message: format!("{error:#}"),
         };
-        let Some(store) = &self.store else {
+        let Some(store) = &self.compiled else {
             let component = Component::new(&self.engine, wasm).map_err(compile_error)?;
             return Ok((component, Some(Place::Gateway)));
         };
-        if let Some(component) = store.load(&self.engine, wasm) {
+        let digest = sha256(wasm);
+        if let Some(component) = store.load(&self.engine, &digest) {
             return Ok((component, None));
         }
         if let Some(child) = &self.child {
             match child.compile(wasm) {
                 Ok(()) => {
-                    if let Some(component) = store.load(&self.engine, wasm) {
+                    if let Some(component) = store.load(&self.engine, &digest) {
                         return Ok((component, Some(Place::Child)));
                     }
                 }
@@ -153,9 +155,9 @@ impl Runtime {
             .engine
             .precompile_component(wasm)
             .map_err(compile_error)?;
-        match store.store(wasm, &code) {
+        match store.store(&digest, &code) {
             Ok(_) => {
-                if let Some(component) = store.load(&self.engine, wasm) {
+                if let Some(component) = store.load(&self.engine, &digest) {
                     return Ok((component, Some(Place::Gateway)));
                 }
             }
@@ -173,7 +175,7 @@ impl Runtime {
     /// Deletes stored code no filter in `live` (digests of components) uses, but for the
     /// [`UNUSED_KEPT`](super::compiled::UNUSED_KEPT) most recently used.
     pub(crate) fn prune<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
-        let Some(store) = &self.store else {
+        let Some(store) = &self.compiled else {
             return;
         };
         match store.prune(live, super::compiled::UNUSED_KEPT) {
