@@ -116,56 +116,126 @@ pub fn idle_rss(target: &Target) -> Result<Option<u64>> {
 /// Hot reload times over `trials` renames.
 #[derive(Clone, Debug, Default)]
 pub struct Reloads {
-    /// Rename of a new `.wasm` → first response filtered by it.
+    /// Rename of a component the gateway has compiled before, with a new config → first
+    /// response filtered by it.
     pub added: Vec<Duration>,
     /// Removal of that `.wasm` → first response no longer filtered by it.
     pub removed: Vec<Duration>,
+    /// Rename of a component never seen before, which the gateway compiles → first
+    /// response filtered by it, the client asking back to back.
+    pub compiled: Vec<Duration>,
+    /// The same with a client that pauses 1 ms between requests.
+    pub compiled_paced: Vec<Duration>,
 }
+
+/// Trials of each kind that compile a new component (each takes about a second).
+pub const COMPILE_TRIALS: usize = 5;
+
+/// How long the paced client waits between requests.
+const PACE: Duration = Duration::from_millis(1);
 
 /// The component the `tagger` test filter applies to.
 const TAGGER_AGENT: &str = "test/v1";
 
 /// Renames a `tagger` component (with a config naming the trial) into the filter directory,
 /// then asks for a ConfigMap until an answer carries the trial's tag; then removes it and asks
-/// until none does. The client asks back to back, so the figure is the reload's, to within
-/// one request (well under a millisecond).
+/// until none does. First [`COMPILE_TRIALS`] trials with a component the gateway has never
+/// seen (the tagger with a custom section naming the trial), asked back to back and then
+/// with a pause; then `trials` with the last of those, compiled by then, and a new config.
+/// Asked back to back, the figure is the reload's to within one request (well under a
+/// millisecond), on a gateway kept busy; paced, to within the pause.
 pub fn hot_reload(target: &Target, tagger: &Path, trials: usize) -> Result<Reloads> {
-    let dir = target
-        .filter_dir
-        .as_ref()
-        .context("edgegate with filters")?;
     let wasm = std::fs::read(tagger).with_context(|| format!("reading {}", tagger.display()))?;
-    let path = "/api/v1/namespaces/bench/configmaps/probe";
     let mut reloads = Reloads::default();
+    let mut compiled = wasm.clone();
+    for trial in 0..COMPILE_TRIALS {
+        for (pace, times) in [
+            (None, &mut reloads.compiled),
+            (Some(PACE), &mut reloads.compiled_paced),
+        ] {
+            let name = format!("new{trial}{}", if pace.is_some() { "p" } else { "" });
+            compiled = with_custom_section(&wasm, "edgegate-load-trial", name.as_bytes());
+            times.push(reload_trial(target, &name, &compiled, pace)?.0);
+        }
+    }
     for trial in 0..trials {
-        let name = format!("reload{trial}");
-        let tag = format!("\"trial-{trial}-tag\"");
-        let toml = format!("[config]\ntag = {tag}\n");
-        // NAME.toml first, then the component, each written aside and renamed in.
-        let part = dir.join(format!(".{name}.toml.part"));
-        std::fs::write(&part, toml)?;
-        std::fs::rename(&part, dir.join(format!("{name}.toml")))?;
-        let part = dir.join(format!(".{name}.wasm.part"));
-        std::fs::write(&part, &wasm)?;
-        let renamed = Instant::now();
-        std::fs::rename(&part, dir.join(format!("{name}.wasm")))?;
-        reloads.added.push(until(renamed, || {
-            Ok(get(target, path, TAGGER_AGENT)?.contains(&tag[1..tag.len() - 1]))
-        })?);
-        let removed = Instant::now();
-        std::fs::remove_file(dir.join(format!("{name}.wasm")))?;
-        reloads.removed.push(until(removed, || {
-            Ok(!get(target, path, TAGGER_AGENT)?.contains(&tag[1..tag.len() - 1]))
-        })?);
-        std::fs::remove_file(dir.join(format!("{name}.toml")))?;
+        let (added, removed) = reload_trial(target, &format!("reload{trial}"), &compiled, None)?;
+        reloads.added.push(added);
+        reloads.removed.push(removed);
     }
     Ok(reloads)
 }
 
-fn until(since: Instant, mut done: impl FnMut() -> Result<bool>) -> Result<Duration> {
+/// One trial: `wasm` as filter `name`, tagging with `name`, renamed in, then removed; the
+/// times to the first response of each generation, asking with `pace` between requests.
+fn reload_trial(
+    target: &Target,
+    name: &str,
+    wasm: &[u8],
+    pace: Option<Duration>,
+) -> Result<(Duration, Duration)> {
+    let dir = target
+        .filter_dir
+        .as_ref()
+        .context("edgegate with filters")?;
+    let path = "/api/v1/namespaces/bench/configmaps/probe";
+    let tag = format!("trial-{name}-tag");
+    // NAME.toml first, then the component, each written aside and renamed in.
+    let part = dir.join(format!(".{name}.toml.part"));
+    std::fs::write(&part, format!("[config]\ntag = \"{tag}\"\n"))?;
+    std::fs::rename(&part, dir.join(format!("{name}.toml")))?;
+    let part = dir.join(format!(".{name}.wasm.part"));
+    std::fs::write(&part, wasm)?;
+    let renamed = Instant::now();
+    std::fs::rename(&part, dir.join(format!("{name}.wasm")))?;
+    let added = until(renamed, pace, || {
+        Ok(get(target, path, TAGGER_AGENT)?.contains(&tag))
+    })?;
+    let removed = Instant::now();
+    std::fs::remove_file(dir.join(format!("{name}.wasm")))?;
+    let removed = until(removed, pace, || {
+        Ok(!get(target, path, TAGGER_AGENT)?.contains(&tag))
+    })?;
+    std::fs::remove_file(dir.join(format!("{name}.toml")))?;
+    Ok((added, removed))
+}
+
+/// `component` with a custom section appended: the same component to the gateway, but
+/// bytes (and a digest) it has not seen, so it is compiled again.
+fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb128(name.len(), &mut body);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    let mut out = component.to_vec();
+    out.push(0); // a custom section's id
+    leb128(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+fn until(
+    since: Instant,
+    pace: Option<Duration>,
+    mut done: impl FnMut() -> Result<bool>,
+) -> Result<Duration> {
     while since.elapsed() < Duration::from_secs(10) {
         if done()? {
             return Ok(since.elapsed());
+        }
+        if let Some(pace) = pace {
+            std::thread::sleep(pace);
         }
     }
     bail!("the new generation did not answer within 10 s")

@@ -182,7 +182,11 @@ fn against(
         ));
     }
     let reloads = if probes {
-        eprintln!("load: hot reload, {} trials", settings.reload_trials);
+        eprintln!(
+            "load: hot reload, {} trials compiling a new component and {} with a new config",
+            2 * probes::COMPILE_TRIALS,
+            settings.reload_trials
+        );
         let tagger = settings.bins.filters.join("tagger.wasm");
         probes::hot_reload(filtered, &tagger, settings.reload_trials).context("hot reload")?
     } else {
