@@ -203,25 +203,13 @@ fn reload_trial(
 /// `component` with a custom section appended: the same component to the gateway, but
 /// bytes (and a digest) it has not seen, so it is compiled again.
 fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
-    fn leb128(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let mut body = Vec::new();
-    leb128(name.len(), &mut body);
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(payload);
+    use wasm_encoder::ComponentSection;
     let mut out = component.to_vec();
-    out.push(0); // a custom section's id
-    leb128(body.len(), &mut out);
-    out.extend_from_slice(&body);
+    wasm_encoder::CustomSection {
+        name: name.into(),
+        data: payload.into(),
+    }
+    .append_to_component(&mut out);
     out
 }
 

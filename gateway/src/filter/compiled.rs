@@ -118,6 +118,7 @@ impl CompiledStore {
     ) -> io::Result<usize> {
         let live: Vec<PathBuf> = live.into_iter().map(|digest| self.path(digest)).collect();
         let ours = format!("-{}.{EXTENSION}", self.engine_tag);
+        let any_engines = format!(".{EXTENSION}");
         let now = SystemTime::now();
         let mut unused = Vec::new();
         let mut doomed = Vec::new();
@@ -139,7 +140,7 @@ impl CompiledStore {
                 if !live.contains(&path) {
                     unused.push((age()?, path));
                 }
-            } else if name.ends_with(&format!(".{EXTENSION}")) {
+            } else if name.ends_with(&any_engines) {
                 doomed.push(path);
             }
         }
