@@ -3,14 +3,15 @@
 //! `spec`, `status`) into its entries, so reading a name or a label costs one pass over the
 //! head, and reading `spec.type` one pass over the fields after it.
 //!
-//! The scan finds where values end; it does not check them. Strings are skipped eight bytes
-//! at a time, escapes included (the guest's `serde_json` steps four bytes at a time on
-//! wasm32, and stops at every escape), nested values by their brackets. A value is checked when it is parsed, so a filter never acts on text
-//! that is not JSON: what it never reads, it passes on as it came, as the gateway does for a
-//! response no filter handles.
+//! The scan finds where values end; it does not check them. Strings and nested values are
+//! skipped 32 bytes at a time by `edgegate_json_scan`, escapes included (the guest's
+//! `serde_json` steps four bytes at a time on wasm32, and stops at every escape). A value is
+//! checked when it is parsed, so a filter never acts on text that is not JSON: what it never
+//! reads, it passes on as it came, as the gateway does for a response no filter handles.
 
 use std::ops::{ControlFlow, Range};
 
+use edgegate_json_scan::{Brackets, string_end};
 use serde_json::Value;
 
 use super::item::FieldRange;
@@ -339,34 +340,17 @@ impl Cursor<'_> {
         Some(start..self.at)
     }
 
-    /// Skips an object or array, by its brackets, strings skipped whole.
+    /// Skips an object or array (its opening bracket at the cursor), by its brackets.
     fn nested(&mut self) -> Option<()> {
-        let mut depth = 0usize;
-        loop {
-            match *self.bytes.get(self.at)? {
-                b'"' => {
-                    self.string()?;
-                    continue;
-                }
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        self.at += 1;
-                        return Some(());
-                    }
-                }
-                _ => {}
-            }
-            self.at += 1;
-        }
+        self.at = Brackets::opened().close(self.bytes, self.at + 1)? + 1;
+        Some(())
     }
 
     /// Skips the string at the cursor (its opening quote), through its closing quote; whether
     /// it held an escape.
     fn string(&mut self) -> Option<bool> {
         self.eat(b'"')?;
-        let (end, escaped) = string::string_end(self.bytes, self.at)?;
+        let (end, escaped) = string_end(self.bytes, self.at)?;
         self.at = end + 1;
         Some(escaped)
     }
@@ -391,8 +375,6 @@ impl Cursor<'_> {
         Some(byte)
     }
 }
-
-mod string;
 
 #[cfg(test)]
 mod tests;
