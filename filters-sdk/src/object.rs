@@ -498,4 +498,6 @@ fn remove_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+mod random_edits;
+#[cfg(test)]
 mod tests;
