@@ -1,5 +1,4 @@
-//! A 32-byte block of text, loaded with its bytes' masks at hand, and the bytes its
-//! backslashes escape.
+//! A 32-byte block of text, the masks of its bytes, and the bytes its backslashes escape.
 
 /// Bytes scanned at once: one bit of a `u32` mask each.
 pub(crate) const BLOCK: usize = 32;
@@ -54,13 +53,14 @@ pub(crate) fn load(text: &[u8], from: usize) -> Option<(Block, usize)> {
     Some((Block::new(&padded), rest.len()))
 }
 
-/// The backslashes of a block whose backslashes are `backslashes`, but its first byte when the
-/// block before escapes it (`first_escaped`), and the bytes they escape but for backslashes
-/// within a run: the first byte when `first_escaped`, the byte after each run of odd length,
-/// and as bit 32 the next block's first byte. A run of backslashes escapes the byte
-/// after it when it is of odd length: adding a run's first bit to the mask carries through
-/// the run to the byte after it, and that byte lies an odd distance from the start exactly
-/// then, on an odd bit for a run starting on an even one and the other way round.
+/// For a block whose backslashes are `backslashes`, its first byte escaped by the block
+/// before when `first_escaped`: those backslashes but that first byte, and the bytes they
+/// escape that are not within a run of backslashes (the first byte when `first_escaped`,
+/// the byte after each run of odd length, and as bit 32 the next block's first byte). A
+/// run escapes the byte after it when it is of odd length: adding a run's first bit to the
+/// mask carries through the run to the byte after it, and that byte lies an odd distance
+/// from the start exactly then, on an odd bit for a run starting on an even one and the
+/// other way round.
 #[inline]
 pub(crate) fn escaped(backslashes: u32, first_escaped: bool) -> (u32, u64) {
     const EVEN: u64 = 0x5555_5555_5555_5555;
