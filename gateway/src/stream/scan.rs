@@ -1,7 +1,7 @@
-//! Skipping the inside of a JSON string quickly (`memchr` to the next quote or backslash),
-//! across chunk boundaries: how the list framer reads the head before the items.
+//! Skipping the inside of a JSON string across chunk boundaries (`edgegate_json_scan`: 32
+//! bytes at a time, escapes included): how the list framer reads the head before the items.
 
-use memchr::memchr2;
+use edgegate_json_scan::string_end;
 
 /// Whether a scan is inside a string, carried from one chunk to the next.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -37,20 +37,18 @@ impl Strings {
             self.escape_pending = false;
             from += 1;
         }
-        loop {
-            let Some(offset) = buf.get(from..).and_then(|rest| memchr2(b'"', b'\\', rest)) else {
-                return Skipped::Open;
-            };
-            let at = from + offset;
-            if buf[at] == b'"' {
+        match string_end(buf, from) {
+            Some((at, _)) => {
                 self.inside = false;
-                return Skipped::Closed(at);
+                Skipped::Closed(at)
             }
-            if at + 1 >= buf.len() {
-                self.escape_pending = true;
-                return Skipped::Open;
+            None => {
+                // A run of backslashes at the end escapes the next chunk's first byte when it is odd.
+                let rest = buf.get(from..).unwrap_or_default();
+                let run = rest.iter().rev().take_while(|&&byte| byte == b'\\').count();
+                self.escape_pending = run % 2 == 1;
+                Skipped::Open
             }
-            from = at + 2;
         }
     }
 }
@@ -72,5 +70,26 @@ mod tests {
         s.open();
         assert_eq!(s.skip(b"no end", 0), Skipped::Open);
         assert!(s.inside());
+    }
+
+    #[test]
+    fn a_string_ends_at_the_same_quote_however_it_is_split() {
+        // Runs of one, five and six backslashes before quotes, split at every byte.
+        let text = br#"a\"b\\\\\"c\\\\\\"x"#;
+        let whole = {
+            let mut s = Strings::default();
+            s.open();
+            s.skip(text, 0)
+        };
+        assert_eq!(whole, Skipped::Closed(17));
+        for cut in 0..text.len() {
+            let mut s = Strings::default();
+            s.open();
+            let got = match s.skip(&text[..cut], 0) {
+                Skipped::Open => s.skip(text, cut),
+                closed => closed,
+            };
+            assert_eq!(got, whole, "cut at {cut}");
+        }
     }
 }
