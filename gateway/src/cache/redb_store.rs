@@ -196,11 +196,15 @@ impl Store for RedbStore {
                             .retain_in((*list, "")..(*list + 1, ""), |_, _| false)
                             .map_err(engine)?;
                     }
-                    WriteOp::Upsert { key, object } => {
+                    WriteOp::Upsert {
+                        key,
+                        object,
+                        resource_version,
+                    } => {
                         let stale = objects
                             .get(key.as_str())
                             .map_err(engine)?
-                            .is_some_and(|stored| newer_than(stored.value(), object));
+                            .is_some_and(|stored| newer_than(stored.value(), resource_version));
                         if !stale {
                             objects
                                 .insert(key.as_str(), object.as_ref())
@@ -306,15 +310,13 @@ fn commit(
     Ok(())
 }
 
-/// Whether the stored object has a newer resourceVersion than the incoming one. Both were
-/// read whole before they reached the store, so only their metadata is read again.
-fn newer_than(stored: &[u8], incoming: &[u8]) -> bool {
-    let (Ok(stored), Ok(incoming)) = (Meta::parse_checked(stored), Meta::parse_checked(incoming))
-    else {
+/// Whether the stored object has a newer resourceVersion than `incoming`. The stored object
+/// was read whole before it was stored, so only its metadata is read again.
+fn newer_than(stored: &[u8], incoming: &str) -> bool {
+    let Ok(stored) = Meta::parse_checked(stored) else {
         return false;
     };
-    compare_versions(&stored.resource_version, &incoming.resource_version)
-        .is_some_and(|o| o.is_gt())
+    compare_versions(&stored.resource_version, incoming).is_some_and(|o| o.is_gt())
 }
 
 #[cfg(test)]

@@ -74,6 +74,8 @@ pub enum WriteOp {
         key: String,
         /// The object.
         object: Bytes,
+        /// The object's resourceVersion, read once by the writer with its key.
+        resource_version: String,
     },
     /// An object is gone.
     Remove {

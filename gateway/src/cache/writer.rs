@@ -350,7 +350,7 @@ fn write_ops(
             room,
         } => {
             held.push(room);
-            if let Some(key) = key_of(&resource, &object, metrics) {
+            if let Some((key, _)) = key_of(&resource, &object, metrics) {
                 batch.push(WriteOp::Stage { list, key, object });
             }
         }
@@ -384,8 +384,12 @@ fn write_ops(
             room,
         } => {
             held.push(room);
-            if let Some(key) = key_of(&resource, &object, metrics) {
-                batch.push(WriteOp::Upsert { key, object });
+            if let Some((key, resource_version)) = key_of(&resource, &object, metrics) {
+                batch.push(WriteOp::Upsert {
+                    key,
+                    object,
+                    resource_version,
+                });
             }
         }
         Op::Touch { component, at } => batch.push(WriteOp::Touch { component, at }),
@@ -394,15 +398,22 @@ fn write_ops(
     false
 }
 
-/// The key of an object of `resource`, counting its bytes; `None` (counted) when its
-/// metadata cannot be read.
-fn key_of(resource: &ResourceKey, object: &Bytes, metrics: &CacheMetrics) -> Option<String> {
+/// The key and resourceVersion of an object of `resource`, counting its bytes; `None`
+/// (counted) when its metadata cannot be read.
+fn key_of(
+    resource: &ResourceKey,
+    object: &Bytes,
+    metrics: &CacheMetrics,
+) -> Option<(String, String)> {
     let Ok(meta) = Meta::parse(object) else {
         metrics.unreadable.inc();
         return None;
     };
     metrics.bytes.inc_by(object.len() as u64);
-    Some(resource.object_key(&meta.namespace, &meta.name))
+    Some((
+        resource.object_key(&meta.namespace, &meta.name),
+        meta.resource_version.into_owned(),
+    ))
 }
 
 /// A watch event's writes: the object upserted or removed, and the set's synced version.
@@ -421,6 +432,7 @@ fn event_ops(set: &SetKey, event: Event, batch: &mut Vec<WriteOp>, metrics: &Cac
             batch.push(WriteOp::Upsert {
                 key,
                 object: event.object,
+                resource_version: resource_version.clone(),
             });
         }
         EventType::Deleted => batch.push(WriteOp::Remove { key }),

@@ -147,9 +147,10 @@ fn upserts_never_go_back_in_time() {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
     let key = services().object_key("a", "x");
-    let upsert = |rv| WriteOp::Upsert {
+    let upsert = |rv: u32| WriteOp::Upsert {
         key: key.clone(),
         object: svc("a", "x", rv, ""),
+        resource_version: rv.to_string(),
     };
     store.apply(&[upsert(5), upsert(3)], false).unwrap();
     let version = |store: &RedbStore| {
@@ -206,6 +207,7 @@ fn removing_a_component_removes_all_it_had() {
         WriteOp::Upsert {
             key: "kubelet/pods.v1.core/a/p".into(),
             object: svc("a", "p", 1, ""),
+            resource_version: "1".into(),
         },
     ]);
     assert_eq!(store.components().unwrap(), [("kube-proxy".to_owned(), 3)]);
