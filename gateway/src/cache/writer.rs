@@ -350,7 +350,8 @@ fn write_ops(
             room,
         } => {
             held.push(room);
-            if let Some((key, _)) = key_of(&resource, &object, metrics) {
+            if let Some(meta) = meta_of(&object, metrics) {
+                let key = resource.object_key(&meta.namespace, &meta.name);
                 batch.push(WriteOp::Stage { list, key, object });
             }
         }
@@ -384,7 +385,9 @@ fn write_ops(
             room,
         } => {
             held.push(room);
-            if let Some((key, resource_version)) = key_of(&resource, &object, metrics) {
+            if let Some(meta) = meta_of(&object, metrics) {
+                let key = resource.object_key(&meta.namespace, &meta.name);
+                let resource_version = meta.resource_version.into_owned();
                 batch.push(WriteOp::Upsert {
                     key,
                     object,
@@ -398,22 +401,14 @@ fn write_ops(
     false
 }
 
-/// The key and resourceVersion of an object of `resource`, counting its bytes; `None`
-/// (counted) when its metadata cannot be read.
-fn key_of(
-    resource: &ResourceKey,
-    object: &Bytes,
-    metrics: &CacheMetrics,
-) -> Option<(String, String)> {
+/// The metadata of `object`, counting its bytes; `None` (counted) when it cannot be read.
+fn meta_of<'a>(object: &'a Bytes, metrics: &CacheMetrics) -> Option<Meta<'a>> {
     let Ok(meta) = Meta::parse(object) else {
         metrics.unreadable.inc();
         return None;
     };
     metrics.bytes.inc_by(object.len() as u64);
-    Some((
-        resource.object_key(&meta.namespace, &meta.name),
-        meta.resource_version.into_owned(),
-    ))
+    Some(meta)
 }
 
 /// A watch event's writes: the object upserted or removed, and the set's synced version.
