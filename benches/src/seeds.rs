@@ -12,7 +12,7 @@ use edgegate::filter::{Generation, LabelSelector, Lookup, NodeFacts, Session};
 use edgegate::request::RequestInfo;
 use edgegate::stream::Verdict;
 use edgegate_filter_sdk::testing::Harness;
-use edgegate_filter_sdk::{Context, Filter, Output, Verb};
+use edgegate_filter_sdk::{Context, Filter, Level, Output, Verb};
 use masterservice::MasterService;
 use serde_json::{Value, json};
 use servicetopology::ServiceTopology;
@@ -250,6 +250,8 @@ fn native<F: Filter + 'static>(
     config: Value,
 ) -> anyhow::Result<Box<dyn NativeFilter>> {
     let harness = Harness::<F>::configure(config).map_err(anyhow::Error::msg)?;
+    // As the gateway's log at its default level: debug lines are not enabled, in both builds.
+    harness.log_level(Level::Info);
     for service in looked_up_services() {
         harness.add_object("", "v1", "services", service);
     }

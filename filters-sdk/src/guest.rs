@@ -53,15 +53,22 @@ pub(crate) mod imports {
         host::list(group, version, resource, namespace, selector)
     }
 
-    pub(crate) fn log(level: Level, message: &str) {
-        let level = match level {
+    fn level_to_wit(level: Level) -> wit::Level {
+        match level {
             Level::Trace => wit::Level::Trace,
             Level::Debug => wit::Level::Debug,
             Level::Info => wit::Level::Info,
             Level::Warn => wit::Level::Warn,
             Level::Error => wit::Level::Error,
-        };
-        host::log(level, message);
+        }
+    }
+
+    pub(crate) fn log(level: Level, message: &str) {
+        host::log(level_to_wit(level), message);
+    }
+
+    pub(crate) fn log_enabled(level: Level) -> bool {
+        host::log_enabled(level_to_wit(level))
     }
 
     pub(crate) fn count(name: &str, delta: u64) {

@@ -46,6 +46,18 @@ pub fn log(level: Level, message: &str) {
     backend::log(level, message);
 }
 
+/// Whether [`log`] at `level` would write a line now: check it before building a message
+/// that is expensive to format or written for every object, as a debug line often is.
+///
+/// ```text
+/// if host::log_enabled(Level::Debug) {
+///     host::log(Level::Debug, &format!("pruned {}/{}", namespace, name));
+/// }
+/// ```
+pub fn log_enabled(level: Level) -> bool {
+    backend::log_enabled(level)
+}
+
 /// Adds `delta` to the counter `name`, exported as a metric labelled with the filter.
 pub fn count(name: &str, delta: u64) {
     backend::count(name, delta);

@@ -23,12 +23,24 @@ use crate::selector::LabelSelector;
 use crate::types::{Context, Level, Manifest, Output};
 
 /// Objects the fake host knows, and what the filter logged and counted.
-#[derive(Default)]
 struct FakeHost {
     /// `(group, version, resource)` → objects.
     objects: BTreeMap<(String, String, String), Vec<Known>>,
     logs: Vec<(Level, String)>,
+    /// Lines below this level are neither enabled nor recorded.
+    log_level: Level,
     counters: BTreeMap<String, u64>,
+}
+
+impl Default for FakeHost {
+    fn default() -> Self {
+        FakeHost {
+            objects: BTreeMap::new(),
+            logs: Vec::new(),
+            log_level: Level::Trace,
+            counters: BTreeMap::new(),
+        }
+    }
 }
 
 /// An object the fake host knows, encoded once when it is added, as the gateway's informers
@@ -71,6 +83,12 @@ impl Host {
             });
     }
 
+    /// Sets the lowest level the host's log shows, as the gateway's `--log-level` does:
+    /// `log_enabled` answers by it, and lower lines are not recorded. Every level at first.
+    pub fn log_level(&self, level: Level) {
+        self.host.borrow_mut().log_level = level;
+    }
+
     /// The lines logged so far.
     pub fn logs(&self) -> Vec<(Level, String)> {
         self.host.borrow().logs.clone()
@@ -107,6 +125,11 @@ impl<F: Filter> Harness<F> {
     /// `metadata.name`).
     pub fn add_object(&self, group: &str, version: &str, resource: &str, object: Value) {
         self.host.add_object(group, version, resource, object);
+    }
+
+    /// Sets the lowest level the host's log shows ([`Host::log_level`]).
+    pub fn log_level(&self, level: Level) {
+        self.host.log_level(level);
     }
 
     /// Runs the filter on one object, as the host's `filter` call does.
@@ -241,7 +264,15 @@ pub(crate) mod fake {
     }
 
     pub(crate) fn log(level: Level, message: &str) {
-        with_host((), |host| host.logs.push((level, message.to_owned())));
+        with_host((), |host| {
+            if level >= host.log_level {
+                host.logs.push((level, message.to_owned()));
+            }
+        });
+    }
+
+    pub(crate) fn log_enabled(level: Level) -> bool {
+        with_host(false, |host| level >= host.log_level)
     }
 
     pub(crate) fn count(name: &str, delta: u64) {
@@ -328,6 +359,24 @@ mod tests {
         assert!(host::get("", "v1", "nodes", Some("default"), "n1").is_none());
         host::count("looked-up", 2);
         assert_eq!(fake.counters().get("looked-up"), Some(&2));
+    }
+
+    #[test]
+    fn the_log_level_decides_what_is_enabled_and_recorded() {
+        let fake = Host::install();
+        assert!(host::log_enabled(Level::Trace), "every level at first");
+        fake.log_level(Level::Info);
+        assert!(!host::log_enabled(Level::Debug));
+        assert!(host::log_enabled(Level::Info) && host::log_enabled(Level::Error));
+        host::log(Level::Debug, "hidden");
+        host::log(Level::Warn, "shown");
+        assert_eq!(fake.logs(), [(Level::Warn, "shown".to_owned())]);
+    }
+
+    #[test]
+    fn without_a_host_nothing_is_logged() {
+        HOST.with(|current| *current.borrow_mut() = None);
+        assert!(!host::log_enabled(Level::Error));
     }
 
     #[test]

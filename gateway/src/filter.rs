@@ -12,6 +12,7 @@
 //! # Layout
 //! - [`bindings`](self::bindings): the host bindings of the WIT world (generated).
 //! - `engine`: the one wasmtime engine, its linker and the epoch ticker (deadlines).
+//!   `earlier`: the host interface under the world's earlier patch versions.
 //! - `compiled`: the compiled-code store, files of machine code the gateway maps.
 //! - `host`: a store's state; the host imports (lookups, log, count) and the WASI subset.
 //! - `instance`: one instance and calls into it under its limits; why a call failed.
@@ -34,6 +35,7 @@ mod child;
 mod compiled;
 mod describe;
 mod dir;
+mod earlier;
 mod engine;
 mod feeds;
 mod host;
@@ -135,7 +137,7 @@ pub enum FilterError {
     },
     /// A component was built against another version of the `edgegate:filter` world.
     #[error(
-        "filter {name}: built against edgegate:filter@{built}, but this gateway runs edgegate:filter@{}; rebuild it with the edgegate-filter-sdk of this gateway",
+        "filter {name}: built against edgegate:filter@{built}, but this gateway runs edgegate:filter@{} (and loads components built against its earlier patch versions); rebuild it with the edgegate-filter-sdk of this gateway",
         bindings::WORLD_VERSION
     )]
     Version {

@@ -92,14 +92,16 @@ fn prune(ctx: &Context, object: &mut Object, lookups: &mut Lookups) -> Decision 
         return Decision::Keep;
     }
     host::count("pruned", 1);
-    host::log(
-        Level::Debug,
-        &format!(
-            "pruned the endpoints of {}/{} to {topology:?} topology",
-            object.namespace().unwrap_or_default(),
-            object.name().unwrap_or_default()
-        ),
-    );
+    if host::log_enabled(Level::Debug) {
+        host::log(
+            Level::Debug,
+            &format!(
+                "pruned the endpoints of {}/{} to {topology:?} topology",
+                object.namespace().unwrap_or_default(),
+                object.name().unwrap_or_default()
+            ),
+        );
+    }
     Decision::Changed
 }
 

@@ -175,6 +175,32 @@ fn hostname_topology_keeps_this_nodes_endpoints() {
 }
 
 #[test]
+fn a_prune_is_logged_at_debug_only_when_the_log_shows_debug() {
+    let harness = harness(true, true);
+    let debug_lines = |harness: &Harness<ServiceTopology>| {
+        harness
+            .logs()
+            .into_iter()
+            .filter(|(level, line)| *level == Level::Debug && line.starts_with("pruned"))
+            .count()
+    };
+    kept(&harness, SHAPES[0], "web-node", None);
+    assert_eq!(debug_lines(&harness), 1);
+    harness.log_level(Level::Info);
+    kept(&harness, SHAPES[0], "web-node", None);
+    assert_eq!(
+        debug_lines(&harness),
+        1,
+        "not written, as the host does not show it"
+    );
+    assert_eq!(
+        harness.counters().get("pruned"),
+        Some(&2),
+        "counted all the same"
+    );
+}
+
+#[test]
 fn pool_and_zone_topology_keep_the_pools_endpoints() {
     let harness = harness(true, false);
     for shape in SHAPES {

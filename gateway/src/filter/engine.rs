@@ -16,13 +16,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
 };
 
 use super::FilterError;
-use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version};
+use super::bindings::{FilterWorld, FilterWorldPre, imported_world_version, runs};
 use super::child::{Child, Place};
 use super::compiled::CompiledStore;
 use super::dir::sha256;
@@ -101,6 +101,7 @@ impl Runtime {
             |state| state,
         )
         .map_err(engine_error)?;
+        super::earlier::add_to_linker(&mut linker).map_err(engine_error)?;
         let ticker =
             Ticker::start(engine.clone()).map_err(|e| FilterError::Engine(e.to_string()))?;
         Ok(Arc::new(Runtime {
@@ -199,19 +200,22 @@ impl Runtime {
             message: format!("{error:#}"),
         };
         if let Some(built) = imported_world_version(&self.engine, component)
-            && built != WORLD_VERSION
+            && !runs(&built)
         {
             return Err(FilterError::Version {
                 name: name.to_owned(),
                 built,
             });
         }
-        let mut linker = self.linker.clone();
-        linker
-            .define_unknown_imports_as_traps(component)
-            .map_err(link_error)?;
-        let pre = linker.instantiate_pre(component).map_err(link_error)?;
+        let pre = self.link(component).map_err(link_error)?;
         FilterWorldPre::new(pre).map_err(link_error)
+    }
+
+    /// Links `component`'s imports, those the linker lacks as stand-ins that trap.
+    fn link(&self, component: &Component) -> wasmtime::Result<InstancePre<HostState>> {
+        let mut linker = self.linker.clone();
+        linker.define_unknown_imports_as_traps(component)?;
+        linker.instantiate_pre(component)
     }
 
     /// How many components this runtime was asked to compile.
@@ -320,7 +324,12 @@ fn perf_map_asked() -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::Runtime;
+    use crate::filter::host::HostState;
+    use crate::filter::metrics::FilterMetrics;
+    use crate::filter::{FilterError, NoLookup};
 
     #[test]
     fn a_relative_compiled_cache_dir_is_accepted() {
@@ -333,22 +342,70 @@ mod tests {
         assert!(scratch.path().join("_compiled-filters").is_dir());
     }
 
+    /// A component importing the world's `count` at `version`, exporting `run`, which counts
+    /// 5 under the name `old`.
+    fn counting_component(version: &str) -> Vec<u8> {
+        wat::parse_str(format!(
+            r#"(component
+                (import "edgegate:filter/host@{version}" (instance $host
+                    (export "count" (func (param "name" string) (param "delta" u64)))))
+                (core module $memory (memory (export "memory") 1) (data (i32.const 0) "old"))
+                (core instance $memory (instantiate $memory))
+                (alias core export $memory "memory" (core memory $mem))
+                (alias export $host "count" (func $count))
+                (core func $count (canon lower (func $count) (memory $mem)))
+                (core module $main
+                    (import "host" "count" (func $count (param i32 i32 i64)))
+                    (func (export "run") (call $count (i32.const 0) (i32.const 3) (i64.const 5))))
+                (core instance $main (instantiate $main
+                    (with "host" (instance (export "count" (func $count))))))
+                (func (export "run") (canon lift (core func $main "run")))
+            )"#
+        ))
+        .expect("the component text parses")
+    }
+
     #[test]
     fn a_filter_built_against_another_world_version_is_refused_by_name() {
         let runtime = Runtime::new(None, None).expect("the runtime builds");
-        let old = wat::parse_str(
-            r#"(component
-                (import "edgegate:filter/host@0.1.0" (instance
-                    (export "count" (func (param "name" string) (param "delta" u64)))))
-            )"#,
-        )
-        .expect("the component text parses");
-        let (component, _) = runtime.compile("old", &old).expect("it compiles");
-        let Err(error) = runtime.prepare("old", &component) else {
-            panic!("a 0.1.0 component must be refused");
-        };
-        let message = error.to_string();
-        assert!(message.contains("edgegate:filter@0.1.0"), "{message}");
-        assert!(message.contains("rebuild it"), "{message}");
+        for version in ["0.1.0", "0.2.2", "0.3.0"] {
+            let (component, _) = runtime
+                .compile("old", &counting_component(version))
+                .expect("it compiles");
+            let Err(error) = runtime.prepare("old", &component) else {
+                panic!("a {version} component must be refused");
+            };
+            let message = error.to_string();
+            assert!(
+                message.contains(&format!("built against edgegate:filter@{version}")),
+                "{message}"
+            );
+            assert!(message.contains("rebuild it"), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_filter_built_against_an_earlier_patch_version_calls_this_gateways_host() {
+        let runtime = Runtime::new(None, None).expect("the runtime builds");
+        let (component, _) = runtime
+            .compile("old", &counting_component("0.2.0"))
+            .expect("it compiles");
+        match runtime.prepare("old", &component) {
+            Err(FilterError::Link { .. }) => {}
+            Err(error) => panic!("past the version check, it lacks the world's exports: {error}"),
+            Ok(_) => panic!("it lacks the world's exports"),
+        }
+        let pre = runtime.link(&component).expect("it links");
+        let metrics = FilterMetrics::new();
+        let state = HostState::new("old".into(), 1 << 20, Arc::new(NoLookup), metrics.clone());
+        let mut store = wasmtime::Store::new(runtime.engine(), state);
+        store.set_epoch_deadline(u64::MAX / 2);
+        let instance = pre.instantiate(&mut store).expect("it instantiates");
+        let run = instance
+            .get_typed_func::<(), ()>(&mut store, "run")
+            .expect("it exports run");
+        run.call(&mut store, ())
+            .expect("run calls the host's count, not a stand-in that traps");
+        assert_eq!(metrics.guest_counter("old", "old").get(), 5);
     }
 }

@@ -8,11 +8,13 @@
 //! would panic on the runtime worker a filter call runs on. The SDK sends panic messages to
 //! `log` instead of stderr, so nothing a well-behaved filter does reaches them.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use edgegate_filter_sdk::LabelSelector;
+use prometheus_client::metrics::counter::Counter;
 use wasmtime::component::{HasData, Linker, ResourceTable};
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
@@ -26,7 +28,7 @@ use wasmtime_wasi::{
 
 use super::Lookup;
 use super::bindings::{HostImports, Level, TypesHost};
-use super::metrics::FilterMetrics;
+use super::metrics::{FilterMetrics, MAX_GUEST_COUNTERS};
 
 /// Longest log line a filter may write; the rest is cut, so a filter cannot flood the log
 /// with one call.
@@ -46,6 +48,9 @@ pub(crate) struct HostState {
     filter: Arc<str>,
     lookup: Arc<dyn Lookup>,
     metrics: FilterMetrics,
+    /// The counters this instance's `count` calls named, resolved on first use, so that a
+    /// count is an addition and not a lookup of its labels.
+    counters: HashMap<String, Counter>,
     log_budget: u32,
 }
 
@@ -82,6 +87,7 @@ impl HostState {
             filter,
             lookup,
             metrics,
+            counters: HashMap::new(),
             log_budget: LOG_LINES_PER_CALL,
         }
     }
@@ -221,7 +227,8 @@ impl HostImports for HostState {
     }
 
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
-        if self.log_budget == 0 {
+        // A line the log would not show takes nothing from the budget of those it would.
+        if self.log_budget == 0 || !enabled(level) {
             return Ok(());
         }
         self.log_budget -= 1;
@@ -245,8 +252,94 @@ impl HostImports for HostState {
         Ok(())
     }
 
+    fn log_enabled(&mut self, level: Level) -> wasmtime::Result<bool> {
+        Ok(self.log_budget > 0 && enabled(level))
+    }
+
     fn count(&mut self, name: String, delta: u64) -> wasmtime::Result<()> {
-        self.metrics.guest_count(&self.filter, &name, delta);
+        if let Some(counter) = self.counters.get(&name) {
+            counter.inc_by(delta);
+            return Ok(());
+        }
+        let counter = self.metrics.guest_counter(&self.filter, &name);
+        counter.inc_by(delta);
+        // Names beyond the cap all count as `other` and are looked up each time, so a filter
+        // naming a new counter every call cannot grow this map either.
+        if self.counters.len() < MAX_GUEST_COUNTERS {
+            self.counters.insert(name, counter);
+        }
         Ok(())
+    }
+}
+
+/// Whether the gateway's log shows lines of `level` from a filter.
+fn enabled(level: Level) -> bool {
+    match level {
+        Level::Trace => tracing::enabled!(tracing::Level::TRACE),
+        Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
+        Level::Info => tracing::enabled!(tracing::Level::INFO),
+        Level::Warn => tracing::enabled!(tracing::Level::WARN),
+        Level::Error => tracing::enabled!(tracing::Level::ERROR),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::filter::NoLookup;
+
+    /// Log output collected in memory.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn state(metrics: FilterMetrics) -> HostState {
+        HostState::new("f".into(), 1 << 20, Arc::new(NoLookup), metrics)
+    }
+
+    #[test]
+    fn lines_the_log_would_not_show_leave_the_budget_to_those_it_would() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let mut state = state(FilterMetrics::new());
+            for n in 0..2 * LOG_LINES_PER_CALL {
+                state.log(Level::Debug, format!("hidden {n}")).unwrap();
+            }
+            for n in 0..LOG_LINES_PER_CALL + 1 {
+                state.log(Level::Warn, format!("shown {n}")).unwrap();
+            }
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains("hidden"), "{text}");
+        assert_eq!(text.matches("shown").count(), LOG_LINES_PER_CALL as usize);
+        assert!(text.contains(&format!("shown {}", LOG_LINES_PER_CALL - 1)));
+    }
+
+    #[test]
+    fn a_count_adds_to_the_filters_series_from_the_first_call_on() {
+        let metrics = FilterMetrics::new();
+        let mut one = state(metrics.clone());
+        let mut two = state(metrics.clone());
+        one.count("pruned".into(), 2).unwrap();
+        one.count("pruned".into(), 3).unwrap();
+        two.count("pruned".into(), 4).unwrap();
+        assert_eq!(metrics.guest_counter("f", "pruned").get(), 9);
     }
 }

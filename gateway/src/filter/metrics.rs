@@ -15,7 +15,7 @@ use super::child::Place;
 
 /// Counter names one filter may create through `count`; later names are counted as `other`,
 /// so a filter cannot grow the registry without limit.
-const MAX_GUEST_COUNTERS: usize = 32;
+pub(crate) const MAX_GUEST_COUNTERS: usize = 32;
 
 /// Labels naming a filter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -214,26 +214,29 @@ impl FilterMetrics {
         }
     }
 
-    pub(crate) fn guest_count(&self, filter: &str, name: &str, delta: u64) {
+    /// The counter `name` of `filter` that the filter's `count` calls add to: its own
+    /// series, or `other` once the filter has named [`MAX_GUEST_COUNTERS`] others.
+    pub(crate) fn guest_counter(&self, filter: &str, name: &str) -> Counter {
         let name = {
             let mut names = self
                 .guest_names
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let seen = names.entry(filter.to_owned()).or_default();
-            if seen.contains(name) || seen.len() < MAX_GUEST_COUNTERS {
+            let seen = match names.get_mut(filter) {
+                Some(seen) => seen,
+                None => names.entry(filter.to_owned()).or_default(),
+            };
+            if !seen.contains(name) && seen.len() < MAX_GUEST_COUNTERS {
                 seen.insert(name.to_owned());
-                name.to_owned()
-            } else {
-                "other".to_owned()
             }
+            if seen.contains(name) { name } else { "other" }.to_owned()
         };
         self.guest
             .get_or_create(&GuestCounterLabels {
                 filter: filter.to_owned(),
                 name,
             })
-            .inc_by(delta);
+            .clone()
     }
 }
 
@@ -246,4 +249,33 @@ impl Default for FilterMetrics {
 /// Buckets from 10 µs (a keep on a small object) to about 1.3 s (past any deadline).
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(10e-6, 4.0, 9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_names_at_most_its_share_of_counters_and_the_rest_count_as_other() {
+        let metrics = FilterMetrics::new();
+        for n in 0..MAX_GUEST_COUNTERS + 5 {
+            metrics.guest_counter("f", &format!("c{n}")).inc_by(2);
+        }
+        metrics.guest_counter("f", "c0").inc();
+        metrics.guest_counter("g", "c0").inc();
+        let value = |filter: &str, name: &str| {
+            metrics
+                .guest
+                .get_or_create(&GuestCounterLabels {
+                    filter: filter.into(),
+                    name: name.into(),
+                })
+                .get()
+        };
+        assert_eq!(value("f", "c0"), 3, "a name seen before keeps its series");
+        assert_eq!(value("f", &format!("c{}", MAX_GUEST_COUNTERS - 1)), 2);
+        assert_eq!(value("f", "other"), 10, "five names beyond the cap");
+        assert_eq!(value("f", &format!("c{MAX_GUEST_COUNTERS}")), 0);
+        assert_eq!(value("g", "c0"), 1, "each filter has its own share");
+    }
 }
