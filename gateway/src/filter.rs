@@ -12,7 +12,7 @@
 //! # Layout
 //! - [`bindings`](self::bindings): the host bindings of the WIT world (generated).
 //! - `engine`: the one wasmtime engine, its linker and the epoch ticker (deadlines).
-//!   `earlier`: the host interface under the world's earlier patch versions.
+//!   `standins`: stand-ins that trap, for the imports the linker does not provide.
 //! - `compiled`: the compiled-code store, files of machine code the gateway maps.
 //! - `host`: a store's state; the host imports (lookups, log, count) and the WASI subset.
 //! - `instance`: one instance and calls into it under its limits; why a call failed.
@@ -35,7 +35,6 @@ mod child;
 mod compiled;
 mod describe;
 mod dir;
-mod earlier;
 mod engine;
 mod feeds;
 mod host;
@@ -48,6 +47,7 @@ mod output;
 mod reload;
 mod schema;
 mod session;
+mod standins;
 #[cfg(test)]
 mod tests;
 

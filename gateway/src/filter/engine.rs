@@ -22,11 +22,12 @@ use wasmtime::{
 };
 
 use super::FilterError;
-use super::bindings::{FilterWorld, FilterWorldPre, imported_world_version, runs};
+use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version, runs};
 use super::child::{Child, Place};
 use super::compiled::CompiledStore;
 use super::dir::sha256;
-use super::host::{HostState, add_wasi_to_linker};
+use super::host::{HostState, WASI_INTERFACES, WASI_POLL, add_wasi_to_linker, define_pollable};
+use super::standins::{self, Provided};
 
 /// How often the epoch advances while a call runs: a deadline is enforced to within one
 /// tick. 2 ms is well under any useful deadline (tens of ms) and, since the ticker only
@@ -55,6 +56,8 @@ const MAX_INSTANCES: u32 = 512;
 pub(crate) struct Runtime {
     engine: Engine,
     linker: Linker<HostState>,
+    /// The interfaces `linker` defines: a component's other imports get stand-ins.
+    provided: Provided,
     ticker: Ticker,
     /// Components compiled so far (those found in the store included), to show reuse.
     compiles: AtomicU64,
@@ -101,12 +104,18 @@ impl Runtime {
             |state| state,
         )
         .map_err(engine_error)?;
-        super::earlier::add_to_linker(&mut linker).map_err(engine_error)?;
+        let host = format!("edgegate:filter/host@{WORLD_VERSION}");
+        let provided = Provided::new(WASI_INTERFACES.into_iter().chain([host.as_str()])).resource(
+            WASI_POLL,
+            "pollable",
+            define_pollable,
+        );
         let ticker =
             Ticker::start(engine.clone()).map_err(|e| FilterError::Engine(e.to_string()))?;
         Ok(Arc::new(Runtime {
             engine,
             linker,
+            provided,
             ticker,
             compiles: AtomicU64::new(0),
             child: child.filter(|_| compiled.is_some()),
@@ -188,7 +197,7 @@ impl Runtime {
         }
     }
 
-    /// Links a compiled component: imports the world does not provide (filesystem, sockets,
+    /// Links a compiled component: imports the gateway does not provide (filesystem, sockets,
     /// stdio) are linked as functions that trap.
     pub(crate) fn prepare(
         &self,
@@ -214,7 +223,7 @@ impl Runtime {
     /// Links `component`'s imports, those the linker lacks as stand-ins that trap.
     fn link(&self, component: &Component) -> wasmtime::Result<InstancePre<HostState>> {
         let mut linker = self.linker.clone();
-        linker.define_unknown_imports_as_traps(component)?;
+        standins::define(&mut linker, component, &self.provided)?;
         linker.instantiate_pre(component)
     }
 
@@ -407,5 +416,60 @@ mod tests {
         run.call(&mut store, ())
             .expect("run calls the host's count, not a stand-in that traps");
         assert_eq!(metrics.guest_counter("old", "old").get(), 5);
+    }
+
+    #[test]
+    fn every_interface_counted_as_provided_is_defined_by_the_linker() {
+        let runtime = Runtime::new(None, None).expect("the runtime builds");
+        // One function of each, as a component of an earlier patch version imports it.
+        let probe = |name: &str| -> &str {
+            match name
+                .split_once('@')
+                .map_or(name, |(interface, _)| interface)
+            {
+                "wasi:cli/environment" => {
+                    r#"(export "initial-cwd" (func (result (option string))))"#
+                }
+                "wasi:cli/exit" => r#"(export "exit" (func (param "status" (result))))"#,
+                "wasi:clocks/wall-clock" => {
+                    r#"(type $t (record (field "seconds" u64) (field "nanoseconds" u32)))
+                       (export "datetime" (type $d (eq $t)))
+                       (export "now" (func (result $d)))"#
+                }
+                "wasi:clocks/monotonic-clock" => r#"(export "now" (func (result u64)))"#,
+                "wasi:random/random" => r#"(export "get-random-u64" (func (result u64)))"#,
+                "wasi:random/insecure" => {
+                    r#"(export "get-insecure-random-u64" (func (result u64)))"#
+                }
+                "wasi:random/insecure-seed" => {
+                    r#"(export "insecure-seed" (func (result (tuple u64 u64))))"#
+                }
+                "edgegate:filter/host" => {
+                    r#"(export "count" (func (param "name" string) (param "delta" u64)))"#
+                }
+                "wasi:cli/stdout" => r#"(export "get-stdout" (func (result u32)))"#,
+                other => panic!("no probe for {other}"),
+            }
+        };
+        let imports = |name: &str| {
+            let text = format!(
+                r#"(component (import "{name}" (instance {})))"#,
+                probe(name)
+            );
+            let wasm = wat::parse_str(text).expect("the component text parses");
+            wasmtime::component::Component::new(runtime.engine(), wasm).expect("it compiles")
+        };
+        // Without stand-ins: the linker itself must find each.
+        for name in crate::filter::host::WASI_INTERFACES
+            .into_iter()
+            .chain(["edgegate:filter/host@0.2.0"])
+        {
+            assert!(runtime.provided.provides(name), "{name}");
+            let linked = runtime.linker.instantiate_pre(&imports(name));
+            assert!(linked.is_ok(), "{name}: {:#}", linked.err().unwrap());
+        }
+        let stdout = "wasi:cli/stdout@0.2.0";
+        assert!(!runtime.provided.provides(stdout));
+        assert!(runtime.linker.instantiate_pre(&imports(stdout)).is_err());
     }
 }

@@ -1,11 +1,12 @@
 //! What a filter instance's store holds, and the host side of its imports: the world's
 //! `host` interface (lookups, log, count) and the little of WASI a `wasm32-wasip2` guest's
-//! std needs to link, with nothing granted: no preopens, environment or arguments, a frozen
-//! clock and fixed "randomness".
+//! std reads, with nothing granted: no environment or arguments, a frozen clock and fixed
+//! "randomness".
 //!
-//! Stdio, filesystem and socket functions are not linked at all (each import traps when
-//! called): wasmtime-wasi's synchronous stream functions block on a Tokio runtime, which
-//! would panic on the runtime worker a filter call runs on. The SDK sends panic messages to
+//! Stdio, filesystem, socket and polling functions are not linked at all (each is a stand-in
+//! that traps when called, see [`super::standins`]): wasmtime-wasi's synchronous stream and
+//! poll functions block on a Tokio runtime, which would panic on the runtime worker a filter
+//! call runs on, or outlast the call's deadline (a sleep). The SDK sends panic messages to
 //! `log` instead of stderr, so nothing a well-behaved filter does reaches them.
 
 use std::collections::HashMap;
@@ -15,12 +16,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use edgegate_filter_sdk::LabelSelector;
 use prometheus_client::metrics::counter::Counter;
-use wasmtime::component::{HasData, Linker, ResourceTable};
+use wasmtime::component::{HasData, Linker, LinkerInstance, Resource, ResourceTable, ResourceType};
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
-use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
-use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random};
+use wasmtime_wasi::p2::DynPollable;
+use wasmtime_wasi::p2::bindings::io::poll::HostPollable;
+use wasmtime_wasi::p2::bindings::{cli, clocks, random};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{
     Deterministic, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView,
@@ -171,7 +173,37 @@ impl WasiView for HostState {
     }
 }
 
-/// Links the WASI functions a guest's std needs at start-up; see the module doc.
+/// The WASI interfaces [`add_wasi_to_linker`] defines, at the WASI 0.2 track wasmtime-wasi's
+/// `p2` implements: a component's import of any 0.2 version of them finds these.
+pub(crate) const WASI_INTERFACES: [&str; 7] = [
+    "wasi:cli/environment@0.2.0",
+    "wasi:cli/exit@0.2.0",
+    "wasi:clocks/wall-clock@0.2.0",
+    "wasi:clocks/monotonic-clock@0.2.0",
+    "wasi:random/random@0.2.0",
+    "wasi:random/insecure@0.2.0",
+    "wasi:random/insecure-seed@0.2.0",
+];
+
+/// The interface of the pollable `monotonic-clock`'s `subscribe-*` hand out.
+pub(crate) const WASI_POLL: &str = "wasi:io/poll@0.2.0";
+
+/// Defines `wasi:io/poll`'s pollable, which the gateway does not provide, as the resource
+/// type `monotonic-clock` hands out, so that a filter whose code could sleep links (its
+/// `block` traps when called); dropping one frees it.
+pub(crate) fn define_pollable(
+    linker: &mut LinkerInstance<'_, HostState>,
+    name: &str,
+) -> wasmtime::Result<()> {
+    linker.resource(
+        name,
+        ResourceType::host::<DynPollable>(),
+        |mut store, rep| HostPollable::drop(&mut store.data_mut().table, Resource::new_own(rep)),
+    )
+}
+
+/// Links the WASI functions a guest's std needs at start-up ([`WASI_INTERFACES`]); see the
+/// module doc.
 pub(crate) fn add_wasi_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     fn random_ctx(state: &mut HostState) -> <WasiRandom as HasData>::Data<'_> {
         state.wasi.random()
@@ -183,10 +215,6 @@ pub(crate) fn add_wasi_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Re
     random::random::add_to_linker::<HostState, WasiRandom>(linker, random_ctx)?;
     random::insecure::add_to_linker::<HostState, WasiRandom>(linker, random_ctx)?;
     random::insecure_seed::add_to_linker::<HostState, WasiRandom>(linker, random_ctx)?;
-    filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(
-        linker,
-        HostState::filesystem,
-    )?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@ mod author;
 mod chain;
 mod child;
 mod compiled;
+mod grants;
 mod limits;
 mod reload;
 mod support;

@@ -18,13 +18,14 @@ use crate::filter::{FilterError, Generation, LabelSelector, Lookup, dir};
 use crate::request::RequestInfo;
 
 /// The filters every test may use.
-const FILTERS: [&str; 6] = [
+const FILTERS: [&str; 7] = [
     "nodestamp",
     "looper",
     "membomb",
     "trapper",
     "bloater",
     "tagger",
+    "stdprobe",
 ];
 
 /// `target/filters/`, built once per test run if any component is missing.
