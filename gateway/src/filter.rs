@@ -14,6 +14,7 @@
 //! - `engine`: the one wasmtime engine, its linker and the epoch ticker (deadlines).
 //!   `standins`: stand-ins that trap, for the imports the linker does not provide.
 //! - `compiled`: the compiled-code store, files of machine code the gateway maps.
+//!   `functions`: the functions compiled for it, which a new component's compile takes.
 //! - `host`: a store's state; the host imports (lookups, log, count) and the WASI subset.
 //! - `instance`: one instance and calls into it under its limits; why a call failed.
 //! - `loaded`: a loaded filter and its pool of instances.
@@ -37,6 +38,7 @@ mod describe;
 mod dir;
 mod engine;
 mod feeds;
+mod functions;
 mod host;
 mod instance;
 mod loaded;

@@ -121,11 +121,15 @@ pub struct Reloads {
     pub added: Vec<Duration>,
     /// Removal of that `.wasm` → first response no longer filtered by it.
     pub removed: Vec<Duration>,
-    /// Rename of a component never seen before, which the gateway compiles → first
-    /// response filtered by it, the client asking back to back.
+    /// Rename of a component never seen before, which the gateway compiles with none of its
+    /// functions compiled before → first response filtered by it, the client asking back to
+    /// back.
     pub compiled: Vec<Duration>,
     /// The same with a client that pauses 1 ms between requests.
     pub compiled_paced: Vec<Duration>,
+    /// Rename of a new build of a component compiled before (new bytes, the same code),
+    /// whose functions the gateway takes from its store, the client asking back to back.
+    pub compiled_known: Vec<Duration>,
 }
 
 /// Trials of each kind that compile a new component (each takes about a second).
@@ -140,8 +144,9 @@ const TAGGER_AGENT: &str = "test/v1";
 /// Renames a `tagger` component (with a config naming the trial) into the filter directory,
 /// then asks for a ConfigMap until an answer carries the trial's tag; then removes it and asks
 /// until none does. First [`COMPILE_TRIALS`] trials with a component the gateway has never
-/// seen (the tagger with a custom section naming the trial), asked back to back and then
-/// with a pause; then `trials` with the last of those, compiled by then, and a new config.
+/// seen (the tagger with a custom section naming the trial): asked back to back and then
+/// with a pause with the gateway's compiled functions deleted first, then back to back with
+/// them; then `trials` with the last of those, compiled by then, and a new config.
 /// Asked back to back, the figure is the reload's to within one request (well under a
 /// millisecond), on a gateway kept busy; paced, to within the pause.
 pub fn hot_reload(target: &Target, tagger: &Path, trials: usize) -> Result<Reloads> {
@@ -149,11 +154,19 @@ pub fn hot_reload(target: &Target, tagger: &Path, trials: usize) -> Result<Reloa
     let mut reloads = Reloads::default();
     let mut compiled = wasm.clone();
     for trial in 0..COMPILE_TRIALS {
-        for (pace, times) in [
-            (None, &mut reloads.compiled),
-            (Some(PACE), &mut reloads.compiled_paced),
+        for (pace, cold, times) in [
+            (None, true, &mut reloads.compiled),
+            (Some(PACE), true, &mut reloads.compiled_paced),
+            (None, false, &mut reloads.compiled_known),
         ] {
-            let name = format!("new{trial}{}", if pace.is_some() { "p" } else { "" });
+            let name = format!(
+                "new{trial}{}{}",
+                if pace.is_some() { "p" } else { "" },
+                if cold { "" } else { "k" }
+            );
+            if cold {
+                forget_compiled_functions(target)?;
+            }
             compiled = with_custom_section(&wasm, "edgegate-load-trial", name.as_bytes());
             times.push(reload_trial(target, &name, &compiled, pace)?.0);
         }
@@ -198,6 +211,24 @@ fn reload_trial(
     })?;
     std::fs::remove_file(dir.join(format!("{name}.toml")))?;
     Ok((added, removed))
+}
+
+/// Deletes the functions the gateway compiled so far (`*.functions` in its compiled-code
+/// store, `<--disk-cache-path>/_compiled-filters`), so that its next compile takes none.
+fn forget_compiled_functions(target: &Target) -> Result<()> {
+    let dir = target
+        .filter_dir
+        .as_ref()
+        .and_then(|filters| filters.parent())
+        .context("edgegate with filters")?
+        .join("cache/_compiled-filters");
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "functions") {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
 }
 
 /// `component` with a custom section appended: the same component to the gateway, but

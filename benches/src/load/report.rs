@@ -121,12 +121,16 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
         let reloads = &report.reloads;
         for (what, v) in [
             (
-                "rename of a component never seen → first response it filtered (compiled), client asking back to back",
+                "rename of a component never seen → first response it filtered (compiled, no function compiled before), client asking back to back",
                 &reloads.compiled,
             ),
             (
                 "the same, client pausing 1 ms between requests",
                 &reloads.compiled_paced,
+            ),
+            (
+                "rename of a new build of a component compiled before (its functions taken from the store), client asking back to back",
+                &reloads.compiled_known,
             ),
             (
                 "rename of a component compiled before, new config → first response it filtered",
@@ -153,7 +157,7 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
         }
         let _ = writeln!(
             out,
-            "\nA component never seen is the tagger with a custom section naming its trial: new bytes, so the gateway compiles it (in a child process, on the gateway's one core). The back-to-back client keeps that core busy while it compiles; the paced one leaves it idle between requests. A component compiled before is mapped from the gateway's compiled-code store."
+            "\nA component never seen is the tagger with a custom section naming its trial: new bytes, so the gateway compiles it (in a child process, on the gateway's one core). Before the first two kinds of trial the harness deletes the functions the gateway compiled so far (`*.functions`), so the compile takes none; the third leaves them, as a new build of a filter finds them. The back-to-back client keeps that core busy while it compiles; the paced one leaves it idle between requests. A component compiled before is mapped from the gateway's compiled-code store."
         );
         out.push('\n');
     }

@@ -184,7 +184,7 @@ fn against(
     let reloads = if probes {
         eprintln!(
             "load: hot reload, {} trials compiling a new component and {} with a new config",
-            2 * probes::COMPILE_TRIALS,
+            3 * probes::COMPILE_TRIALS,
             settings.reload_trials
         );
         let tagger = settings.bins.filters.join("tagger.wasm");

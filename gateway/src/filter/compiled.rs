@@ -109,8 +109,9 @@ impl CompiledStore {
     }
 
     /// Deletes the files no filter in `live` (digests) uses beyond the `kept` most recently
-    /// used, code of other engine settings (another version's), and abandoned temporary
-    /// files; how many it deleted. Other files are left alone.
+    /// used, code of other engine settings (another version's), the compiled functions of
+    /// components whose code is gone, and abandoned temporary files; how many it deleted.
+    /// Other files are left alone.
     pub(crate) fn prune<'a>(
         &self,
         live: impl IntoIterator<Item = &'a str>,
@@ -119,9 +120,12 @@ impl CompiledStore {
         let live: Vec<PathBuf> = live.into_iter().map(|digest| self.path(digest)).collect();
         let ours = format!("-{}.{EXTENSION}", self.engine_tag);
         let any_engines = format!(".{EXTENSION}");
+        let functions_suffix = format!(".{}", super::functions::EXTENSION);
         let now = SystemTime::now();
         let mut unused = Vec::new();
         let mut doomed = Vec::new();
+        let mut codes = Vec::new();
+        let mut functions = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
             let path = entry?.path();
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
@@ -137,15 +141,23 @@ impl CompiledStore {
                     doomed.push(path);
                 }
             } else if name.ends_with(&ours) {
+                codes.push(path.clone());
                 if !live.contains(&path) {
                     unused.push((age()?, path));
                 }
             } else if name.ends_with(&any_engines) {
                 doomed.push(path);
+            } else if let Some(digest) = name.strip_suffix(&functions_suffix) {
+                functions.push((self.path(digest), path));
             }
         }
         unused.sort();
         doomed.extend(unused.into_iter().skip(kept).map(|(_, path)| path));
+        for (code, path) in functions {
+            if !codes.contains(&code) || doomed.contains(&code) {
+                doomed.push(path);
+            }
+        }
         Ok(doomed
             .iter()
             .filter(|path| fs::remove_file(path).is_ok())

@@ -26,6 +26,7 @@ use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world
 use super::child::{Child, Place};
 use super::compiled::CompiledStore;
 use super::dir::sha256;
+use super::functions::FunctionCache;
 use super::host::{HostState, WASI_INTERFACES, WASI_POLL, add_wasi_to_linker, define_pollable};
 use super::standins::{self, Provided};
 
@@ -63,6 +64,8 @@ pub(crate) struct Runtime {
     compiles: AtomicU64,
     /// Where compiled code is kept and mapped from, when set.
     compiled: Option<CompiledStore>,
+    /// The functions compiled for the stored components, which compiles take code from.
+    functions: Option<Arc<FunctionCache>>,
     /// Compiles new components in a child process first, when set (with a store).
     child: Option<Child>,
 }
@@ -88,6 +91,21 @@ impl Runtime {
             .total_tables(MAX_INSTANCES * 4)
             .max_memory_size(MAX_MEMORY_BYTES);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        let functions = compiled_cache_dir
+            .map(|dir| {
+                let dir =
+                    std::path::absolute(dir).map_err(|source| FilterError::CompiledCache {
+                        path: dir.to_owned(),
+                        source,
+                    })?;
+                Ok::<_, FilterError>(Arc::new(FunctionCache::new(&dir)))
+            })
+            .transpose()?;
+        if let Some(functions) = &functions {
+            config
+                .enable_incremental_compilation(functions.clone())
+                .map_err(engine_error)?;
+        }
         let engine = Engine::new(&config).map_err(engine_error)?;
         let compiled = compiled_cache_dir
             .map(|dir| {
@@ -120,6 +138,7 @@ impl Runtime {
             compiles: AtomicU64::new(0),
             child: child.filter(|_| compiled.is_some()),
             compiled,
+            functions,
         }))
     }
 
@@ -167,6 +186,11 @@ impl Runtime {
             .map_err(compile_error)?;
         match store.store(&digest, &code) {
             Ok(_) => {
+                if let Some(functions) = &self.functions
+                    && let Err(error) = functions.store(&digest)
+                {
+                    tracing::debug!(filter = name, %error, "cannot store compiled functions");
+                }
                 if let Some(component) = store.load(&self.engine, &digest) {
                     return Ok((component, Some(Place::Gateway)));
                 }
@@ -225,6 +249,12 @@ impl Runtime {
         let mut linker = self.linker.clone();
         standins::define(&mut linker, component, &self.provided)?;
         linker.instantiate_pre(component)
+    }
+
+    /// The functions compiled for the stored components, when there is a store.
+    #[cfg(test)]
+    pub(crate) fn functions(&self) -> Option<&FunctionCache> {
+        self.functions.as_deref()
     }
 
     /// How many components this runtime was asked to compile.

@@ -1,5 +1,5 @@
 //! Stand-ins that trap, for the imports of a component the gateway does not provide: stdio,
-//! the filesystem's types, sockets, which a `wasm32-wasip2` build imports whether it calls
+//! the filesystem, sockets, polling, which a `wasm32-wasip2` build imports whether it calls
 //! them or not.
 //!
 //! An interface counts as provided when the linker defines it at a semver-compatible version,

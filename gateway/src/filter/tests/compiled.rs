@@ -1,5 +1,6 @@
 //! The compiled-code store: what is compiled once is mapped after, damaged or foreign code
-//! is compiled again, and pruning keeps what is live and what was used last.
+//! is compiled again, pruning keeps what is live and what was used last, and a new build of
+//! a component takes the functions compiled for the last.
 
 use std::fs::{self, File, FileTimes};
 use std::path::{Path, PathBuf};
@@ -22,6 +23,13 @@ fn stored(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The store's files of code (not functions, not temporary).
+fn codes(dir: &Path) -> Vec<PathBuf> {
+    let mut files = stored(dir);
+    files.retain(|file| file.extension().is_some_and(|e| e == "cwasm"));
+    files
+}
+
 /// A store in a fresh directory holding the tagger, the runtime that compiled it, and its file.
 fn tagger_stored(tag: &str) -> (PathBuf, Arc<Runtime>, PathBuf) {
     let cache = temp_dir(tag);
@@ -29,7 +37,7 @@ fn tagger_stored(tag: &str) -> (PathBuf, Arc<Runtime>, PathBuf) {
     runtime
         .compile("tagger", &wasm("tagger"))
         .expect("compiled");
-    let file = stored(&cache).remove(0);
+    let file = codes(&cache).remove(0);
     (cache, runtime, file)
 }
 
@@ -50,12 +58,18 @@ fn code_compiled_once_is_mapped_by_the_next_runtime_and_instantiates() {
     let (_, place) = first.compile("tagger", &wasm("tagger")).expect("compiled");
     assert_eq!(place, Some(Place::Gateway));
     let files = stored(&cache);
-    assert_eq!(files.len(), 1, "one file, no temporary left: {files:?}");
+    let digest = sha256(&wasm("tagger"));
+    assert_eq!(
+        files.len(),
+        2,
+        "code and functions, no temporary: {files:?}"
+    );
     let name = files[0].file_name().and_then(|n| n.to_str()).unwrap_or("");
     assert!(
-        name.starts_with(&sha256(&wasm("tagger"))) && name.ends_with(".cwasm"),
+        name.starts_with(&digest) && name.ends_with(".cwasm"),
         "{name}"
     );
+    assert_eq!(files[1], cache.join(format!("{digest}.functions")));
 
     let second = Runtime::new(Some(&cache), None).expect("the runtime builds");
     let (component, place) = second.compile("tagger", &wasm("tagger")).expect("mapped");
@@ -105,7 +119,7 @@ fn code_of_other_engine_settings_is_not_used() {
         "another engine's code is not ours"
     );
     assert_eq!(
-        stored(&cache).len(),
+        codes(&cache).len(),
         2,
         "each engine's code has its own file"
     );
@@ -126,7 +140,18 @@ fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
     let abandoned = cache.join(".abandoned.cwasm.1.tmp");
     let writing = cache.join(".writing.cwasm.2.tmp");
     let foreign = cache.join("README");
-    for file in [&other_version, &abandoned, &writing, &foreign] {
+    let [live_functions, oldest_functions, orphan_functions] =
+        [b"live".as_slice(), b"oldest", b"orphan"]
+            .map(|wasm| cache.join(format!("{}.functions", sha256(wasm))));
+    for file in [
+        &other_version,
+        &abandoned,
+        &writing,
+        &foreign,
+        &live_functions,
+        &oldest_functions,
+        &orphan_functions,
+    ] {
         fs::write(file, b"bytes").expect("written");
     }
     for file in [&other_version, &abandoned, &foreign] {
@@ -135,10 +160,11 @@ fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
 
     let deleted = store.prune([sha256(b"live").as_str()], 2).expect("pruned");
     assert_eq!(
-        deleted, 3,
-        "the oldest unused, the other version's and the abandoned"
+        deleted, 5,
+        "the oldest unused and its functions, the other version's, the abandoned, and \
+         functions whose code is gone"
     );
-    let mut left = vec![live, newest, newer, writing, foreign];
+    let mut left = vec![live, newest, newer, writing, foreign, live_functions];
     left.sort();
     assert_eq!(stored(&cache), left);
     assert!(!oldest.exists() && !other_version.exists() && !abandoned.exists());
@@ -159,4 +185,65 @@ fn loading_marks_code_as_used() {
         since < Duration::from_secs(3600),
         "{since:?} since its last use"
     );
+}
+
+/// `component` with a custom section appended: the same code in bytes of another digest.
+fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut section = Vec::new();
+    leb(name.len(), &mut section);
+    section.extend_from_slice(name.as_bytes());
+    section.extend_from_slice(payload);
+    let mut out = component.to_vec();
+    out.push(0);
+    leb(section.len(), &mut out);
+    out.extend_from_slice(&section);
+    out
+}
+
+#[test]
+fn a_new_build_of_a_component_takes_the_functions_compiled_for_the_last() {
+    let cache = temp_dir("compiled-functions");
+    let first = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    first.compile("tagger", &wasm("tagger")).expect("compiled");
+    let rebuilt = with_custom_section(&wasm("tagger"), "build", b"2");
+    // A new runtime, as each child process is.
+    let second = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    let (component, place) = second.compile("tagger", &rebuilt).expect("compiled");
+    assert_eq!(place, Some(Place::Gateway));
+    let functions = second.functions().expect("a store has functions");
+    let (hits, compiled) = functions.counts();
+    // Most, not all: a few percent of functions are given IR that differs between compiles
+    // of the same code (their machine code does not), and miss.
+    assert!(
+        hits > 100 && hits >= 4 * compiled,
+        "{hits} taken, {compiled} compiled"
+    );
+    // The code is what a compile without the cache makes.
+    let cold = temp_dir("compiled-functions-cold");
+    let third = Runtime::new(Some(&cold), None).expect("the runtime builds");
+    third.compile("tagger", &rebuilt).expect("compiled");
+    let digest = sha256(&rebuilt);
+    let code = |dir: &Path| {
+        let file = codes(dir).into_iter().find(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&digest))
+        });
+        fs::read(file.expect("the rebuild's code")).expect("read")
+    };
+    assert!(code(&cache) == code(&cold), "the same machine code");
+    second
+        .prepare("tagger", &component)
+        .expect("the component links");
 }
