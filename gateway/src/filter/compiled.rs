@@ -89,23 +89,7 @@ impl CompiledStore {
     /// Stores `code`, compiled from the component whose digest is `digest`, under its name.
     pub(crate) fn store(&self, digest: &str, code: &[u8]) -> io::Result<PathBuf> {
         let path = self.path(digest);
-        let temporary = self.dir.join(format!(
-            ".{}.{}.tmp",
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or(EXTENSION),
-            std::process::id()
-        ));
-        let written = File::create(&temporary)
-            .and_then(|mut file| {
-                file.write_all(code)?;
-                file.sync_all()
-            })
-            .and_then(|()| fs::rename(&temporary, &path));
-        if written.is_err() {
-            let _ = fs::remove_file(&temporary);
-        }
-        written.map(|()| path)
+        write_whole(&path, code).map(|()| path)
     }
 
     /// Deletes the files no filter in `live` (digests) uses beyond the `kept` most recently
@@ -163,6 +147,27 @@ impl CompiledStore {
             .filter(|path| fs::remove_file(path).is_ok())
             .count())
     }
+}
+
+/// Writes `bytes` to `path` as the store writes its files: under a temporary name beside it
+/// (`.NAME.PID.tmp`, which pruning knows), synced, then renamed into place, so that a reader
+/// sees a whole file or none.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(EXTENSION);
+    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = File::create(&temporary)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        })
+        .and_then(|()| fs::rename(&temporary, path));
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    written
 }
 
 /// Marks a file as used now, so pruning keeps it.

@@ -16,13 +16,15 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha2::{Digest, Sha256};
 use wasmtime::CacheStore;
+
+use super::compiled::write_whole;
 
 /// The extension of a component's functions.
 pub(crate) const EXTENSION: &str = "functions";
@@ -63,7 +65,7 @@ impl FunctionCache {
     /// whose digest is `digest`, and lets go of those read (the next compile reads again).
     pub(crate) fn store(&self, digest: &str) -> io::Result<()> {
         let used = {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = self.lock();
             state.known = HashMap::new();
             state.read = false;
             std::mem::take(&mut state.used)
@@ -78,33 +80,25 @@ impl FunctionCache {
         }
         let sum = Sha256::digest(&bytes);
         bytes.extend_from_slice(&sum);
-        let path = self.dir.join(format!("{digest}.{EXTENSION}"));
-        let temporary = self
-            .dir
-            .join(format!(".{digest}.{EXTENSION}.{}.tmp", std::process::id()));
-        let written = File::create(&temporary)
-            .and_then(|mut file| {
-                file.write_all(&bytes)?;
-                file.sync_all()
-            })
-            .and_then(|()| fs::rename(&temporary, &path));
-        if written.is_err() {
-            let _ = fs::remove_file(&temporary);
-        }
-        written
+        write_whole(&self.dir.join(format!("{digest}.{EXTENSION}")), &bytes)
     }
 
     /// How many functions compiles of this process took from the cache, and how many they
     /// compiled.
     #[cfg(test)]
     pub(crate) fn counts(&self) -> (u64, u64) {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = self.lock();
         (state.hits, state.compiled)
+    }
+
+    /// The state as it is (a compile that panicked leaves it usable).
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The state, with the files read.
     fn state(&self) -> MutexGuard<'_, State> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.lock();
         if !state.read {
             state.read = true;
             match self.read_all() {

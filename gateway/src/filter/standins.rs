@@ -115,7 +115,6 @@ pub(crate) fn define(
 }
 
 /// Where a stand-in is defined.
-#[derive(Clone, Copy)]
 struct Import<'a> {
     engine: &'a Engine,
     /// The resources defined as the type a provided interface hands out, by their type.
