@@ -1,7 +1,8 @@
 //! The cache: commit throughput (objects/s) of a streamed 10 000-object list through the
 //! tee, the one writer and the redb store, until it is durable — a re-list of an unchanged
-//! set, and one where every object changed; and an offline LIST of those 10 000 cached
-//! objects read back as the local proxy does (goal ≤ 50 ms).
+//! set, and one where every object changed; a watch fan-out, where ten watches of one set
+//! tee the same 1 000 events, as a node's clients watching one resource do; and an offline
+//! LIST of those 10 000 cached objects read back as the local proxy does (goal ≤ 50 ms).
 //!
 //! `cargo bench -p edgegate-benches --bench cache`.
 
@@ -14,11 +15,14 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use edgegate::cache::{
     self, Cache, CacheMetrics, CachePolicy, CacheTarget, RedbStore, ResourceKey, Scope, SetKey,
 };
-use edgegate::stream::{ListEnd, Sink};
+use edgegate::stream::{Event, EventType, ListEnd, Sink};
 use edgegate_benches::fixtures::slices;
 
 /// Objects in the list: the size the issue names.
 const OBJECTS: usize = 10_000;
+/// Watches of the fan-out bench, and the events each receives.
+const WATCHES: usize = 10;
+const EVENTS: usize = 1_000;
 /// Bytes a bench lets wait for the writer at most: well under the writer's in-flight
 /// bounds (1 MiB for a set's first list, 4 MiB for a re-list), which the gateway's list
 /// pipeline keeps to by waiting for room (a first list) or giving the list up (a re-list).
@@ -75,14 +79,62 @@ fn next_versions(objects: &[Bytes]) -> Vec<Bytes> {
     objects
         .iter()
         .map(|object| {
-            let mut value: serde_json::Value =
+            let value: serde_json::Value =
                 serde_json::from_slice(object).unwrap_or_else(|e| panic!("{e}"));
             let rv = value["metadata"]["resourceVersion"].as_str().unwrap_or("0");
-            let next = format!("{}1", rv);
-            value["metadata"]["resourceVersion"] = serde_json::Value::String(next);
-            Bytes::from(serde_json::to_vec(&value).unwrap_or_else(|e| panic!("{e}")))
+            at_version(&value, &format!("{rv}1"))
         })
         .collect()
+}
+
+/// `object` at resourceVersion `version`, encoded.
+fn at_version(object: &serde_json::Value, version: &str) -> Bytes {
+    let mut object = object.clone();
+    object["metadata"]["resourceVersion"] = serde_json::Value::String(version.to_owned());
+    Bytes::from(serde_json::to_vec(&object).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// [`EVENTS`] modifications of `object`, at versions from `first` on.
+fn modifications(object: &serde_json::Value, first: u64) -> Vec<Event> {
+    (first..first + EVENTS as u64)
+        .map(|version| Event {
+            kind: EventType::Modified,
+            object: at_version(object, &version.to_string()),
+        })
+        .collect()
+}
+
+/// Tees each event to every watch in turn, as the gateway's pipelines of [`WATCHES`]
+/// watches of one set do, and waits until the writer has stored them durably.
+fn fan_out(cache: &Arc<Cache>, events: &[Event]) {
+    let mut tees: Vec<_> = (0..WATCHES)
+        .map(|_| {
+            cache
+                .tee(
+                    "kube-proxy",
+                    CacheTarget::Watch(SetKey::new(resource(), "", "", "")),
+                )
+                .unwrap_or_else(|| panic!("a watch is teed"))
+        })
+        .collect();
+    let refused = cache.metrics().refused.get();
+    let mut sent = cache.metrics().bytes.get();
+    for event in events {
+        for tee in &mut tees {
+            while sent.saturating_sub(cache.metrics().bytes.get()) > AHEAD {
+                std::thread::yield_now();
+            }
+            tee.event(event);
+            sent += event.object.len() as u64;
+        }
+    }
+    drop(tees);
+    cache.flush();
+    assert_eq!(
+        cache.metrics().refused.get(),
+        refused,
+        "every event was written"
+    );
 }
 
 fn caching(c: &mut Criterion) {
@@ -121,6 +173,25 @@ fn caching(c: &mut Criterion) {
             started.elapsed()
         })
     });
+    // Every iteration's events are new versions, as a live watch's are.
+    let watched: serde_json::Value =
+        serde_json::from_slice(&objects[0]).unwrap_or_else(|e| panic!("{e}"));
+    let mut version = 1_000_000;
+    group.throughput(Throughput::Elements((WATCHES * EVENTS) as u64));
+    group.bench_function("watch_fan_out_10x1000", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let events = modifications(&watched, version);
+                version += EVENTS as u64;
+                let started = Instant::now();
+                fan_out(&cache, &events);
+                spent += started.elapsed();
+            }
+            spent
+        })
+    });
+    group.throughput(Throughput::Elements(OBJECTS as u64));
     commit(&cache, &objects);
     group.bench_function("offline_list_10000", |b| {
         b.iter(|| offline_list(store.as_ref()))

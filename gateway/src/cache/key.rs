@@ -19,29 +19,43 @@ pub struct ResourceKey {
 impl ResourceKey {
     /// `<component>/<resource>.<version>.<group|core>/`: the prefix of all its objects.
     pub fn prefix(&self) -> String {
+        self.key_in("", "")
+    }
+
+    /// The prefix of its objects in `namespace` (all of them when empty).
+    pub fn namespace_prefix(&self, namespace: &str) -> String {
+        self.key_in(namespace, "")
+    }
+
+    /// The key of one object.
+    pub fn object_key(&self, namespace: &str, name: &str) -> String {
+        self.key_in(namespace, name)
+    }
+
+    /// The prefix, `namespace/` unless it is empty, then `name`: built in one allocation,
+    /// as the writer builds one for every event it stores.
+    fn key_in(&self, namespace: &str, name: &str) -> String {
         let group = if self.group.is_empty() {
             "core"
         } else {
             &self.group
         };
-        format!(
-            "{}/{}.{}.{}/",
-            self.component, self.resource, self.version, group
-        )
-    }
-
-    /// The prefix of its objects in `namespace` (all of them when empty).
-    pub fn namespace_prefix(&self, namespace: &str) -> String {
-        if namespace.is_empty() {
-            self.prefix()
-        } else {
-            format!("{}{namespace}/", self.prefix())
-        }
-    }
-
-    /// The key of one object.
-    pub fn object_key(&self, namespace: &str, name: &str) -> String {
-        format!("{}{name}", self.namespace_prefix(namespace))
+        let parts: [&str; 11] = [
+            &self.component,
+            "/",
+            &self.resource,
+            ".",
+            &self.version,
+            ".",
+            group,
+            "/",
+            namespace,
+            if namespace.is_empty() { "" } else { "/" },
+            name,
+        ];
+        let mut key = String::with_capacity(parts.iter().map(|part| part.len()).sum());
+        parts.iter().for_each(|part| key.push_str(part));
+        key
     }
 
     /// Reads `<component>/<resource>.<version>.<group|core>` (a trailing `/` is accepted).
@@ -181,6 +195,15 @@ mod tests {
             key.object_key("default", "kubernetes"),
             "kube-proxy/services.v1.core/default/kubernetes"
         );
+        assert_eq!(
+            key.object_key("", "edge-1"),
+            "kube-proxy/services.v1.core/edge-1"
+        );
+        assert_eq!(
+            key.namespace_prefix("default"),
+            "kube-proxy/services.v1.core/default/"
+        );
+        assert_eq!(key.namespace_prefix(""), key.prefix());
         let slices = ResourceKey {
             group: "discovery.k8s.io".into(),
             resource: "endpointslices".into(),

@@ -173,6 +173,9 @@ impl Store for RedbStore {
             let mut staging = txn.open_table(STAGING).map_err(engine)?;
             let mut sets = txn.open_table(SETS).map_err(engine)?;
             let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
+            // The version the last set synced in this transaction is at: the watches of
+            // one set each sync it to the same versions, and only the first moves it.
+            let mut synced: Option<(&SetKey, &str)> = None;
             for op in ops {
                 match op {
                     WriteOp::Stage { list, key, object } => {
@@ -186,6 +189,7 @@ impl Store for RedbStore {
                             .map_err(engine)?;
                     }
                     WriteOp::Commit { list, set, meta } => {
+                        synced = None;
                         commit(&mut objects, &mut staging, *list, set)?;
                         let meta = serde_json::to_vec(meta).map_err(engine)?;
                         sets.insert(set.encode().as_str(), meta.as_slice())
@@ -201,11 +205,18 @@ impl Store for RedbStore {
                         object,
                         resource_version,
                     } => {
-                        let stale = objects
-                            .get(key.as_str())
-                            .map_err(engine)?
-                            .is_some_and(|stored| newer_than(stored.value(), resource_version));
-                        if !stale {
+                        // The watches of one set tee the same events: an object stored
+                        // as it is now is not written again.
+                        let kept =
+                            objects
+                                .get(key.as_str())
+                                .map_err(engine)?
+                                .is_some_and(|stored| {
+                                    let stored = stored.value();
+                                    stored == object.as_ref()
+                                        || newer_than(stored, resource_version)
+                                });
+                        if !kept {
                             objects
                                 .insert(key.as_str(), object.as_ref())
                                 .map_err(engine)?;
@@ -218,6 +229,13 @@ impl Store for RedbStore {
                         set,
                         resource_version,
                     } => {
+                        if let Some((last, at)) = synced
+                            && last == set
+                            && compare_versions(resource_version, at).is_some_and(|o| o.is_le())
+                        {
+                            continue;
+                        }
+                        synced = None;
                         let key = set.encode();
                         let current = sets
                             .get(key.as_str())
@@ -232,6 +250,7 @@ impl Store for RedbStore {
                                 meta.resource_version.clone_from(resource_version);
                                 let meta = serde_json::to_vec(&meta).map_err(engine)?;
                                 sets.insert(key.as_str(), meta.as_slice()).map_err(engine)?;
+                                synced = Some((set, resource_version));
                             }
                         }
                     }

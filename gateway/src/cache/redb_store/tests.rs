@@ -192,6 +192,21 @@ fn synced_versions_only_advance_and_only_for_listed_sets() {
     let sets = store.sets("").unwrap();
     assert_eq!(sets.len(), 1);
     assert_eq!(sets[0].1.resource_version, "15");
+    // In one transaction, as the watches of a set sync it: a re-list between syncs sets
+    // the list's version, and the syncs after it move on from there.
+    store
+        .apply(
+            &[
+                synced(&all, "20"),
+                synced(&all, "20"),
+                commit(2, &all, "16"),
+                synced(&all, "18"),
+                synced(&all, "17"),
+            ],
+            true,
+        )
+        .unwrap();
+    assert_eq!(store.sets("").unwrap()[0].1.resource_version, "18");
 }
 
 #[test]
