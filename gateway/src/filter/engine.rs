@@ -91,16 +91,16 @@ impl Runtime {
             .total_tables(MAX_INSTANCES * 4)
             .max_memory_size(MAX_MEMORY_BYTES);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-        let functions = compiled_cache_dir
-            .map(|dir| {
-                let dir =
-                    std::path::absolute(dir).map_err(|source| FilterError::CompiledCache {
-                        path: dir.to_owned(),
-                        source,
-                    })?;
-                Ok::<_, FilterError>(Arc::new(FunctionCache::new(&dir)))
-            })
+        let cache_error = |dir: &Path| {
+            let path = dir.to_owned();
+            move |source| FilterError::CompiledCache { path, source }
+        };
+        let compiled_cache_dir = compiled_cache_dir
+            .map(|dir| std::path::absolute(dir).map_err(cache_error(dir)))
             .transpose()?;
+        let functions = compiled_cache_dir
+            .as_deref()
+            .map(|dir| Arc::new(FunctionCache::new(dir)));
         if let Some(functions) = &functions {
             config
                 .enable_incremental_compilation(functions.clone())
@@ -108,12 +108,8 @@ impl Runtime {
         }
         let engine = Engine::new(&config).map_err(engine_error)?;
         let compiled = compiled_cache_dir
-            .map(|dir| {
-                CompiledStore::open(dir, &engine).map_err(|source| FilterError::CompiledCache {
-                    path: dir.to_owned(),
-                    source,
-                })
-            })
+            .as_deref()
+            .map(|dir| CompiledStore::open(dir, &engine).map_err(cache_error(dir)))
             .transpose()?;
         let mut linker = Linker::new(&engine);
         add_wasi_to_linker(&mut linker).map_err(engine_error)?;
