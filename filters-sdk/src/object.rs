@@ -107,6 +107,21 @@ impl Object {
         split::field_range(bytes, key)
     }
 
+    /// Where the values of the fields `keys` of the object at `path` (`["metadata"]`) lie
+    /// in an object's JSON bytes, found by reading each object on the way only as far as the
+    /// path's key, then the object at its end as far as the last of `keys`, skipping values
+    /// without reading or checking them: for a host that needs a few fields of bytes it has
+    /// checked already. A key the object lacks is `None`, and all are when nothing is at
+    /// `path`; `None` when the bytes do not read as objects up to there, or give one of
+    /// `keys` twice before the last of them.
+    pub fn field_ranges<const N: usize>(
+        bytes: &[u8],
+        path: &[&str],
+        keys: [&str; N],
+    ) -> Option<[Option<Range<usize>>; N]> {
+        split::field_ranges(bytes, path, keys)
+    }
+
     /// The top-level fields a filter's replacement keeps from `original` in place: those
     /// that, with the byte after them, lie before the first byte where the two differ, so
     /// the original's scan reads them as the replacement's would. Found by a scan that finds

@@ -16,7 +16,7 @@ mod watch;
 use thiserror::Error;
 
 pub use list::{ListFrame, ListFramer};
-pub use object::{Meta, compare_versions};
+pub use object::{Labels, Meta, compare_versions, labels};
 pub use pipeline::{Pipeline, Stop, StopSignal, list, until, watch};
 pub use sink::{ListEnd, Sink};
 pub use transform::{Transform, TransformError, Verdict};

@@ -131,6 +131,44 @@ pub(super) fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
     }
 }
 
+/// Where the values of the fields `keys` of the object at `path` in the JSON object `bytes`
+/// lie, read as [`first_at`] reads its way and then in one scan that ends where the last of
+/// them is found; all `None` when there is nothing at `path`. `None` when the bytes do not
+/// read as objects up to there, or give one of `keys` twice before then.
+pub(super) fn field_ranges<const N: usize>(
+    bytes: &[u8],
+    path: &[&str],
+    keys: [&str; N],
+) -> Option<[Option<Range<usize>>; N]> {
+    let mut cursor = Cursor { bytes, at: 0 };
+    let mut found = [const { None }; N];
+    for key in path {
+        if !cursor.first_entry(key)? {
+            return Some(found);
+        }
+    }
+    if cursor.open(b'{', b'}')? {
+        return Some(found);
+    }
+    let mut left = N;
+    loop {
+        let key = cursor.entry_key()?;
+        let value = cursor.value()?;
+        if let Some(i) = keys.iter().position(|wanted| key.is(bytes, wanted)) {
+            if found[i].replace(value).is_some() {
+                return None;
+            }
+            left -= 1;
+            if left == 0 {
+                return Some(found);
+            }
+        }
+        if !cursor.more(b'}')? {
+            return Some(found);
+        }
+    }
+}
+
 /// The keys of the top-level entries of the JSON object `bytes` that, with the byte after
 /// each, lie before `same`, and where the object goes on after them (after its opening brace
 /// when there are none); `None` when the bytes do not begin as an object. Nothing at or past

@@ -5,7 +5,7 @@ use edgegate_filter_sdk::selector::LabelSelector;
 
 use super::key::SetKey;
 use super::selector::FieldSelector;
-use crate::stream::Meta;
+use crate::stream;
 
 /// A label and a field selector, parsed once.
 #[derive(Clone, Debug, Default)]
@@ -56,10 +56,10 @@ impl Selection {
             return true;
         }
         if let Some(labels) = &self.labels {
-            let Ok(meta) = Meta::parse(object) else {
+            let Ok(of_object) = stream::labels(object) else {
                 return false;
             };
-            if !labels.matches_with(|key| meta.labels.get(key).map(|v| v.as_ref())) {
+            if !labels.matches_with(|key| of_object.get(key).map(|v| v.as_ref())) {
                 return false;
             }
         }

@@ -1,15 +1,16 @@
-//! The little of an object the gateway itself needs (name, namespace, resourceVersion,
-//! labels), read without building the whole document: serde skips every other field.
+//! The little of an object the gateway itself needs (name, namespace, resourceVersion, and
+//! labels where a cached read selects by them), read without building the whole document.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use edgegate_filter_sdk::Object;
 use serde::Deserialize;
 
 use super::FrameError;
 
-/// An object's metadata, borrowed from its bytes where no unescaping was needed.
+/// An object's identity and version, borrowed from its bytes where no unescaping was needed.
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]
 pub struct Meta<'a> {
     /// `metadata.name`.
@@ -21,13 +22,10 @@ pub struct Meta<'a> {
     /// `metadata.resourceVersion`.
     #[serde(borrow, default, rename = "resourceVersion")]
     pub resource_version: Cow<'a, str>,
-    /// `metadata.labels`.
-    #[serde(borrow, default)]
-    pub labels: BTreeMap<Cow<'a, str>, Cow<'a, str>>,
-    /// `metadata.continue`, on lists.
-    #[serde(borrow, default, rename = "continue")]
-    pub continue_token: Cow<'a, str>,
 }
+
+/// An object's labels, borrowed where no unescaping was needed.
+pub type Labels<'a> = BTreeMap<Cow<'a, str>, Cow<'a, str>>;
 
 #[derive(Deserialize)]
 struct Head<'a> {
@@ -35,8 +33,23 @@ struct Head<'a> {
     metadata: Meta<'a>,
 }
 
+#[derive(Deserialize)]
+struct LabelsHead<'a> {
+    #[serde(borrow, default)]
+    metadata: LabelsOnly<'a>,
+}
+
+#[derive(Default, Deserialize)]
+struct LabelsOnly<'a> {
+    #[serde(borrow, default)]
+    labels: Labels<'a>,
+}
+
+/// The fields of `metadata` that [`Meta`] holds, in its order.
+const FIELDS: [&str; 3] = ["name", "namespace", "resourceVersion"];
+
 impl<'a> Meta<'a> {
-    /// Reads the metadata of an object or a list.
+    /// Reads the name, namespace and resourceVersion of an object (a list's resourceVersion).
     pub fn parse(bytes: &'a [u8]) -> Result<Meta<'a>, FrameError> {
         serde_json::from_slice::<Head<'a>>(bytes)
             .map(|head| head.metadata)
@@ -44,13 +57,26 @@ impl<'a> Meta<'a> {
     }
 
     /// [`Meta::parse`] for bytes already checked to be a JSON object (a watch event's object,
-    /// which the framer parsed; an object the cache stored): scans only as far as the end
-    /// of `metadata`, which Kubernetes writes first or nearly so.
+    /// which the framer parsed; an object the cache stored): a scan that skips values
+    /// without reading them finds `metadata`, which Kubernetes writes first or nearly so,
+    /// and reads it only as far as the last of the three fields, which come before
+    /// `labels`, `annotations` and `managedFields` in a namespaced object as kube-apiserver
+    /// writes it. A field given twice before then is refused, as the parse refuses it.
     pub fn parse_checked(bytes: &'a [u8]) -> Result<Meta<'a>, FrameError> {
-        match Object::field_range(bytes, "metadata") {
-            Some(range) => serde_json::from_slice(&bytes[range]).map_err(|_| FrameError::BadObject),
-            None => Meta::parse(bytes),
-        }
+        let Some([name, namespace, resource_version]) =
+            Object::field_ranges(bytes, &["metadata"], FIELDS)
+        else {
+            // Not objects, or a field given twice: the parse says which, and refuses both.
+            return Meta::parse(bytes);
+        };
+        let string = |range: Option<Range<usize>>| {
+            range.map_or(Ok(Cow::Borrowed("")), |range| string(&bytes[range]))
+        };
+        Ok(Meta {
+            name: string(name)?,
+            namespace: string(namespace)?,
+            resource_version: string(resource_version)?,
+        })
     }
 
     /// `namespace/name`, or `name` for cluster-scoped objects: the key a client's store uses.
@@ -61,6 +87,23 @@ impl<'a> Meta<'a> {
             format!("{}/{}", self.namespace, self.name)
         }
     }
+}
+
+/// A JSON string's text, borrowed when it holds no escape; an error for any other value.
+fn string(text: &[u8]) -> Result<Cow<'_, str>, FrameError> {
+    match text {
+        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => std::str::from_utf8(inner)
+            .map(Cow::Borrowed)
+            .map_err(|_| FrameError::BadObject),
+        _ => serde_json::from_slice(text).map_err(|_| FrameError::BadObject),
+    }
+}
+
+/// Reads an object's `metadata.labels`.
+pub fn labels(bytes: &[u8]) -> Result<Labels<'_>, FrameError> {
+    serde_json::from_slice::<LabelsHead>(bytes)
+        .map(|head| head.metadata.labels)
+        .map_err(|_| FrameError::BadObject)
 }
 
 /// Compares two resourceVersions: they are opaque strings to clients, but kube-apiserver
@@ -82,7 +125,11 @@ mod tests {
         assert_eq!(meta.name, "p");
         assert_eq!(meta.namespace, "ns");
         assert_eq!(meta.resource_version, "17");
-        assert_eq!(meta.labels.get("tier").map(|v| v.as_ref()), Some("fe!"));
+        let of_pod = labels(bytes).unwrap();
+        assert_eq!(of_pod.get("tier").map(|v| v.as_ref()), Some("fe!"));
+        assert_eq!(of_pod.len(), 2);
+        assert!(labels(br#"{"kind":"Node"}"#).unwrap().is_empty());
+        assert!(labels(br#"{"metadata":{"labels":{"a":1}}}"#).is_err());
         assert_eq!(meta.key(), "ns/p");
         assert!(matches!(meta.name, Cow::Borrowed(_)));
     }
@@ -95,10 +142,7 @@ mod tests {
             br#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"abc"},"items":[]}"#,
         )
         .unwrap();
-        assert_eq!(
-            (list.resource_version.as_ref(), list.continue_token.as_ref()),
-            ("5", "abc")
-        );
+        assert_eq!(list.resource_version, "5");
         assert!(Meta::parse(b"[1,2]").is_err());
         assert!(Meta::parse(br#"{"metadata":{"name":7}}"#).is_err());
     }
@@ -123,8 +167,44 @@ mod tests {
         // Only as far as metadata: what follows it is not read.
         let rest_unread = br#"{"metadata":{"name":"p"},"spec":"#;
         assert_eq!(Meta::parse_checked(rest_unread).unwrap().name, "p");
+        // Only as far as the last of the three fields.
+        let labels_unread =
+            br#"{"metadata":{"name":"n","namespace":"ns","resourceVersion":"1","labels":{"a":]}}"#;
+        assert_eq!(
+            Meta::parse_checked(labels_unread).unwrap().resource_version,
+            "1"
+        );
         assert!(Meta::parse_checked(b"[1,2]").is_err());
         assert!(Meta::parse_checked(br#"{"metadata":{"name":7}}"#).is_err());
+        assert!(Meta::parse_checked(br#"{"metadata":{"name":null}}"#).is_err());
+        assert!(
+            Meta::parse_checked(br#"{"metadata":{"name":"a","name":"b"}}"#).is_err(),
+            "a name given twice is refused, as the parse refuses it"
+        );
+    }
+
+    #[test]
+    fn checked_metadata_is_read_as_the_parse_reads_it() {
+        let objects: [&[u8]; 6] = [
+            br#"{"metadata":{"name":"p","generateName":"p-","namespace":"ns","uid":"u","resourceVersion":"17","labels":{"name":"x"},"annotations":{"namespace":"}\"{"},"managedFields":[{"manager":"m","fieldsV1":{"f:metadata":{"f:name":{}}}}]}}"#,
+            br#"{"metadata":{"n\u0061me":"a\"b\\c\u00e9","namespace":"\u006es","resourceVersion":"9"}}"#,
+            br#"{"metadata":{"resourceVersion":"5","continue":"tok=="},"items":[]}"#,
+            br#"{"metadata":{}}"#,
+            "{\"metadata\":{\"name\":\"caf\u{e9}-\u{1F600}\"}}".as_bytes(),
+            br#"{"metadata":{"labels":{"a":"b"},"name":"after-labels"}}"#,
+        ];
+        for bytes in objects {
+            let checked = Meta::parse_checked(bytes).unwrap();
+            assert_eq!(
+                checked,
+                Meta::parse(bytes).unwrap(),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+            if !bytes.contains(&b'\\') {
+                assert!(matches!(checked.name, Cow::Borrowed(_)));
+            }
+        }
     }
 
     #[test]

@@ -238,7 +238,16 @@ struct ListSkeleton<'a> {
     #[serde(borrow, default, rename = "apiVersion")]
     api_version: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
-    metadata: Meta<'a>,
+    metadata: ListMeta<'a>,
+}
+
+/// A list's metadata.
+#[derive(Default, serde::Deserialize)]
+struct ListMeta<'a> {
+    #[serde(borrow, default, rename = "resourceVersion")]
+    resource_version: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default, rename = "continue")]
+    continue_token: std::borrow::Cow<'a, str>,
 }
 
 /// The client's body for a watch response.

@@ -223,3 +223,49 @@ fn a_field_is_found_without_reading_what_follows_it() {
     assert_eq!(field_range(b"{}", "metadata"), None);
     assert_eq!(field_range(b"[1]", "metadata"), None);
 }
+
+#[test]
+fn several_fields_are_found_in_one_scan() {
+    let bytes =
+        br#" { "name" : "n", "s": "}\"{", "n\u0061mespace": "ns", "x": {"name": 1}, "uid": [] } "#;
+    let [name, namespace, version, uid] =
+        field_ranges(bytes, &[], ["name", "namespace", "resourceVersion", "uid"]).unwrap();
+    assert_eq!(text(bytes, name.unwrap()), r#""n""#);
+    assert_eq!(text(bytes, namespace.unwrap()), r#""ns""#, "an escaped key");
+    assert_eq!(version, None);
+    assert_eq!(text(bytes, uid.unwrap()), "[]");
+    assert_eq!(field_ranges(b"{}", &[], ["name"]), Some([None]));
+    assert_eq!(
+        field_ranges(br#"{"name": "a", "name": "b"}"#, &[], ["name", "namespace"]),
+        None,
+        "a wanted key given twice"
+    );
+    assert!(field_ranges(br#"{"uid": 1, "uid": 2}"#, &[], ["name"]).is_some());
+    assert_eq!(field_ranges(b"[1]", &[], ["name"]), None);
+    assert_eq!(
+        field_ranges(br#"{"name": "a", "uid": "#, &[], ["name", "namespace"]),
+        None,
+        "cut short"
+    );
+    let found_first = br#"{"name": "a", "namespace": "b", "name": "c", "rest": "#;
+    let [name, namespace] = field_ranges(found_first, &[], ["name", "namespace"]).unwrap();
+    assert_eq!(
+        text(found_first, name.unwrap()),
+        r#""a""#,
+        "nothing after the last is read"
+    );
+    assert_eq!(text(found_first, namespace.unwrap()), r#""b""#);
+    let nested = br#"{"kind": "A", "metadata": {"uid": "u", "name": "m"}, "name": "top", "x": 1}"#;
+    let [name] = field_ranges(nested, &["metadata"], ["name"]).unwrap();
+    assert_eq!(text(nested, name.unwrap()), r#""m""#);
+    assert_eq!(
+        field_ranges(nested, &["spec"], ["name"]),
+        Some([None]),
+        "nothing there"
+    );
+    assert_eq!(
+        field_ranges(nested, &["kind"], ["name"]),
+        None,
+        "not an object"
+    );
+}
