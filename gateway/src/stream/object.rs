@@ -33,18 +33,6 @@ struct Head<'a> {
     metadata: Meta<'a>,
 }
 
-#[derive(Deserialize)]
-struct LabelsHead<'a> {
-    #[serde(borrow, default)]
-    metadata: LabelsOnly<'a>,
-}
-
-#[derive(Default, Deserialize)]
-struct LabelsOnly<'a> {
-    #[serde(borrow, default)]
-    labels: Labels<'a>,
-}
-
 /// The fields of `metadata` that [`Meta`] holds, in its order.
 const FIELDS: [&str; 3] = ["name", "namespace", "resourceVersion"];
 
@@ -99,11 +87,16 @@ fn string(text: &[u8]) -> Result<Cow<'_, str>, FrameError> {
     }
 }
 
-/// Reads an object's `metadata.labels`.
+/// Reads the `metadata.labels` of an object already checked to be JSON (one the cache
+/// stored): the scan [`Meta::parse_checked`] uses finds them, and only they are parsed.
 pub fn labels(bytes: &[u8]) -> Result<Labels<'_>, FrameError> {
-    serde_json::from_slice::<LabelsHead>(bytes)
-        .map(|head| head.metadata.labels)
-        .map_err(|_| FrameError::BadObject)
+    match Object::field_ranges(bytes, &["metadata"], ["labels"]) {
+        Some([Some(range)]) => {
+            serde_json::from_slice(&bytes[range]).map_err(|_| FrameError::BadObject)
+        }
+        Some([None]) => Ok(Labels::new()),
+        None => Err(FrameError::BadObject),
+    }
 }
 
 /// Compares two resourceVersions: they are opaque strings to clients, but kube-apiserver
