@@ -124,9 +124,19 @@ fn get_object(
         }
     };
     let object = object.ok_or_else(|| format!("{component} has no cached {resource} {name}"))?;
-    let value: serde_json::Value = serde_json::from_slice(&object)
-        .map_err(|e| format!("the cached object is not JSON: {e}"))?;
-    serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+    pretty(&object)
+}
+
+/// A stored object indented for reading, its fields in the order they were stored (the
+/// upstream's), not sorted as a parse into a map would sort them.
+fn pretty(object: &[u8]) -> Result<String, String> {
+    let not_json = |e: serde_json::Error| format!("the cached object is not JSON: {e}");
+    let mut out = Vec::with_capacity(object.len() * 2);
+    let mut reader = serde_json::Deserializer::from_slice(object);
+    serde_transcode::transcode(&mut reader, &mut serde_json::Serializer::pretty(&mut out))
+        .map_err(not_json)?;
+    reader.end().map_err(not_json)?;
+    String::from_utf8(out).map_err(|e| e.to_string())
 }
 
 fn open_store(args: &RunArgs) -> Result<RedbStore, String> {
@@ -234,4 +244,40 @@ fn table(sets: &[SetSummary]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pretty;
+
+    #[test]
+    fn a_cached_object_is_printed_in_its_stored_order() {
+        let stored = br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"b","namespace":"a"},"data":{"z":"1","a":"\u00e9\n"},"list":[],"n":-1.5}"#;
+        let printed = pretty(stored).unwrap();
+        let at = |text: &str| {
+            printed
+                .find(text)
+                .unwrap_or_else(|| panic!("{text} in {printed}"))
+        };
+        assert!(at("\"kind\"") < at("\"apiVersion\"") && at("\"apiVersion\"") < at("\"metadata\""));
+        assert!(at("\"name\"") < at("\"namespace\"") && at("\"z\"") < at("\"a\": "));
+        assert!(
+            printed.contains("\n  \"metadata\": {\n    \"name\": \"b\","),
+            "{printed}"
+        );
+        let again: serde_json::Value = serde_json::from_str(&printed).unwrap();
+        let stored: serde_json::Value = serde_json::from_slice(stored).unwrap();
+        assert_eq!(again, stored);
+    }
+
+    #[test]
+    fn a_cached_object_that_is_not_json_is_an_error() {
+        for bad in [&b"{\"a\":"[..], b"{\"a\":1} trailing", b"\xff"] {
+            let error = pretty(bad).unwrap_err();
+            assert!(
+                error.starts_with("the cached object is not JSON"),
+                "{error}"
+            );
+        }
+    }
 }
