@@ -73,6 +73,10 @@ pub enum FilterCommand {
     /// Runs a filter on one object, or a `…List` of them, read as JSON from stdin, and
     /// prints the decisions and the output.
     Test(FilterTestArgs),
+    /// Measures what a filter costs per object on objects read as JSON from stdin (one
+    /// object, or a `…List`), through the gateway's filter host: batched as a list is
+    /// filtered, and one call per object as a watch's events are.
+    Bench(FilterBenchArgs),
     /// Compiles a filter component into the compiled-code store, so that a gateway using
     /// that store maps it without compiling (the gateway runs this in a child process for
     /// every new filter; operators may run it when building a node image).
@@ -82,6 +86,18 @@ pub enum FilterCommand {
     /// reason). The gateway runs this in a child process for every config it loads.
     #[command(hide = true)]
     CheckConfig,
+}
+
+/// `edgegate filter bench`.
+#[derive(Debug, Args)]
+pub struct FilterBenchArgs {
+    /// The filter and the request, as for `edgegate filter test`.
+    #[command(flatten)]
+    pub request: FilterTestArgs,
+
+    /// How long to measure each way of calling, in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
 }
 
 /// `edgegate filter compile`.
@@ -328,10 +344,7 @@ mod tests {
     fn filter_tools_are_subcommands_and_the_gateway_the_default() {
         let cli = Cli::try_parse_from(["edgegate", "--proxy-port", "1"]).unwrap();
         assert!(cli.command.is_none());
-        let cli = Cli::try_parse_from([
-            "edgegate",
-            "filter",
-            "test",
+        let request = [
             "f.wasm",
             "--component",
             "kubelet",
@@ -339,20 +352,31 @@ mod tests {
             "services",
             "--verb",
             "list",
-            "--version",
-            "v1",
-            "--node-pool",
-            "p",
-        ])
-        .unwrap();
-        let Some(Command::Filter(FilterCommand::Test(args))) = cli.command else {
-            panic!("not filter test: {:?}", cli.command);
+        ];
+        let tool = |name: &str, extra: &[&str]| {
+            let head = ["edgegate", "filter", name];
+            let args = head.iter().chain(&request).chain(extra);
+            Cli::try_parse_from(args).unwrap().command
+        };
+        let Some(Command::Filter(FilterCommand::Test(args))) =
+            tool("test", &["--version", "v1", "--node-pool", "p"])
+        else {
+            panic!("not filter test");
         };
         assert_eq!(
             (args.resource.as_str(), args.group.as_str()),
             ("services", "")
         );
         assert_eq!(args.node_pool.as_deref(), Some("p"));
+        let Some(Command::Filter(FilterCommand::Bench(args))) =
+            tool("bench", &["--seconds", "0.5"])
+        else {
+            panic!("not filter bench");
+        };
+        assert_eq!(
+            (args.request.component.as_str(), args.seconds),
+            ("kubelet", 0.5)
+        );
         let cli = Cli::try_parse_from([
             "edgegate", "filter", "check", "f.wasm", "--config", "f.toml",
         ]);

@@ -59,7 +59,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use author::{TestRequest, check, test};
+pub use author::{TestRequest, bench, check, test};
 pub use chain::{Generation, NodeFacts};
 pub use child::{check_config, compile_into_cache};
 pub use edgegate_filter_sdk::LabelSelector;

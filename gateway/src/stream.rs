@@ -17,7 +17,7 @@ use thiserror::Error;
 
 pub use list::{ListFrame, ListFramer};
 pub use object::{Labels, Meta, compare_versions, labels};
-pub use pipeline::{Pipeline, Stop, StopSignal, list, until, watch};
+pub use pipeline::{BATCH, Pipeline, Stop, StopSignal, list, until, watch};
 pub use sink::{ListEnd, Sink};
 pub use transform::{Transform, TransformError, Verdict};
 pub use visibility::Visibility;

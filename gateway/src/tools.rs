@@ -1,5 +1,5 @@
 //! The command-line tools that run instead of the gateway: `edgegate filter
-//! check|test|compile` for filter authors, `compile` and `check-config` for the gateway's own
+//! check|test|bench|compile` for filter authors, `compile` and `check-config` for the gateway's own
 //! child processes, `edgegate cache ls|get` for operators.
 
 use std::io::Write;
@@ -7,33 +7,21 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cache::{self, RedbStore, SetSummary};
-use crate::cli::{CacheCommand, FilterCommand, FilterCompileArgs, RunArgs};
+use crate::cli::{CacheCommand, FilterCommand, FilterCompileArgs, FilterTestArgs, RunArgs};
 use crate::filter;
 
-/// Runs `edgegate filter check|test|compile|check-config`: the result on stdout, errors on
+/// Runs `edgegate filter check|test|bench|compile|check-config`: the result on stdout, errors on
 /// stderr.
 pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
     let result = match command {
         FilterCommand::Compile(args) => compile(&args, run),
         FilterCommand::CheckConfig => stdin().and_then(|input| filter::check_config(&input)),
         FilterCommand::Check(args) => filter::check(&args.wasm, args.config.as_deref()),
-        FilterCommand::Test(args) => stdin().and_then(|input| {
-            filter::test(
-                &filter::TestRequest {
-                    wasm: args.wasm,
-                    options: args.config,
-                    component: args.component,
-                    verb: args.verb,
-                    group: args.group,
-                    version: args.version,
-                    resource: args.resource,
-                    namespace: args.namespace,
-                    node_name: args.node_name,
-                    node_pool: args.node_pool,
-                },
-                &input,
-            )
-        }),
+        FilterCommand::Test(args) => {
+            stdin().and_then(|input| filter::test(&test_request(args), &input))
+        }
+        FilterCommand::Bench(args) => stdin()
+            .and_then(|input| filter::bench(&test_request(args.request), &input, args.seconds)),
     };
     match result {
         Ok(text) => {
@@ -45,6 +33,22 @@ pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
             eprintln!("edgegate filter: {}", crate::error_chain(&error));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The request `edgegate filter test` and `bench` simulate, from their arguments.
+fn test_request(args: FilterTestArgs) -> filter::TestRequest {
+    filter::TestRequest {
+        wasm: args.wasm,
+        options: args.config,
+        component: args.component,
+        verb: args.verb,
+        group: args.group,
+        version: args.version,
+        resource: args.resource,
+        namespace: args.namespace,
+        node_name: args.node_name,
+        node_pool: args.node_pool,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Tools for filter authors: `edgegate filter check` loads a component as the gateway
 //! would and prints its manifest and settings; `edgegate filter test` runs it on one object
-//! or a list read from stdin and prints the decisions and the result.
+//! or a list read from stdin and prints the decisions and the result; `edgegate filter
+//! bench` measures what it costs per object ([`bench`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,9 +13,14 @@ use serde_json::{Value, json};
 use super::chain::Generation;
 use super::loaded::LoadedFilter;
 use super::loader::load_one;
+use super::session::Session;
 use super::{FilterError, NoLookup};
 use crate::request::{RequestInfo, Verb as RequestVerb};
-use crate::stream::{Transform, Verdict};
+use crate::stream::{Transform, TransformError, Verdict};
+
+mod bench;
+
+pub use bench::bench;
 
 /// The request `edgegate filter test` simulates.
 #[derive(Clone, Debug)]
@@ -72,39 +78,10 @@ pub fn check(wasm: &Path, options: Option<&Path>) -> Result<String, FilterError>
 
 /// Runs a component on one object or a `…List` (JSON in `input`) and describes the result.
 pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> {
-    let verb = Verb::parse(&request.verb).ok_or_else(|| {
-        let known: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
-        FilterError::Input(format!(
-            "unknown verb {:?}; one of {}",
-            request.verb,
-            known.join(", ")
-        ))
-    })?;
+    let verb = parse_verb(&request.verb)?;
     let input: Value = serde_json::from_slice(input)
         .map_err(|e| FilterError::Input(format!("stdin is not JSON: {e}")))?;
-    let source = read_source(&request.wasm, request.options.as_deref())?;
-    let name = source.name.clone();
-    let generation = Generation::single(
-        &source.name,
-        &source.wasm,
-        source.toml.as_deref(),
-        super::NodeFacts::new(request.node_name.clone(), request.node_pool.clone()),
-        Arc::new(NoLookup),
-        None,
-    )?;
-    let info = request_info(request, verb);
-    let Some(mut session) = generation.session(&info, &request.component) else {
-        return Err(FilterError::Input(format!(
-            "filter {name} does not apply to {} {} of {}/{} from {:?}: check its matches and components with `edgegate filter check`",
-            request.verb, request.resource, request.group, request.version, request.component
-        )));
-    };
-    let failed = |e: crate::stream::TransformError| {
-        FilterError::Input(format!(
-            "the response would fail (on-error = \"fail\"): {}",
-            e.message
-        ))
-    };
+    let mut session = open(request, verb)?;
     let list_items = match (&input["kind"], &input["items"]) {
         (Value::String(kind), Value::Array(items)) if kind.ends_with("List") => Some(items.clone()),
         _ => None,
@@ -128,6 +105,44 @@ pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> 
     output["items"] = Value::Array(kept);
     let decisions: Vec<&str> = verdicts.iter().map(kind_of).collect();
     Ok(pretty(&json!({"decisions": decisions, "output": output})))
+}
+
+fn parse_verb(verb: &str) -> Result<Verb, FilterError> {
+    Verb::parse(verb).ok_or_else(|| {
+        let known: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
+        FilterError::Input(format!(
+            "unknown verb {verb:?}; one of {}",
+            known.join(", ")
+        ))
+    })
+}
+
+/// The component loaded alone, and the session the gateway would open of it for `request`.
+fn open(request: &TestRequest, verb: Verb) -> Result<Session, FilterError> {
+    let source = read_source(&request.wasm, request.options.as_deref())?;
+    let generation = Generation::single(
+        &source.name,
+        &source.wasm,
+        source.toml.as_deref(),
+        super::NodeFacts::new(request.node_name.clone(), request.node_pool.clone()),
+        Arc::new(NoLookup),
+        None,
+    )?;
+    let info = request_info(request, verb);
+    generation.session(&info, &request.component).ok_or_else(|| {
+        FilterError::Input(format!(
+            "filter {} does not apply to {} {} of {}/{} from {:?}: check its matches and components with `edgegate filter check`",
+            source.name, request.verb, request.resource, request.group, request.version, request.component
+        ))
+    })
+}
+
+/// A filter's failure under `on-error = "fail"`, as the author is told it.
+fn failed(error: TransformError) -> FilterError {
+    FilterError::Input(format!(
+        "the response would fail (on-error = \"fail\"): {}",
+        error.message
+    ))
 }
 
 /// A filter's name (its file stem), its bytes and its `NAME.toml` text, read from disk.

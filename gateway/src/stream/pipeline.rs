@@ -21,7 +21,7 @@ use crate::BoxError;
 
 /// List items (or watch events already read) handed to the transform at once: enough to
 /// amortise a call into a filter, few enough that no list is held whole.
-const BATCH: usize = 64;
+pub const BATCH: usize = 64;
 
 /// Why an open watch is ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,9 +1,9 @@
-//! `edgegate filter check` and `edgegate filter test`.
+//! `edgegate filter check`, `edgegate filter test` and `edgegate filter bench`.
 
 use serde_json::{Value, json};
 
 use super::support::{filters_dir, temp_dir};
-use crate::filter::{FilterError, TestRequest, check, test};
+use crate::filter::{FilterError, TestRequest, bench, check, test};
 
 fn request(wasm: &str, verb: &str, resource: &str) -> TestRequest {
     TestRequest {
@@ -103,4 +103,68 @@ fn test_explains_bad_input() {
     .unwrap_err();
     assert!(error.to_string().contains("would fail"), "{error}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// nodestamp's `edgegate filter bench` report on `input`, for pods.
+fn benched(verb: &str, input: &Value, seconds: f64) -> Value {
+    let report = bench(
+        &request("nodestamp", verb, "pods"),
+        input.to_string().as_bytes(),
+        seconds,
+    );
+    serde_json::from_str(&report.unwrap()).unwrap()
+}
+
+#[test]
+fn bench_times_each_object_and_says_what_was_decided() {
+    let pod = json!({"kind": "Pod", "metadata": {"name": "p"}});
+    let stamped = json!({"kind": "Pod", "metadata": {"name": "q", "annotations": {"edgegate.io/node": "n1"}}});
+    let list = json!({"kind": "PodList", "items": [pod, stamped, pod]});
+    let out = benched("list", &list, 0.05);
+    assert_eq!(out["objects"], 3);
+    assert_eq!(
+        out["decisions"],
+        json!({"keep": 1, "replace": 2, "drop": 0})
+    );
+    assert_eq!(out["batched"]["objectsPerCall"], 3);
+    // Whole passes only: one call per pass batched, one per object singly.
+    let calls = |way: &str| out[way]["calls"].as_u64().unwrap();
+    assert!(calls("batched") >= 1 && calls("single") >= 3, "{out}");
+    assert_eq!(calls("single") % 3, 0, "{out}");
+    for way in ["batched", "single"] {
+        assert!(out[way]["usPerObject"].as_f64().unwrap() > 0.0, "{out}");
+    }
+
+    // One object is the whole of stdin.
+    let out = benched("get", &stamped, 0.01);
+    assert_eq!(
+        (&out["objects"], &out["decisions"]["keep"]),
+        (&json!(1), &json!(1))
+    );
+}
+
+#[test]
+fn bench_explains_bad_input() {
+    let list = |items: &str| format!(r#"{{"kind": "PodList", "items": {items}}}"#);
+    let cases = [
+        ("list", list(r#"[{"metadata": {}}]"#), 0.0, "--seconds"),
+        ("list", list(r#"[{"metadata": {}}]"#), f64::NAN, "--seconds"),
+        ("list", list("[]"), 0.01, "no items"),
+        ("list", list("{}"), 0.01, "not an array"),
+        ("list", "[1, 2]".to_owned(), 0.01, "not a JSON object"),
+        ("list", "{not json".to_owned(), 0.01, "not a JSON object"),
+        ("explode", list("[]"), 0.01, "unknown verb"),
+    ];
+    for (verb, input, seconds, wanted) in cases {
+        let error = bench(
+            &request("nodestamp", verb, "pods"),
+            input.as_bytes(),
+            seconds,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains(wanted), "{input} {seconds}: {error}");
+    }
+    let error = bench(&request("nodestamp", "get", "secrets"), b"{}", 0.01).unwrap_err();
+    assert!(error.to_string().contains("does not apply"), "{error}");
 }

@@ -1,0 +1,160 @@
+//! `edgegate filter bench`: what a filter costs per object, measured through the gateway's
+//! own filter host (the call, the copies in and out, the check of every replacement) on the
+//! objects an author gives it, exactly as they are written: batched as the gateway filters
+//! a list, and one call per object as it filters a watch's events one by one.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{TestRequest, failed, kind_of, open, parse_verb};
+use crate::filter::FilterError;
+use crate::stream::{BATCH, Transform};
+
+/// The longest a bench may be asked to measure each way of calling, in seconds.
+const MAX_SECONDS: f64 = 600.0;
+
+/// Stdin: one object, or a `…List` whose items are measured.
+#[derive(Deserialize)]
+struct Input<'a> {
+    #[serde(default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    items: Option<&'a RawValue>,
+}
+
+/// Runs a component on the objects of `input` (one object, or a `…List`'s items) over and
+/// over for about `seconds` each way of calling, and reports the time per object with the
+/// decisions taken. One session serves every call, as one serves a watch; the first pass is
+/// not timed (it makes the instance and grows its memory).
+pub fn bench(request: &TestRequest, input: &[u8], seconds: f64) -> Result<String, FilterError> {
+    if !(seconds > 0.0 && seconds <= MAX_SECONDS) {
+        return Err(FilterError::Input(format!(
+            "--seconds must be above 0 and at most {MAX_SECONDS}, not {seconds}"
+        )));
+    }
+    let verb = parse_verb(&request.verb)?;
+    let objects = objects(input)?;
+    let mut session = open(request, verb)?;
+    let budget = Duration::from_secs_f64(seconds);
+
+    let verdicts = batched(&mut session, &objects)?;
+    let count = |kind: &str| verdicts.iter().filter(|v| kind_of(v) == kind).count();
+    let decisions = Decisions {
+        keep: count("keep"),
+        replace: count("replace"),
+        drop: count("drop"),
+    };
+    let calls_per_pass = objects.len().div_ceil(BATCH);
+    let batch = timed(budget, objects.len(), calls_per_pass, || {
+        batched(&mut session, &objects).map(drop)
+    })?;
+    let mut single_pass = || {
+        objects
+            .iter()
+            .try_for_each(|object| session.apply(object).map(drop).map_err(failed))
+    };
+    single_pass()?;
+    let single = timed(budget, objects.len(), objects.len(), single_pass)?;
+    let report = Report {
+        objects: objects.len(),
+        decisions,
+        batched: Way {
+            objects_per_call: Some(BATCH.min(objects.len())),
+            ..batch
+        },
+        single,
+    };
+    // Serialising plain numbers cannot fail.
+    Ok(serde_json::to_string_pretty(&report).unwrap_or_default())
+}
+
+/// What `edgegate filter bench` prints.
+#[derive(Serialize)]
+struct Report {
+    objects: usize,
+    decisions: Decisions,
+    batched: Way,
+    single: Way,
+}
+
+/// How many objects the filter kept, replaced and dropped.
+#[derive(Serialize)]
+struct Decisions {
+    keep: usize,
+    replace: usize,
+    drop: usize,
+}
+
+/// The figures of one way of calling.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Way {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    objects_per_call: Option<usize>,
+    calls: u64,
+    us_per_object: f64,
+}
+
+/// The objects to measure, each as its bytes in `input`.
+fn objects(input: &[u8]) -> Result<Vec<Bytes>, FilterError> {
+    let not_json =
+        |e: serde_json::Error| FilterError::Input(format!("stdin is not a JSON object: {e}"));
+    let whole: &RawValue = serde_json::from_slice(input).map_err(not_json)?;
+    let head: Input<'_> = serde_json::from_str(whole.get()).map_err(not_json)?;
+    let objects: Vec<Bytes> = match (head.kind, head.items) {
+        (Some(kind), Some(items)) if kind.ends_with("List") => {
+            let items: Vec<&RawValue> = serde_json::from_str(items.get()).map_err(|e| {
+                FilterError::Input(format!("the {kind}'s items are not an array: {e}"))
+            })?;
+            items
+                .iter()
+                .map(|item| Bytes::copy_from_slice(item.get().as_bytes()))
+                .collect()
+        }
+        _ => vec![Bytes::copy_from_slice(whole.get().as_bytes())],
+    };
+    if objects.is_empty() {
+        return Err(FilterError::Input(
+            "the list has no items to measure".into(),
+        ));
+    }
+    Ok(objects)
+}
+
+/// One pass over `objects`, [`BATCH`] per call, as the gateway filters a list.
+fn batched(
+    session: &mut impl Transform,
+    objects: &[Bytes],
+) -> Result<Vec<crate::stream::Verdict>, FilterError> {
+    let mut verdicts = Vec::with_capacity(objects.len());
+    for chunk in objects.chunks(BATCH) {
+        verdicts.extend(session.apply_batch(chunk).map_err(failed)?);
+    }
+    Ok(verdicts)
+}
+
+/// Runs `pass` (over `objects` objects, in `calls` calls) until `budget` has passed.
+fn timed(
+    budget: Duration,
+    objects: usize,
+    calls: usize,
+    mut pass: impl FnMut() -> Result<(), FilterError>,
+) -> Result<Way, FilterError> {
+    let start = Instant::now();
+    let mut passes = 0u64;
+    while passes == 0 || start.elapsed() < budget {
+        pass()?;
+        passes += 1;
+    }
+    let elapsed = start.elapsed();
+    let per_object_us = elapsed.as_secs_f64() * 1e6 / (passes as f64 * objects as f64);
+    Ok(Way {
+        objects_per_call: None,
+        calls: passes * calls as u64,
+        us_per_object: (per_object_us * 1000.0).round() / 1000.0,
+    })
+}
