@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use super::{TestRequest, failed, kind_of, open, parse_verb};
 use crate::filter::FilterError;
-use crate::stream::{BATCH, Transform};
+use crate::stream::{BATCH, Transform, Verdict};
 
 /// The longest a bench may be asked to measure each way of calling, in seconds.
 const MAX_SECONDS: f64 = 600.0;
@@ -101,10 +101,8 @@ struct Way {
 
 /// The objects to measure, each as its bytes in `input`.
 fn objects(input: &[u8]) -> Result<Vec<Bytes>, FilterError> {
-    let not_json =
-        |e: serde_json::Error| FilterError::Input(format!("stdin is not a JSON object: {e}"));
-    let whole: &RawValue = serde_json::from_slice(input).map_err(not_json)?;
-    let head: Input<'_> = serde_json::from_str(whole.get()).map_err(not_json)?;
+    let head: Input<'_> = serde_json::from_slice(input)
+        .map_err(|e| FilterError::Input(format!("stdin is not a JSON object: {e}")))?;
     let objects: Vec<Bytes> = match (head.kind, head.items) {
         (Some(kind), Some(items)) if kind.ends_with("List") => {
             let items: Vec<&RawValue> = serde_json::from_str(items.get()).map_err(|e| {
@@ -115,7 +113,8 @@ fn objects(input: &[u8]) -> Result<Vec<Bytes>, FilterError> {
                 .map(|item| Bytes::copy_from_slice(item.get().as_bytes()))
                 .collect()
         }
-        _ => vec![Bytes::copy_from_slice(whole.get().as_bytes())],
+        // Read as an object above, so only JSON whitespace surrounds it.
+        _ => vec![Bytes::copy_from_slice(input.trim_ascii())],
     };
     if objects.is_empty() {
         return Err(FilterError::Input(
@@ -126,10 +125,7 @@ fn objects(input: &[u8]) -> Result<Vec<Bytes>, FilterError> {
 }
 
 /// One pass over `objects`, [`BATCH`] per call, as the gateway filters a list.
-fn batched(
-    session: &mut impl Transform,
-    objects: &[Bytes],
-) -> Result<Vec<crate::stream::Verdict>, FilterError> {
+fn batched(session: &mut impl Transform, objects: &[Bytes]) -> Result<Vec<Verdict>, FilterError> {
     let mut verdicts = Vec::with_capacity(objects.len());
     for chunk in objects.chunks(BATCH) {
         verdicts.extend(session.apply_batch(chunk).map_err(failed)?);
