@@ -182,13 +182,24 @@ fn ask_hub(url: &str) -> Result<Option<bytes::Bytes>, String> {
             .to_bytes();
         match status.as_u16() {
             200 => Ok(Some(body)),
-            404 => Err(String::from_utf8_lossy(&body).into_owned()),
+            404 => Err(status_message(&body)),
             code => Err(format!(
                 "the hub answered {code}: {}",
                 String::from_utf8_lossy(&body)
             )),
         }
     })
+}
+
+/// The `message` of the Kubernetes `Status` the hub answered with, else its body as text.
+fn status_message(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Status {
+        message: String,
+    }
+    serde_json::from_slice::<Status>(body)
+        .map(|status| status.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned())
 }
 
 /// The sets as an aligned table.
@@ -252,7 +263,7 @@ fn table(sets: &[SetSummary]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::pretty;
+    use super::{pretty, status_message};
 
     #[test]
     fn a_cached_object_is_printed_in_its_stored_order() {
@@ -283,5 +294,15 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn the_hub_s_refusal_is_told_by_its_message() {
+        let status = br#"{"apiVersion":"v1","code":404,"kind":"Status","message":"kube-proxy has no cached services a/b","reason":"NotFound","status":"Failure"}"#;
+        assert_eq!(
+            status_message(status),
+            "kube-proxy has no cached services a/b"
+        );
+        assert_eq!(status_message(b"404 page not found"), "404 page not found");
     }
 }
