@@ -27,7 +27,7 @@
 //! - `schema`: config validation against the manifest's JSON Schema.
 //! - `dir`: reading and hashing the directory. `reload`: watching it, swapping generations.
 //! - `describe`: the live chain as JSON. `metrics`: per-filter metrics.
-//! - `author`: `edgegate filter check` and `edgegate filter test`.
+//! - `author`: `edgegate filter check`, `test` and `bench`.
 
 mod author;
 mod bindings;

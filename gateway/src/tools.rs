@@ -132,15 +132,9 @@ fn get_object(
 }
 
 /// A stored object indented for reading, its fields in the order they were stored (the
-/// upstream's), not sorted as a parse into a map would sort them.
+/// upstream's).
 fn pretty(object: &[u8]) -> Result<String, String> {
-    let not_json = |e: serde_json::Error| format!("the cached object is not JSON: {e}");
-    let mut out = Vec::with_capacity(object.len() * 2);
-    let mut reader = serde_json::Deserializer::from_slice(object);
-    serde_transcode::transcode(&mut reader, &mut serde_json::Serializer::pretty(&mut out))
-        .map_err(not_json)?;
-    reader.end().map_err(not_json)?;
-    String::from_utf8(out).map_err(|e| e.to_string())
+    crate::indent_json(object).map_err(|e| format!("the cached object is not JSON: {e}"))
 }
 
 fn open_store(args: &RunArgs) -> Result<RedbStore, String> {

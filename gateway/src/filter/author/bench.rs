@@ -3,28 +3,18 @@
 //! objects an author gives it, exactly as they are written: batched as the gateway filters
 //! a list, and one call per object as it filters a watch's events one by one.
 
-use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
+use serde::Serialize;
 
+use super::input::Input;
 use super::{TestRequest, failed, kind_of, open, parse_verb};
 use crate::filter::FilterError;
 use crate::stream::{BATCH, Transform, Verdict};
 
 /// The longest a bench may be asked to measure each way of calling, in seconds.
 const MAX_SECONDS: f64 = 600.0;
-
-/// Stdin: one object, or a `…List` whose items are measured.
-#[derive(Deserialize)]
-struct Input<'a> {
-    #[serde(default, borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    items: Option<&'a RawValue>,
-}
 
 /// Runs a component on the objects of `input` (one object, or a `…List`'s items) over and
 /// over for about `seconds` each way of calling, and reports the time per object with the
@@ -101,21 +91,11 @@ struct Way {
 
 /// The objects to measure, each as its bytes in `input`.
 fn objects(input: &[u8]) -> Result<Vec<Bytes>, FilterError> {
-    let head: Input<'_> = serde_json::from_slice(input)
-        .map_err(|e| FilterError::Input(format!("stdin is not a JSON object: {e}")))?;
-    let objects: Vec<Bytes> = match (head.kind, head.items) {
-        (Some(kind), Some(items)) if kind.ends_with("List") => {
-            let items: Vec<&RawValue> = serde_json::from_str(items.get()).map_err(|e| {
-                FilterError::Input(format!("the {kind}'s items are not an array: {e}"))
-            })?;
-            items
-                .iter()
-                .map(|item| Bytes::copy_from_slice(item.get().as_bytes()))
-                .collect()
-        }
-        // Read as an object above, so only JSON whitespace surrounds it.
-        _ => vec![Bytes::copy_from_slice(input.trim_ascii())],
-    };
+    let objects: Vec<Bytes> = Input::read(input)?
+        .objects()
+        .iter()
+        .map(|object| Bytes::copy_from_slice(object.get().as_bytes()))
+        .collect();
     if objects.is_empty() {
         return Err(FilterError::Input(
             "the list has no items to measure".into(),

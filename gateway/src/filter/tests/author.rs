@@ -82,13 +82,58 @@ fn test_runs_an_object_or_a_list() {
     assert_eq!(out["output"]["items"].as_array().unwrap().len(), 2);
 }
 
+/// Where each of `keys` is in `text`, in order.
+fn positions(text: &str, keys: &[&str]) -> Vec<usize> {
+    keys.iter()
+        .map(|key| text.find(&format!("\"{key}\"")).expect(key))
+        .collect()
+}
+
+#[test]
+fn test_keeps_the_order_of_fields_as_written() {
+    let stamped = r#"{"metadata": {"name": "q", "annotations": {"edgegate.io/node": "n1"}}, "kind": "Pod", "apiVersion": "v1"}"#;
+    let out = test(&request("nodestamp", "get", "pods"), stamped.as_bytes()).unwrap();
+    let order = positions(
+        &out,
+        &["decision", "output", "metadata", "kind", "apiVersion"],
+    );
+    assert!(order.is_sorted(), "{out}");
+
+    let pod = r#"{"spec": {"z": 1, "a": 2}, "metadata": {"name": "p"}, "kind": "Pod"}"#;
+    let list = format!(
+        r#"{{"metadata": {{"resourceVersion": "7"}}, "kind": "PodList", "items": [{pod}, {stamped}], "apiVersion": "v1"}}"#
+    );
+    let out = test(&request("nodestamp", "list", "pods"), list.as_bytes()).unwrap();
+    let (decisions, output) = out.split_once("\"output\"").unwrap();
+    assert!(decisions.contains("\"decisions\""), "{out}");
+    let keys = [
+        "resourceVersion",
+        "PodList",
+        "items",
+        "spec",
+        "z",
+        "a",
+        "edgegate.io/node",
+        "apiVersion",
+    ];
+    assert!(positions(output, &keys).is_sorted(), "{out}");
+    let parsed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(parsed["decisions"], json!(["replace", "keep"]));
+    assert_eq!(
+        parsed["output"]["items"][1],
+        serde_json::from_str::<Value>(stamped).unwrap()
+    );
+}
+
 #[test]
 fn test_explains_bad_input() {
     let input = br#"{"kind": "Pod"}"#;
     let error = test(&request("nodestamp", "explode", "pods"), input).unwrap_err();
     assert!(error.to_string().contains("unknown verb"), "{error}");
     let error = test(&request("nodestamp", "get", "pods"), b"{not json").unwrap_err();
-    assert!(error.to_string().contains("not JSON"), "{error}");
+    assert!(error.to_string().contains("not a JSON object"), "{error}");
+    let error = test(&request("nodestamp", "get", "pods"), b"[1]").unwrap_err();
+    assert!(error.to_string().contains("not a JSON object"), "{error}");
     let error = test(&request("nodestamp", "get", "secrets"), input).unwrap_err();
     assert!(error.to_string().contains("does not apply"), "{error}");
     let mut fail = request("trapper", "get", "configmaps");
