@@ -120,6 +120,11 @@ impl Fields {
                 true
             }
             [key, rest @ ..] => {
+                self.complete(bytes);
+                let found = self.fields.iter().find(|field| field.key == *key);
+                if found.is_some_and(|field| !field.node.can_set(field.source(bytes), rest)) {
+                    return false;
+                }
                 let index = self.index_or_add(bytes, key);
                 self.fields[index].reach().set(bytes, rest, value)
             }

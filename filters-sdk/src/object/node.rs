@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::item::{Item, position_in_text, position_in_value};
 use super::split;
-use super::value::{collect_strings, encode, set_value, walk, walk_mut};
+use super::value::{can_set_value, collect_strings, encode, set_value, walk, walk_mut};
 
 /// One entry of an object: its key and its value.
 pub(super) type Entry = (Key, Node);
@@ -195,6 +195,20 @@ impl Node {
         }
     }
 
+    /// Whether [`Node::set`] would set the value below this one at `keys`: no scalar on the
+    /// way, no array index past its end. Splits as a read does, and changes nothing.
+    pub(super) fn can_set(&self, bytes: &[u8], keys: &[&str]) -> bool {
+        let Some((key, rest)) = keys.split_first() else {
+            return false;
+        };
+        match self.step(bytes, key) {
+            Step::Part(index) => rest.is_empty() || self.part(index).can_set(bytes, rest),
+            // An object gains the entry, and the objects below it; an array does not grow.
+            Step::Missing => matches!(self.parts.get(), Some(Parts::Entries(_))),
+            Step::Value => can_set_value(self.value(bytes), keys),
+        }
+    }
+
     /// Sets the value below this one at `keys` (at least one key), splitting the objects on
     /// the way as [`Node::get_mut`] does and adding missing ones; false, changing nothing,
     /// when the path runs through a scalar or past an array's end.
@@ -202,6 +216,9 @@ impl Node {
         let Some((key, rest)) = keys.split_first() else {
             return false;
         };
+        if !self.can_set(bytes, keys) {
+            return false;
+        }
         self.edited = true;
         match self.step(bytes, key) {
             Step::Part(index) => {

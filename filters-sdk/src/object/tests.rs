@@ -307,6 +307,42 @@ fn a_path_edit_re_encodes_only_the_value_it_sets() {
 }
 
 #[test]
+fn a_set_that_fails_changes_nothing() {
+    let text = r#"{"kind": "Service", "metadata": {"name": "web"}, "spec": {"type": "ClusterIP", "ports": [ {"port": 443} ], "z": 1, "a": 2}}"#;
+    let paths = [
+        "kind.x",
+        "spec.type.x",
+        "spec.ports.1.port",
+        "spec.ports.x",
+        "spec.ports.0.port.x",
+        "spec.type.x.y",
+    ];
+    // On the bytes, once `spec` was parsed, and once the whole object was (then written whole).
+    let reads: [fn(&Object); 3] = [
+        |_| {},
+        |o| assert!(o.get("spec").is_some()),
+        |o| assert!(o.value().is_object()),
+    ];
+    for (read, path) in reads.iter().flat_map(|read| paths.map(|path| (read, path))) {
+        let mut object = Object::from_slice(text.as_bytes()).unwrap();
+        read(&object);
+        let bytes = object.to_vec();
+        assert!(!object.set(path, Value::from(1)), "{path}");
+        assert_eq!(
+            String::from_utf8(object.to_vec()).unwrap(),
+            String::from_utf8(bytes).unwrap(),
+            "{path}"
+        );
+    }
+    let object = Object::from_slice(text.as_bytes()).unwrap();
+    assert_eq!(
+        object.to_vec(),
+        text.as_bytes(),
+        "unread, nothing is re-encoded"
+    );
+}
+
+#[test]
 fn a_nested_edit_writes_escaped_and_repeated_keys_as_a_parse_reads_them() {
     let bytes =
         br#"{"metadata": {"name": "a"}, "spec": {"t\u0079pe": "A", "x": {"y": 1}, "type": "B"}}"#;

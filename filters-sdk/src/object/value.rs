@@ -48,6 +48,34 @@ pub(super) fn set_value(value: &mut Value, keys: &[&str], new: Value) -> bool {
     }
 }
 
+/// Whether [`set_value`] would set `keys` in `value`: no scalar on the way, no array index
+/// past its end.
+pub(super) fn can_set_value(value: &Value, keys: &[&str]) -> bool {
+    let Some((last, on_the_way)) = keys.split_last() else {
+        return false;
+    };
+    let mut parent = value;
+    for key in on_the_way {
+        parent = match parent {
+            Value::Object(map) => match map.get(*key) {
+                Some(child) => child,
+                // Objects are added from here on.
+                None => return true,
+            },
+            Value::Array(items) => match key.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                Some(item) => item,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match parent {
+        Value::Object(_) => true,
+        Value::Array(items) => last.parse::<usize>().is_ok_and(|i| i < items.len()),
+        _ => false,
+    }
+}
+
 /// Appends `value` encoded as JSON.
 pub(super) fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Strings and values (string keys only) always encode.
