@@ -57,6 +57,10 @@ pub struct Config {
     /// Called after each filter load, so that the binary can hand back to the system the
     /// memory the load freed (glibc keeps freed blocks inside its heaps); `None` does nothing.
     pub after_filter_load: Option<fn()>,
+    /// Called once, off the runtime's threads, when start-up is over: the gateway serving,
+    /// its first filters loaded and their informers synced (or [`crate::server::START_UP_SYNC`] passed), so
+    /// that the binary can give back the pages of code only start-up ran; `None` does nothing.
+    pub after_start: Option<fn()>,
     /// Components whose responses are cached.
     pub cache_agents: Vec<String>,
     /// Unused components' caches are removed after this long.
@@ -105,6 +109,7 @@ impl Config {
             filter_config: args.filter_config.clone(),
             filter_helper: None,
             after_filter_load: None,
+            after_start: None,
             cache_agents: if args.cache_agents.is_empty() {
                 crate::cache::DEFAULT_CACHE_AGENTS
                     .iter()

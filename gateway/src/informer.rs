@@ -151,6 +151,13 @@ impl Informers {
         *self.synced.borrow()
     }
 
+    /// Resolves once every kind has been listed (or found absent from the cluster).
+    pub async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        // The sender lives as long as the informers' tasks; without it nothing will sync.
+        let _ = synced.wait_for(|synced| *synced).await;
+    }
+
     /// The digests of what lookups depend on, per kind, announced as they change.
     pub fn changes(&self) -> watch::Receiver<Digests> {
         self.digest.clone()

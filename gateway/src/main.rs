@@ -36,6 +36,7 @@ fn main() -> ExitCode {
             Ok(config) => Config {
                 filter_helper: std::env::current_exe().ok(),
                 after_filter_load: Some(return_freed_memory),
+                after_start: Some(page_out_start_up_code),
                 ..config
             },
             Err(error) => {
@@ -102,6 +103,70 @@ fn return_freed_memory() {
     }
 }
 
+/// Gives back the pages of code only start-up ran, once it is over. The kernel maps the
+/// 64 KiB around every page of a file a process touches, so reading the kubeconfig,
+/// checking flags and configs and instantiating filters leave megabytes of the binary's code
+/// resident that the gateway does not run again: 7 MB of an idle gateway's 19 MB with three
+/// filters. See [`page_out_file_code`].
+fn page_out_start_up_code() {
+    match page_out_file_code() {
+        0 => tracing::debug!("the kernel took no advice to page out start-up code"),
+        advised => tracing::debug!(mib = advised >> 20, "code mapped at start-up advised out"),
+    }
+}
+
+/// Advises every read-only mapping of a file (the binary, its libraries, the filters'
+/// compiled code) `MADV_PAGEOUT`, and returns how many bytes it advised: the kernel reclaims
+/// their clean pages that no other process maps, and reads back from the file what runs
+/// again, on its first touch. Nothing is changed where the kernel refuses (before Linux 5.4,
+/// or a file this process could not write).
+fn page_out_file_code() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+            return 0;
+        };
+        let mut advised = 0;
+        for line in maps.lines() {
+            // start-end perms offset device inode path
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [range, perms, _, _, _, path, ..] = fields[..] else {
+                continue;
+            };
+            if perms.contains('w') || !path.starts_with('/') {
+                continue;
+            }
+            let Some((start, end)) = range.split_once('-') else {
+                continue;
+            };
+            let (Ok(start), Ok(end)) = (
+                usize::from_str_radix(start, 16),
+                usize::from_str_radix(end, 16),
+            ) else {
+                continue;
+            };
+            // SAFETY: MADV_PAGEOUT only has the kernel reclaim pages of the range; their
+            // contents stay those of the file and are read back on the next touch, so no
+            // memory of this process changes. A range unmapped since `maps` was read makes
+            // the call fail, which is ignored.
+            #[allow(unsafe_code)]
+            let done = unsafe {
+                libc::madvise(
+                    start as *mut libc::c_void,
+                    end.saturating_sub(start),
+                    libc::MADV_PAGEOUT,
+                )
+            };
+            if done == 0 {
+                advised += end.saturating_sub(start);
+            }
+        }
+        advised
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
 /// Has glibc map every allocation of 1 MiB or more on its own, so that freeing it gives the
 /// memory back, and trim each thread's heap once 128 KiB at its top are free; false if glibc
 /// refused. Left to itself, glibc raises both bounds to the largest block freed so far
@@ -121,4 +186,28 @@ fn return_large_blocks_when_freed() -> bool {
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_out_file_code;
+
+    /// This process's resident pages of files, in KiB.
+    fn resident_file_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("RssFile:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn code_mapped_from_files_is_given_back() {
+        let before = resident_file_kib();
+        let advised = page_out_file_code();
+        let after = resident_file_kib();
+        assert!(advised > 0, "nothing advised");
+        assert!(
+            after < before,
+            "resident file pages {before} -> {after} KiB"
+        );
+    }
 }

@@ -30,6 +30,10 @@ use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::upstream::{Balancer, HealthWatch, Transport, health};
 
+/// How long start-up waits for the informers behind filter lookups to sync before it is
+/// over anyway ([`Config::after_start`]): without the cloud they cannot.
+pub const START_UP_SYNC: Duration = Duration::from_secs(30);
+
 pub use crate::reply::{ResponseBody, status_response};
 pub use status::ProxyError;
 pub use tls::{TlsError, server_config};
@@ -213,6 +217,15 @@ pub async fn serve(
         servers = ?config.servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "edgegate is serving"
     );
+    let start_up = config.after_start.map(|after_start| {
+        let informers = state.informers.clone();
+        tokio::spawn(async move {
+            if let Some(informers) = informers {
+                let _ = tokio::time::timeout(START_UP_SYNC, informers.synced()).await;
+            }
+            let _ = tokio::task::spawn_blocking(after_start).await;
+        })
+    });
     let graceful = GracefulShutdown::new();
     {
         let proxy_state = state.clone();
@@ -241,6 +254,9 @@ pub async fn serve(
     stopping_tx.send_replace(true);
     checker.abort();
     collector.abort();
+    if let Some(start_up) = start_up {
+        start_up.abort();
+    }
     if let Some(follower) = pool_follower {
         follower.abort();
     }

@@ -186,6 +186,13 @@ pub fn each_component_sees_its_filtered_view_online_and_offline(env: &Env) -> Re
         ],
     )?;
     wait_readyz(&gateway, 200, "the gateway to be ready (informers synced)")?;
+    // Start-up is over once the informers synced: the code only it ran is given back, and
+    // every view below is served after that.
+    wait_until(Duration::from_secs(10), "start-up code paged out", || {
+        gateway
+            .log_tail(usize::MAX)
+            .contains("code mapped at start-up advised out")
+    })?;
     let rt = runtime();
     let client = client();
     let slices = format!(

@@ -48,15 +48,16 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
         if !part.watch.is_empty() {
             watch_table(&mut out, &part.watch, settings);
         }
-        let _ = writeln!(
-            out,
-            "Idle RSS after start (MB): {}.\n",
-            part.idle
-                .iter()
-                .map(|(t, b)| format!("{t} {}", mb(*b)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        for (when, idle) in [("start", &part.idle), ("the workloads", &part.idle_after)] {
+            let _ = writeln!(
+                out,
+                "Idle RSS after {when} (MB): {}.\n",
+                idle.iter()
+                    .map(|(t, b)| format!("{t} {}", mb(*b)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         let _ = writeln!(
             out,
             "Cache after the workloads (lists committed / lists not committed): {}.\n",

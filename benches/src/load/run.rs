@@ -42,6 +42,8 @@ pub struct UpstreamReport {
     pub upstream: String,
     /// Idle RSS of each proxy, after start.
     pub idle: Vec<(&'static str, u64)>,
+    /// Idle RSS of each proxy once the workloads (and the watch fan-out) are over.
+    pub idle_after: Vec<(&'static str, u64)>,
     /// Per workload, one row per target.
     pub workloads: Vec<(String, Vec<WrkRow>)>,
     /// The watch fan-out, one row per target (static upstream only).
@@ -130,6 +132,7 @@ fn against(
     let mut part = UpstreamReport {
         upstream: upstream.name.clone(),
         idle: Vec::new(),
+        idle_after: Vec::new(),
         workloads: Vec::new(),
         watch: Vec::new(),
         cache: Vec::new(),
@@ -172,6 +175,12 @@ fn against(
             eprintln!("load: {}: watch fan-out → {}", upstream.name, target.name);
             part.watch
                 .push(watch_client(target, settings.watchers, settings.seconds)?);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    for target in &targets {
+        if let Some(rss) = probes::idle_rss(target)? {
+            part.idle_after.push((target.name, rss));
         }
     }
     for target in targets.iter().filter(|t| t.hub.is_some()) {
