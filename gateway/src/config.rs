@@ -54,9 +54,11 @@ pub struct Config {
     /// process (`filter compile`, `filter check-config`); `None` does both in the gateway's
     /// process. The binary sets it to itself.
     pub filter_helper: Option<PathBuf>,
-    /// Called after each filter load, so that the binary can hand back to the system the
-    /// memory the load freed (glibc keeps freed blocks inside its heaps); `None` does nothing.
-    pub after_filter_load: Option<fn()>,
+    /// Hands back to the system the memory the process freed (glibc keeps freed blocks
+    /// inside its heaps): called after each filter load, and off the runtime's threads every
+    /// [`crate::server::RETURN_FREED_EVERY`], as lists and watches free megabytes in the
+    /// middle of the heaps, where trimming their tops does not reach; `None` does nothing.
+    pub return_freed_memory: Option<fn()>,
     /// Called once, off the runtime's threads, when start-up is over: the gateway serving,
     /// its first filters loaded and their informers synced (or [`crate::server::START_UP_SYNC`] passed), so
     /// that the binary can give back the pages of code only start-up ran; `None` does nothing.
@@ -108,7 +110,7 @@ impl Config {
             filter_dir: args.filter_dir.clone(),
             filter_config: args.filter_config.clone(),
             filter_helper: None,
-            after_filter_load: None,
+            return_freed_memory: None,
             after_start: None,
             cache_agents: if args.cache_agents.is_empty() {
                 crate::cache::DEFAULT_CACHE_AGENTS

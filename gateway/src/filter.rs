@@ -251,7 +251,7 @@ pub struct FilterSettings {
     /// behind goes with it; `None` does both in this process.
     pub helper: Option<PathBuf>,
     /// Called on the loading thread after each load, succeeded or failed (see
-    /// [`crate::Config::after_filter_load`]).
+    /// [`crate::Config::return_freed_memory`]).
     pub after_load: Option<fn()>,
     /// This node's name, given to filters.
     pub node_name: String,

@@ -34,6 +34,9 @@ use crate::upstream::{Balancer, HealthWatch, Transport, health};
 /// over anyway ([`Config::after_start`]): without the cloud they cannot.
 pub const START_UP_SYNC: Duration = Duration::from_secs(30);
 
+/// How often the memory the process freed is handed back ([`Config::return_freed_memory`]).
+pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
+
 pub use crate::reply::{ResponseBody, status_response};
 pub use status::ProxyError;
 pub use tls::{TlsError, server_config};
@@ -194,6 +197,16 @@ pub async fn serve(
         health_tx,
     ));
     let collector = tokio::spawn(collect_garbage(cache.clone(), config.cache_gc_after));
+    let returner = config.return_freed_memory.map(|hand_back| {
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(RETURN_FREED_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let _ = tokio::task::spawn_blocking(hand_back).await;
+            }
+        })
+    });
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let state = Arc::new(State {
         metrics,
@@ -254,8 +267,8 @@ pub async fn serve(
     stopping_tx.send_replace(true);
     checker.abort();
     collector.abort();
-    if let Some(start_up) = start_up {
-        start_up.abort();
+    for task in [start_up, returner].into_iter().flatten() {
+        task.abort();
     }
     if let Some(follower) = pool_follower {
         follower.abort();
@@ -279,7 +292,7 @@ fn filter_settings(config: &Config) -> FilterSettings {
             .disk_cache_path
             .join(crate::filter::COMPILED_CACHE_DIR),
         helper: config.filter_helper.clone(),
-        after_load: config.after_filter_load,
+        after_load: config.return_freed_memory,
         node_name: config.node_name.clone().unwrap_or_default(),
         node_pool: config.nodepool_name.clone(),
         limits: Limits::default(),

@@ -48,7 +48,10 @@ pub fn markdown(report: &Report, settings: &Settings) -> String {
         if !part.watch.is_empty() {
             watch_table(&mut out, &part.watch, settings);
         }
-        for (when, idle) in [("start", &part.idle), ("the workloads", &part.idle_after)] {
+        for (when, idle) in [
+            ("start", &part.idle),
+            ("the workloads, 10 s idle", &part.idle_after),
+        ] {
             let _ = writeln!(
                 out,
                 "Idle RSS after {when} (MB): {}.\n",

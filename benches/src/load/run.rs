@@ -42,7 +42,7 @@ pub struct UpstreamReport {
     pub upstream: String,
     /// Idle RSS of each proxy, after start.
     pub idle: Vec<(&'static str, u64)>,
-    /// Idle RSS of each proxy once the workloads (and the watch fan-out) are over.
+    /// Idle RSS of each proxy [`IDLE_AFTER`] after the workloads (and the watch fan-out).
     pub idle_after: Vec<(&'static str, u64)>,
     /// Per workload, one row per target.
     pub workloads: Vec<(String, Vec<WrkRow>)>,
@@ -113,6 +113,9 @@ fn static_upstream(settings: &Settings) -> Result<(Process, Upstream)> {
     Ok((process, upstream))
 }
 
+/// How long the proxies are left idle after the workloads before their RSS is read.
+const IDLE_AFTER: Duration = Duration::from_secs(10);
+
 /// The four targets on `upstream`, every workload against each; with `probes`, also the
 /// watch fan-out, the LIST memory growth and hot reload (on edgegate with filters).
 fn against(
@@ -177,7 +180,7 @@ fn against(
                 .push(watch_client(target, settings.watchers, settings.seconds)?);
         }
     }
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(IDLE_AFTER);
     for target in &targets {
         if let Some(rss) = probes::idle_rss(target)? {
             part.idle_after.push((target.name, rss));
