@@ -197,16 +197,6 @@ pub async fn serve(
         health_tx,
     ));
     let collector = tokio::spawn(collect_garbage(cache.clone(), config.cache_gc_after));
-    let returner = config.return_freed_memory.map(|hand_back| {
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(RETURN_FREED_EVERY);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                let _ = tokio::task::spawn_blocking(hand_back).await;
-            }
-        })
-    });
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let state = Arc::new(State {
         metrics,
@@ -230,15 +220,7 @@ pub async fn serve(
         servers = ?config.servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "edgegate is serving"
     );
-    let start_up = config.after_start.map(|after_start| {
-        let informers = state.informers.clone();
-        tokio::spawn(async move {
-            if let Some(informers) = informers {
-                let _ = tokio::time::timeout(START_UP_SYNC, informers.synced()).await;
-            }
-            let _ = tokio::task::spawn_blocking(after_start).await;
-        })
-    });
+    let upkeep = spawn_upkeep(&config, state.informers.clone());
     let graceful = GracefulShutdown::new();
     {
         let proxy_state = state.clone();
@@ -267,7 +249,7 @@ pub async fn serve(
     stopping_tx.send_replace(true);
     checker.abort();
     collector.abort();
-    for task in [start_up, returner].into_iter().flatten() {
+    for task in upkeep {
         task.abort();
     }
     if let Some(follower) = pool_follower {
@@ -282,6 +264,33 @@ pub async fn serve(
     drop(state);
     let _ = tokio::task::spawn_blocking(move || cache.close()).await;
     Ok(())
+}
+
+/// The process's own upkeep, as the binary asks for it: the code only start-up ran given
+/// back once start-up is over, and freed memory handed back every [`RETURN_FREED_EVERY`].
+fn spawn_upkeep(
+    config: &Config,
+    informers: Option<Arc<Informers>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let start_up = config.after_start.map(|after_start| {
+        tokio::spawn(async move {
+            if let Some(informers) = informers {
+                let _ = tokio::time::timeout(START_UP_SYNC, informers.synced()).await;
+            }
+            let _ = tokio::task::spawn_blocking(after_start).await;
+        })
+    });
+    let hand_back = config.return_freed_memory.map(|hand_back| {
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(RETURN_FREED_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let _ = tokio::task::spawn_blocking(hand_back).await;
+            }
+        })
+    });
+    [start_up, hand_back].into_iter().flatten().collect()
 }
 
 fn filter_settings(config: &Config) -> FilterSettings {
