@@ -107,8 +107,8 @@ fn return_freed_memory() {
 /// Gives back the pages of code only start-up ran, once it is over. The kernel maps the
 /// 64 KiB around every page of a file a process touches, so reading the kubeconfig,
 /// checking flags and configs and instantiating filters leave megabytes of the binary's code
-/// resident that the gateway does not run again: 7 MB of an idle gateway's 19 MB with three
-/// filters. See [`page_out_file_code`].
+/// resident that the gateway does not run again: 6–10 MB of an idle gateway's 19–23 MB with
+/// three filters. See [`page_out_file_code`].
 fn page_out_start_up_code() {
     match page_out_file_code() {
         0 => tracing::debug!("the kernel took no advice to page out start-up code"),
