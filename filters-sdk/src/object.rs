@@ -36,7 +36,7 @@ use thiserror::Error;
 use fields::Fields;
 pub use item::Item;
 use split::Peek;
-use value::{can_set_value, collect_strings, set_value, walk, walk_mut};
+use value::{collect_strings, set_value, walk, walk_mut};
 
 /// Why bytes are not an object.
 #[derive(Debug, Error)]
@@ -409,8 +409,8 @@ impl Object {
 
     /// [`Object::set`] on a path already split into its keys.
     fn set_at(&mut self, keys: &[&str], value: Value) -> bool {
-        if let Some(parsed) = self.value.get() {
-            return can_set_value(parsed, keys) && set_value(self.value_mut(), keys, value);
+        if self.value.get().is_some() {
+            return set_value(self.value_mut(), keys, value);
         }
         let (fields, raw) = self.fields_mut();
         fields.set(raw, keys, value)

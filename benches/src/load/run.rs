@@ -116,6 +116,17 @@ fn static_upstream(settings: &Settings) -> Result<(Process, Upstream)> {
 /// How long the proxies are left idle after the workloads before their RSS is read.
 const IDLE_AFTER: Duration = Duration::from_secs(10);
 
+/// The resident memory of each target that is a process of its own, by its name.
+fn idle_rss(targets: &[Target]) -> Result<Vec<(&'static str, u64)>> {
+    let mut idle = Vec::new();
+    for target in targets {
+        if let Some(rss) = probes::idle_rss(target)? {
+            idle.push((target.name, rss));
+        }
+    }
+    Ok(idle)
+}
+
 /// The four targets on `upstream`, every workload against each; with `probes`, also the
 /// watch fan-out, the LIST memory growth and hot reload (on edgegate with filters).
 fn against(
@@ -140,11 +151,7 @@ fn against(
         watch: Vec::new(),
         cache: Vec::new(),
     };
-    for target in &targets {
-        if let Some(rss) = probes::idle_rss(target)? {
-            part.idle.push((target.name, rss));
-        }
-    }
+    part.idle = idle_rss(&targets)?;
     let filtered = &targets[2];
     let mut growth = Vec::new();
     if probes {
@@ -181,11 +188,7 @@ fn against(
         }
     }
     std::thread::sleep(IDLE_AFTER);
-    for target in &targets {
-        if let Some(rss) = probes::idle_rss(target)? {
-            part.idle_after.push((target.name, rss));
-        }
-    }
+    part.idle_after = idle_rss(&targets)?;
     for target in targets.iter().filter(|t| t.hub.is_some()) {
         part.cache.push((
             target.name,

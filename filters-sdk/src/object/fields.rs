@@ -120,12 +120,13 @@ impl Fields {
                 true
             }
             [key, rest @ ..] => {
-                self.complete(bytes);
-                let found = self.fields.iter().find(|field| field.key == *key);
-                if found.is_some_and(|field| !field.node.can_set(field.source(bytes), rest)) {
+                // The whole path is checked before anything on it is marked edited (a field
+                // added here is an empty object, where any path can be set).
+                let index = self.index_or_add(bytes, key);
+                let field = &self.fields[index];
+                if !field.node.can_set(field.source(bytes), rest) {
                     return false;
                 }
-                let index = self.index_or_add(bytes, key);
                 self.fields[index].reach().set(bytes, rest, value)
             }
         }

@@ -210,15 +210,13 @@ impl Node {
     }
 
     /// Sets the value below this one at `keys` (at least one key), splitting the objects on
-    /// the way as [`Node::get_mut`] does and adding missing ones; false, changing nothing,
-    /// when the path runs through a scalar or past an array's end.
+    /// the way as [`Node::get_mut`] does and adding missing ones. A path [`Node::can_set`]
+    /// refuses (a scalar on the way, an index past an array's end) must be refused before:
+    /// this marks the nodes on its way edited as it goes.
     pub(super) fn set(&mut self, bytes: &[u8], keys: &[&str], value: Value) -> bool {
         let Some((key, rest)) = keys.split_first() else {
             return false;
         };
-        if !self.can_set(bytes, keys) {
-            return false;
-        }
         self.edited = true;
         match self.step(bytes, key) {
             Step::Part(index) => {

@@ -24,16 +24,17 @@ impl<'a> Input<'a> {
     /// Reads `input`, refusing anything but a JSON object, and a list whose items are not an
     /// array.
     pub(super) fn read(input: &'a [u8]) -> Result<Input<'a>, FilterError> {
-        let Fields(fields) = serde_json::from_slice(input)
-            .map_err(|e| FilterError::Input(format!("stdin is not a JSON object: {e}")))?;
+        let not_an_object =
+            |e: serde_json::Error| FilterError::Input(format!("stdin is not a JSON object: {e}"));
+        // The whole of stdin, without the whitespace around it, then its fields.
+        let whole: &RawValue = serde_json::from_slice(input).map_err(not_an_object)?;
+        let Fields(fields) = serde_json::from_str(whole.get()).map_err(not_an_object)?;
         let field = |name: &str| fields.iter().rev().find(|(key, _)| key == name);
         let kind =
             field("kind").and_then(|(_, kind)| serde_json::from_str::<String>(kind.get()).ok());
         let (Some(kind), Some((_, items))) = (kind.filter(|k| k.ends_with("List")), field("items"))
         else {
-            let object = serde_json::from_slice(input.trim_ascii())
-                .map_err(|e| FilterError::Input(format!("stdin is not a JSON object: {e}")))?;
-            return Ok(Input::Object(object));
+            return Ok(Input::Object(whole));
         };
         let items = serde_json::from_str(items.get())
             .map_err(|e| FilterError::Input(format!("the {kind}'s items are not an array: {e}")))?;
