@@ -36,7 +36,7 @@ use thiserror::Error;
 use fields::Fields;
 pub use item::Item;
 use split::Peek;
-use value::{collect_strings, set_value, walk, walk_mut};
+use value::{collect_strings, remove_value, set_value, walk, walk_mut};
 
 /// Why bytes are not an object.
 #[derive(Debug, Error)]
@@ -218,7 +218,7 @@ impl Object {
 
     /// Sets `metadata.name`.
     pub fn set_name(&mut self, name: &str) {
-        self.metadata_mut().insert("name".into(), name.into());
+        self.set_string(&["metadata", "name"], name);
     }
 
     /// `metadata.namespace`.
@@ -228,8 +228,7 @@ impl Object {
 
     /// Sets `metadata.namespace`.
     pub fn set_namespace(&mut self, namespace: &str) {
-        self.metadata_mut()
-            .insert("namespace".into(), namespace.into());
+        self.set_string(&["metadata", "namespace"], namespace);
     }
 
     /// Whether this is the object `namespace/name`.
@@ -252,15 +251,16 @@ impl Object {
         self.strings_at(&["metadata", "labels"])
     }
 
-    /// Sets a label.
+    /// Sets a label. Only `labels` is re-encoded: the rest of `metadata` (its
+    /// `managedFields`, the other annotations) is copied as it came.
     pub fn set_label(&mut self, key: &str, value: &str) {
-        self.string_map_mut("labels")
-            .insert(key.into(), value.into());
+        self.set_string(&["metadata", "labels", key], value);
     }
 
-    /// Removes a label, returning its value.
+    /// Removes a label, returning its value (`None` when it was not a string). Only `labels`
+    /// is re-encoded, and nothing at all when there was no such label.
     pub fn remove_label(&mut self, key: &str) -> Option<String> {
-        remove_string(self.string_map_mut("labels"), key)
+        into_string(self.remove_at(&["metadata", "labels", key])?)
     }
 
     /// One annotation's value.
@@ -272,15 +272,16 @@ impl Object {
     pub fn annotations(&self) -> BTreeMap<&str, &str> {
         self.strings_at(&["metadata", "annotations"])
     }
-    /// Sets an annotation.
+    /// Sets an annotation. Only `annotations` is re-encoded, its other entries copied as
+    /// they came (a `last-applied-configuration` is never unescaped).
     pub fn set_annotation(&mut self, key: &str, value: &str) {
-        self.string_map_mut("annotations")
-            .insert(key.into(), value.into());
+        self.set_string(&["metadata", "annotations", key], value);
     }
 
-    /// Removes an annotation, returning its value.
+    /// Removes an annotation, returning its value (`None` when it was not a string). Only
+    /// `annotations` is re-encoded, and nothing at all when there was no such annotation.
     pub fn remove_annotation(&mut self, key: &str) -> Option<String> {
-        remove_string(self.string_map_mut("annotations"), key)
+        into_string(self.remove_at(&["metadata", "annotations", key])?)
     }
 
     /// A field of `spec` by path (`clusterIP`, `ports.0.port`).
@@ -344,6 +345,14 @@ impl Object {
     pub fn update(&mut self, path: &str, value: Value) -> bool {
         let keys: Vec<&str> = path.split('.').collect();
         self.lookup(&keys) != Some(&value) && self.set_at(&keys, value)
+    }
+
+    /// Removes the field at a path (`spec.externalIPs`), every entry of its key in the object
+    /// the path ends in, and returns its value; `None`, changing nothing, when there is none
+    /// (a path that ends at an array's item removes nothing). As with [`Object::set`], the
+    /// objects on the way are split and only the one it ends in is re-encoded.
+    pub fn remove(&mut self, path: &str) -> Option<Value> {
+        self.remove_at(&path.split('.').collect::<Vec<_>>())
     }
 
     /// Keeps only the items of the array in top-level field `key` (`endpoints`) that `keep`
@@ -416,14 +425,30 @@ impl Object {
         fields.set(raw, keys, value)
     }
 
-    /// A top-level field to change, added as an empty object if missing.
-    fn field_entry(&mut self, key: &str) -> &mut Value {
+    /// Sets the string at `keys` by path; where something that is not an object lies on the
+    /// way (`"labels": null`), the whole value is built and an object put in its place.
+    fn set_string(&mut self, keys: &[&str], value: &str) {
+        if self.set_at(keys, value.into()) {
+            return;
+        }
+        let Some((last, on_the_way)) = keys.split_last() else {
+            return;
+        };
+        let parent = on_the_way
+            .iter()
+            .fold(as_object(self.value_mut()), |map, key| {
+                object_entry(map, key)
+            });
+        parent.insert((*last).to_owned(), value.into());
+    }
+
+    /// [`Object::remove`] on a path already split into its keys.
+    fn remove_at(&mut self, keys: &[&str]) -> Option<Value> {
         if self.value.get().is_some() {
-            let root = as_object(self.value_mut());
-            return root.entry(key).or_insert_with(|| Value::Object(Map::new()));
+            return remove_value(self.value_mut(), keys);
         }
         let (fields, raw) = self.fields_mut();
-        fields.entry(raw, key)
+        fields.remove(raw, keys)
     }
 
     /// The split fields to change, with the bytes they were split from.
@@ -442,14 +467,6 @@ impl Object {
             Some(fields) => fields,
             None => panic!("the object's fields do not split: it is not one JSON object"),
         })
-    }
-
-    fn metadata_mut(&mut self) -> &mut Map<String, Value> {
-        as_object(self.field_entry("metadata"))
-    }
-
-    fn string_map_mut(&mut self, key: &str) -> &mut Map<String, Value> {
-        object_entry(self.metadata_mut(), key)
     }
 }
 
@@ -505,9 +522,10 @@ fn plain_string(raw: &[u8]) -> Option<&str> {
     std::str::from_utf8(text).ok()
 }
 
-fn remove_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {
-    match map.remove(key)? {
-        Value::String(value) => Some(value),
+/// The text of a string value.
+fn into_string(value: Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text),
         _ => None,
     }
 }

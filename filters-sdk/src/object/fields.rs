@@ -25,6 +25,8 @@ pub(super) struct Fields {
     fields: Vec<Field>,
     /// The fields after `metadata` while they are not in `fields` yet.
     rest: Option<Rest>,
+    /// Whether a field was removed, so that the object is re-encoded without it.
+    removed: bool,
 }
 
 /// The fields after `metadata`: where they begin, and the fields once split.
@@ -63,6 +65,7 @@ impl Fields {
                 at,
                 fields: OnceCell::new(),
             }),
+            removed: false,
         })
     }
 
@@ -132,6 +135,26 @@ impl Fields {
         }
     }
 
+    /// Removes every entry of the last of `keys` from the object the path ends in (the first
+    /// key a top-level one), returning the value a read found there; `None`, changing
+    /// nothing, when there is none. Only that object is re-encoded.
+    pub(super) fn remove(&mut self, bytes: &[u8], keys: &[&str]) -> Option<Value> {
+        let (key, rest) = keys.split_first()?;
+        self.complete(bytes);
+        if rest.is_empty() {
+            // A key given twice was split into one field, with its last value.
+            let index = self.fields.iter().position(|field| field.key == *key)?;
+            let Field { node, own, .. } = self.fields.remove(index);
+            self.removed = true;
+            return Some(node.into_value(own.as_deref().unwrap_or(bytes)));
+        }
+        let field = self.fields.iter_mut().find(|field| field.key == *key)?;
+        if !field.node.can_remove(field.source(bytes), rest) {
+            return None;
+        }
+        field.reach().remove(bytes, rest)
+    }
+
     /// The index of the first item of the array at `keys` (the first a top-level key) that
     /// `accept` accepts.
     pub(super) fn position(
@@ -142,12 +165,6 @@ impl Fields {
     ) -> Option<usize> {
         let (node, source, rest) = self.at(bytes, keys)?;
         node.position(source, rest, accept)
-    }
-
-    /// A field's value to change, added as an empty object if missing.
-    pub(super) fn entry(&mut self, bytes: &[u8], key: &str) -> &mut Value {
-        let index = self.index_or_add(bytes, key);
-        self.fields[index].reach().value_mut(bytes)
     }
 
     /// The index of field `key`, added as an empty object if missing.
@@ -223,7 +240,7 @@ impl Fields {
 
     /// Whether any field was reached for to change (which splits them all first).
     pub(super) fn is_edited(&self) -> bool {
-        self.fields.iter().any(|field| field.edited)
+        self.removed || self.fields.iter().any(|field| field.edited)
     }
 
     /// The object encoded: what edits reached re-encoded, the rest copied from `bytes`. Only
@@ -416,11 +433,7 @@ mod tests {
     #[test]
     fn added_fields_come_last_and_whole_values_agree() {
         let mut fields = Fields::split(BYTES).unwrap();
-        fields
-            .entry(BYTES, "status")
-            .as_object_mut()
-            .unwrap()
-            .insert("a".into(), json!(1));
+        assert!(fields.set(BYTES, &["status", "a"], json!(1)));
         fields.insert(BYTES, "kind", json!("Other"));
         let written: Value = serde_json::from_slice(&fields.write(BYTES)).unwrap();
         assert_eq!(written, fields.to_value(BYTES));

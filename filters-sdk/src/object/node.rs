@@ -13,7 +13,10 @@ use serde_json::{Map, Value};
 
 use super::item::{Item, position_in_text, position_in_value};
 use super::split;
-use super::value::{can_set_value, collect_strings, encode, set_value, walk, walk_mut};
+use super::value::{
+    can_set_value, collect_strings, encode, remove_value, removes_from_value, set_value, walk,
+    walk_mut,
+};
 
 /// One entry of an object: its key and its value.
 pub(super) type Entry = (Key, Node);
@@ -247,6 +250,50 @@ impl Node {
             }
             Step::Value => set_value(self.value_mut(bytes), keys, value),
         }
+    }
+
+    /// Whether [`Node::remove`] would remove something below this one at `keys`: an entry of
+    /// the last key in the object the path ends in. Splits as a read does, and changes
+    /// nothing.
+    pub(super) fn can_remove(&self, bytes: &[u8], keys: &[&str]) -> bool {
+        let Some((last, on_the_way)) = keys.split_last() else {
+            return false;
+        };
+        match self.find(bytes, on_the_way) {
+            Found::Node(parent) => match parent.parts(bytes) {
+                Parts::Entries(entries) => entries.iter().any(|(key, _)| key.is(bytes, last)),
+                // Not an object, or text that does not split: its value answers.
+                Parts::Whole => removes_from_value(Some(parent.value(bytes)), last),
+                Parts::Items(_) => false,
+            },
+            Found::Value(value) => removes_from_value(value, last),
+        }
+    }
+
+    /// Removes every entry of the last of `keys` from the object the path ends in, below this
+    /// one, returning the value a read found there (the last entry's). The objects on the way
+    /// are split, as [`Node::set`] splits them, and only the one it ends in is re-encoded. A
+    /// path [`Node::can_remove`] refuses must be refused before: this marks the nodes on
+    /// its way edited as it goes.
+    pub(super) fn remove(&mut self, bytes: &[u8], keys: &[&str]) -> Option<Value> {
+        let (key, rest) = keys.split_first()?;
+        self.edited = true;
+        if !rest.is_empty() {
+            return match self.step(bytes, key) {
+                Step::Part(index) => self.part_mut(index).remove(bytes, rest),
+                Step::Missing => None,
+                Step::Value => remove_value(self.value_mut(bytes), keys),
+            };
+        }
+        if let Some(Parts::Entries(entries)) = self.parts.get_mut()
+            && self.value.get().is_none()
+        {
+            let last = entries.iter().rposition(|(k, _)| k.is(bytes, key))?;
+            let (_, node) = entries.remove(last);
+            entries.retain(|(k, _)| !k.is(bytes, key));
+            return Some(node.into_value(bytes));
+        }
+        remove_value(self.value_mut(bytes), keys)
     }
 
     /// Where `key` leads from this node, splitting it if it was not: to its last entry of

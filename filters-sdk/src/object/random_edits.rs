@@ -1,4 +1,4 @@
-//! Random edits by path of random objects, spaced as any writer may space them: what the
+//! Random edits and removals by path of random objects, spaced as any writer may space them: what the
 //! object writes (edited parts encoded, the rest copied from its bytes) must parse to
 //! the value it answers with, and read back as the same object.
 
@@ -78,12 +78,17 @@ fn what_an_edited_object_writes_parses_to_its_value() {
         for _ in 0..rng.usize(1..4) {
             let path = path(&mut rng);
             let new = Value::from(rng.u16(..1000));
-            match rng.u8(..3) {
+            match rng.u8(..4) {
                 0 => {
                     object.set(&path, new);
                 }
                 1 => {
                     object.update(&path, new);
+                }
+                2 => {
+                    if object.remove(&path).is_some() {
+                        assert_eq!(object.get(&path), None, "{text}: {path} removed");
+                    }
                 }
                 _ => {
                     if let Some(value) = object.get_mut(&path) {

@@ -76,6 +76,21 @@ pub(super) fn can_set_value(value: &Value, keys: &[&str]) -> bool {
     }
 }
 
+/// Removes the entry of the last of `keys` from the object below `value` at the others,
+/// returning its value; `None`, changing nothing, when there is none (a path that ends at
+/// an array's item removes nothing).
+pub(super) fn remove_value(value: &mut Value, keys: &[&str]) -> Option<Value> {
+    let (last, on_the_way) = keys.split_last()?;
+    walk_mut(value, on_the_way)?.as_object_mut()?.remove(*last)
+}
+
+/// Whether `value` is an object with an entry `key`, which [`remove_value`] would remove.
+pub(super) fn removes_from_value(value: Option<&Value>, key: &str) -> bool {
+    value
+        .and_then(Value::as_object)
+        .is_some_and(|map| map.contains_key(key))
+}
+
 /// Appends `value` encoded as JSON.
 pub(super) fn encode<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     // Strings and values (string keys only) always encode.
