@@ -23,6 +23,7 @@
 mod fields;
 mod item;
 mod node;
+mod path;
 mod split;
 mod value;
 
@@ -35,6 +36,7 @@ use thiserror::Error;
 
 use fields::Fields;
 pub use item::Item;
+use path::Keys;
 use split::Peek;
 use value::{collect_strings, remove_value, set_value, walk, walk_mut};
 
@@ -286,49 +288,44 @@ impl Object {
 
     /// A field of `spec` by path (`clusterIP`, `ports.0.port`).
     pub fn spec(&self, path: &str) -> Option<&Value> {
-        self.get(&format!("spec.{path}"))
+        self.lookup(&Keys::of(Some("spec"), path))
     }
 
     /// A field of `spec` by path, to change.
     pub fn spec_mut(&mut self, path: &str) -> Option<&mut Value> {
-        self.get_mut(&format!("spec.{path}"))
+        self.get_mut_at(&Keys::of(Some("spec"), path))
     }
 
     /// Sets a field of `spec` by path, creating missing objects on the way.
     pub fn set_spec(&mut self, path: &str, value: Value) -> bool {
-        self.set(&format!("spec.{path}"), value)
+        self.set_at(&Keys::of(Some("spec"), path), value)
     }
 
     /// A field of `status` by path.
     pub fn status(&self, path: &str) -> Option<&Value> {
-        self.get(&format!("status.{path}"))
+        self.lookup(&Keys::of(Some("status"), path))
     }
 
     /// A field of `status` by path, to change.
     pub fn status_mut(&mut self, path: &str) -> Option<&mut Value> {
-        self.get_mut(&format!("status.{path}"))
+        self.get_mut_at(&Keys::of(Some("status"), path))
     }
 
     /// Sets a field of `status` by path, creating missing objects on the way.
     pub fn set_status(&mut self, path: &str, value: Value) -> bool {
-        self.set(&format!("status.{path}"), value)
+        self.set_at(&Keys::of(Some("status"), path), value)
     }
 
     /// Any field by path from the root (`metadata.ownerReferences.0.kind`).
     pub fn get(&self, path: &str) -> Option<&Value> {
-        self.lookup(&path.split('.').collect::<Vec<_>>())
+        self.lookup(&Keys::of(None, path))
     }
 
     /// Any field by path from the root, to change. Objects on the way are split, not
     /// parsed, and only the value at the end is re-encoded when the object is: editing
     /// `spec.clusterIP` copies the rest of `spec` as it came.
     pub fn get_mut(&mut self, path: &str) -> Option<&mut Value> {
-        let keys: Vec<&str> = path.split('.').collect();
-        if self.value.get().is_some() {
-            return walk_mut(self.value_mut(), &keys);
-        }
-        let (fields, raw) = self.fields_mut();
-        fields.get_mut(raw, &keys)
+        self.get_mut_at(&Keys::of(None, path))
     }
 
     /// Sets any field by path, creating missing objects on the way (never array items).
@@ -336,14 +333,14 @@ impl Object {
     /// array's end. As with [`Object::get_mut`], only the value set (and any object it
     /// adds) is re-encoded.
     pub fn set(&mut self, path: &str, value: Value) -> bool {
-        self.set_at(&path.split('.').collect::<Vec<_>>(), value)
+        self.set_at(&Keys::of(None, path), value)
     }
 
     /// Sets any field by path, as [`Object::set`] does, unless it already holds `value`.
     /// Returns whether the object changed, so a filter can answer [`crate::Decision::Keep`]
     /// (and spare the re-encoding) when it did not.
     pub fn update(&mut self, path: &str, value: Value) -> bool {
-        let keys: Vec<&str> = path.split('.').collect();
+        let keys = Keys::of(None, path);
         self.lookup(&keys) != Some(&value) && self.set_at(&keys, value)
     }
 
@@ -352,7 +349,7 @@ impl Object {
     /// (a path that ends at an array's item removes nothing). As with [`Object::set`], the
     /// objects on the way are split and only the one it ends in is re-encoded.
     pub fn remove(&mut self, path: &str) -> Option<Value> {
-        self.remove_at(&path.split('.').collect::<Vec<_>>())
+        self.remove_at(&Keys::of(None, path))
     }
 
     /// Keeps only the items of the array in top-level field `key` (`endpoints`) that `keep`
@@ -373,7 +370,7 @@ impl Object {
     /// `None` when none does or the path leads to no array. Finding the port named `https`
     /// this way reads the names of the ports before it and parses nothing else.
     pub fn position(&self, path: &str, mut accept: impl FnMut(&Item) -> bool) -> Option<usize> {
-        let keys: Vec<&str> = path.split('.').collect();
+        let keys = Keys::of(None, path);
         match self.value.get() {
             Some(value) => item::position_in_value(walk(value, &keys), &mut accept),
             None => self.fields().position(&self.raw, &keys, &mut accept),
@@ -414,6 +411,15 @@ impl Object {
             }
         }
         self.lookup(keys)?.as_str()
+    }
+
+    /// [`Object::get_mut`] on a path already split into its keys.
+    fn get_mut_at(&mut self, keys: &[&str]) -> Option<&mut Value> {
+        if self.value.get().is_some() {
+            return walk_mut(self.value_mut(), keys);
+        }
+        let (fields, raw) = self.fields_mut();
+        fields.get_mut(raw, keys)
     }
 
     /// [`Object::set`] on a path already split into its keys.
