@@ -36,7 +36,7 @@ use thiserror::Error;
 
 use fields::Fields;
 pub use item::Item;
-use path::Keys;
+pub(crate) use path::Keys;
 use split::Peek;
 use value::{collect_strings, remove_value, set_value, walk, walk_mut};
 
@@ -340,8 +340,13 @@ impl Object {
     /// Returns whether the object changed, so a filter can answer [`crate::Decision::Keep`]
     /// (and spare the re-encoding) when it did not.
     pub fn update(&mut self, path: &str, value: Value) -> bool {
-        let keys = Keys::of(None, path);
-        self.lookup(&keys) != Some(&value) && self.set_at(&keys, value)
+        self.update_keys(&Keys::of(None, path), value)
+    }
+
+    /// [`Object::update`] on a path given as its keys (for the SDK's own helpers, which
+    /// build paths from parts and so need not format them).
+    pub(crate) fn update_keys(&mut self, keys: &[&str], value: Value) -> bool {
+        self.lookup(keys) != Some(&value) && self.set_at(keys, value)
     }
 
     /// Removes the field at a path (`spec.externalIPs`), every entry of its key in the object

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use crate::object::Object;
+use crate::object::{Keys, Object};
 
 /// YurtHub's default: the address of the dummy interface it creates on every edge node, so
 /// that pods reach it at the same IP whatever the node's own address.
@@ -129,10 +129,14 @@ impl HubAddress {
     /// array without such a port is left alone.
     pub fn set_named_port(&self, object: &mut Object, ports: &str, name: &str) -> bool {
         let index = object.position(ports, |port| port.string("name").as_deref() == Some(name));
-        match index {
-            Some(index) => object.update(&format!("{ports}.{index}.port"), json!(self.port)),
-            None => false,
-        }
+        let Some(index) = index else {
+            return false;
+        };
+        let mut number = itoa::Buffer::new();
+        let mut keys = Keys::of(None, ports);
+        keys.push(number.format(index));
+        keys.push("port");
+        object.update_keys(&keys, json!(self.port))
     }
 }
 

@@ -7,7 +7,7 @@ use std::ops::Deref;
 const ON_STACK: usize = 8;
 
 /// The keys of a path, after an optional first key (`spec` for [`super::Object::spec`]).
-pub(super) struct Keys<'a> {
+pub(crate) struct Keys<'a> {
     stack: [&'a str; ON_STACK],
     len: usize,
     /// All the keys, when there are more than the stack holds.
@@ -16,19 +16,28 @@ pub(super) struct Keys<'a> {
 
 impl<'a> Keys<'a> {
     /// `first` (if any), then the keys of `path`.
-    pub(super) fn of(first: Option<&'a str>, path: &'a str) -> Keys<'a> {
+    pub(crate) fn of(first: Option<&'a str>, path: &'a str) -> Keys<'a> {
         let mut keys = Keys {
             stack: [""; ON_STACK],
             len: 0,
             heap: Vec::new(),
         };
-        for key in first.into_iter().chain(path.split('.')) {
-            keys.push(key);
+        if let Some(first) = first {
+            keys.push(first);
         }
+        // A byte loop: paths are a few short keys, where `str::split`'s searcher costs more
+        // than the search.
+        let mut rest = path;
+        while let Some(dot) = rest.bytes().position(|byte| byte == b'.') {
+            keys.push(&rest[..dot]);
+            rest = &rest[dot + 1..];
+        }
+        keys.push(rest);
         keys
     }
 
-    fn push(&mut self, key: &'a str) {
+    /// Adds a key at the end.
+    pub(crate) fn push(&mut self, key: &'a str) {
         if self.len < ON_STACK {
             self.stack[self.len] = key;
             self.len += 1;

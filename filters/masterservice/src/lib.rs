@@ -20,6 +20,10 @@ const PRIORITY: i32 = 50;
 /// The configured filter.
 pub struct MasterService {
     hub: HubAddress,
+    /// `spec.clusterIP` as rewritten: the hub's IP, formatted once.
+    cluster_ip: Value,
+    /// `spec.clusterIPs` as rewritten.
+    cluster_ips: Value,
 }
 
 impl Filter for MasterService {
@@ -33,17 +37,21 @@ impl Filter for MasterService {
 
     fn configure(config: Value) -> Result<Self, String> {
         let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
-        Ok(MasterService { hub })
+        let host = hub.host();
+        Ok(MasterService {
+            hub,
+            cluster_ip: json!(host),
+            cluster_ips: json!([host]),
+        })
     }
 
     fn filter(&self, _ctx: &Context, service: &mut Object) -> Decision {
         if !service.is_named(API_SERVICE_NAMESPACE, API_SERVICE_NAME) {
             return Decision::Keep;
         }
-        let host = self.hub.host();
         // `|`, not `||`: every field is set, whichever changed first.
-        let changed = service.update("spec.clusterIP", json!(host))
-            | service.update("spec.clusterIPs", json!([host]))
+        let changed = service.update("spec.clusterIP", self.cluster_ip.clone())
+            | service.update("spec.clusterIPs", self.cluster_ips.clone())
             | self
                 .hub
                 .set_named_port(service, "spec.ports", API_PORT_NAME);
