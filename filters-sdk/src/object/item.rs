@@ -21,8 +21,10 @@ pub(super) fn with_items<R>(
     text: &[u8],
     read: impl FnOnce(&mut dyn Iterator<Item = Item<'_>>) -> R,
 ) -> Option<R> {
-    let mut fields = Vec::new();
-    let mut items = Vec::new();
+    // Sized for Kubernetes items (an endpoint, a port): a field every 16 bytes or so, an item
+    // every 64, so that splitting a list of them grows neither.
+    let mut fields = Vec::with_capacity(text.len() / 16);
+    let mut items = Vec::with_capacity(text.len() / 64);
     split::items_and_fields(text, &mut fields, |item, own, _| {
         items.push((item, own));
         ControlFlow::Continue(())
