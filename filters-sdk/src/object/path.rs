@@ -3,28 +3,16 @@
 
 use std::ops::Deref;
 
-/// Keys a path holds on the stack; a deeper path is collected into a `Vec`.
-const ON_STACK: usize = 8;
+use smallvec::SmallVec;
 
-/// The keys of a path, after an optional first key (`spec` for [`super::Object::spec`]).
-pub(crate) struct Keys<'a> {
-    stack: [&'a str; ON_STACK],
-    len: usize,
-    /// All the keys, when there are more than the stack holds.
-    heap: Vec<&'a str>,
-}
+/// The keys of a path, after an optional first key (`spec` for [`super::Object::spec`]); a
+/// path of more than eight keys spills to the heap.
+pub(crate) struct Keys<'a>(SmallVec<[&'a str; 8]>);
 
 impl<'a> Keys<'a> {
     /// `first` (if any), then the keys of `path`.
     pub(crate) fn of(first: Option<&'a str>, path: &'a str) -> Keys<'a> {
-        let mut keys = Keys {
-            stack: [""; ON_STACK],
-            len: 0,
-            heap: Vec::new(),
-        };
-        if let Some(first) = first {
-            keys.push(first);
-        }
+        let mut keys = Keys(first.into_iter().collect());
         // A byte loop: paths are a few short keys, where `str::split`'s searcher costs more
         // than the search.
         let mut rest = path;
@@ -38,15 +26,7 @@ impl<'a> Keys<'a> {
 
     /// Adds a key at the end.
     pub(crate) fn push(&mut self, key: &'a str) {
-        if self.len < ON_STACK {
-            self.stack[self.len] = key;
-            self.len += 1;
-            return;
-        }
-        if self.heap.is_empty() {
-            self.heap.extend_from_slice(&self.stack);
-        }
-        self.heap.push(key);
+        self.0.push(key);
     }
 }
 
@@ -54,11 +34,7 @@ impl<'a> Deref for Keys<'a> {
     type Target = [&'a str];
 
     fn deref(&self) -> &[&'a str] {
-        if self.heap.is_empty() {
-            &self.stack[..self.len]
-        } else {
-            &self.heap
-        }
+        &self.0
     }
 }
 
