@@ -83,6 +83,51 @@ impl RedbStore {
         &self.path
     }
 
+    /// Whether `ops` would leave the store as it is: each an upsert of an object stored as it
+    /// is (or newer), or a sync of a set to a version it holds (or of a set never listed).
+    /// Most single-object GETs bring back what the store holds, and a read transaction
+    /// costs a fraction of a write transaction's commit.
+    fn changes_nothing(&self, ops: &[WriteOp]) -> Result<bool, StoreError> {
+        let only_reads = ops
+            .iter()
+            .all(|op| matches!(op, WriteOp::Upsert { .. } | WriteOp::Synced { .. }));
+        if !only_reads {
+            return Ok(false);
+        }
+        let txn = self.db.begin_read().map_err(engine)?;
+        let objects = txn.open_table(OBJECTS).map_err(engine)?;
+        let sets = txn.open_table(SETS).map_err(engine)?;
+        for op in ops {
+            let unchanged = match op {
+                WriteOp::Upsert {
+                    key,
+                    object,
+                    resource_version,
+                } => objects
+                    .get(key.as_str())
+                    .map_err(engine)?
+                    .is_some_and(|stored| keeps(stored.value(), object, resource_version)),
+                WriteOp::Synced {
+                    set,
+                    resource_version,
+                } => {
+                    let key = set.encode();
+                    match sets.get(key.as_str()).map_err(engine)? {
+                        Some(current) => {
+                            synced_meta(current.value(), &key, resource_version)?.is_none()
+                        }
+                        None => true,
+                    }
+                }
+                _ => false,
+            };
+            if !unchanged {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Creates the tables and clears staging left by a crash.
     fn init(&self) -> Result<(), StoreError> {
         let txn = self.db.begin_write().map_err(engine)?;
@@ -160,7 +205,10 @@ impl Store for RedbStore {
             .collect()
     }
 
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<(), StoreError> {
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
+        if !durable && self.changes_nothing(ops)? {
+            return Ok(false);
+        }
         let mut txn = self.db.begin_write().map_err(engine)?;
         let durability = if durable {
             Durability::Immediate
@@ -207,15 +255,10 @@ impl Store for RedbStore {
                     } => {
                         // The watches of one set tee the same events: an object stored
                         // as it is now is not written again.
-                        let kept =
-                            objects
-                                .get(key.as_str())
-                                .map_err(engine)?
-                                .is_some_and(|stored| {
-                                    let stored = stored.value();
-                                    stored == object.as_ref()
-                                        || newer_than(stored, resource_version)
-                                });
+                        let kept = objects
+                            .get(key.as_str())
+                            .map_err(engine)?
+                            .is_some_and(|stored| keeps(stored.value(), object, resource_version));
                         if !kept {
                             objects
                                 .insert(key.as_str(), object.as_ref())
@@ -237,21 +280,14 @@ impl Store for RedbStore {
                         }
                         synced = None;
                         let key = set.encode();
-                        let current = sets
-                            .get(key.as_str())
-                            .map_err(engine)?
-                            .map(|v| v.value().to_vec());
-                        if let Some(current) = current {
-                            let mut meta: SetMeta = serde_json::from_slice(&current)
-                                .map_err(|_| StoreError::Corrupt(key.clone()))?;
-                            if compare_versions(resource_version, &meta.resource_version)
-                                .is_none_or(|o| o.is_gt())
-                            {
-                                meta.resource_version.clone_from(resource_version);
-                                let meta = serde_json::to_vec(&meta).map_err(engine)?;
-                                sets.insert(key.as_str(), meta.as_slice()).map_err(engine)?;
-                                synced = Some((set, resource_version));
-                            }
+                        let moved = match sets.get(key.as_str()).map_err(engine)? {
+                            Some(current) => synced_meta(current.value(), &key, resource_version)?,
+                            None => None,
+                        };
+                        if let Some(meta) = moved {
+                            let meta = serde_json::to_vec(&meta).map_err(engine)?;
+                            sets.insert(key.as_str(), meta.as_slice()).map_err(engine)?;
+                            synced = Some((set, resource_version));
                         }
                     }
                     WriteOp::Touch { component, at } => {
@@ -260,7 +296,8 @@ impl Store for RedbStore {
                 }
             }
         }
-        txn.commit().map_err(engine)
+        txn.commit().map_err(engine)?;
+        Ok(true)
     }
 
     fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
@@ -327,6 +364,30 @@ fn commit(
         .retain_in((list, "")..(list + 1, ""), |_, _| false)
         .map_err(engine)?;
     Ok(())
+}
+
+/// Whether an upsert of `object` at `resource_version` leaves `stored` in place: it is the
+/// same object, or a newer version of it. The watches of one set tee the same events, and a
+/// GET mostly brings back what the store holds.
+fn keeps(stored: &[u8], object: &[u8], resource_version: &str) -> bool {
+    stored == object || newer_than(stored, resource_version)
+}
+
+/// The metadata of the set stored under `key` as `current`, moved to `resource_version`, or
+/// `None` when the set is there already (or past it).
+fn synced_meta(
+    current: &[u8],
+    key: &str,
+    resource_version: &str,
+) -> Result<Option<SetMeta>, StoreError> {
+    let mut meta: SetMeta =
+        serde_json::from_slice(current).map_err(|_| StoreError::Corrupt(key.to_owned()))?;
+    if compare_versions(resource_version, &meta.resource_version).is_none_or(|o| o.is_gt()) {
+        meta.resource_version = resource_version.to_owned();
+        Ok(Some(meta))
+    } else {
+        Ok(None)
+    }
 }
 
 /// Whether the stored object has a newer resourceVersion than `incoming`. The stored object

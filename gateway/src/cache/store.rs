@@ -113,8 +113,9 @@ pub trait Store: Send + Sync {
     /// Every component with its last use (unix seconds).
     fn components(&self) -> Result<Vec<(String, u64)>, StoreError>;
     /// Applies a batch of writes in one transaction; `durable` makes it (and every batch
-    /// before it) survive a crash before this returns.
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<(), StoreError>;
+    /// before it) survive a crash before this returns. Returns whether it wrote: a batch
+    /// that would change nothing and need not be durable may be left unwritten.
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError>;
     /// Removes everything cached for `component`; returns how many objects went.
     fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
 }

@@ -304,16 +304,18 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
             continue;
         }
         match store.apply(&batch, durable) {
-            Ok(()) => {
+            Ok(wrote) => {
                 // Counted once applied: a reader that sees the count sees the set.
                 let commits = batch
                     .iter()
                     .filter(|op| matches!(op, WriteOp::Commit { .. }))
                     .count();
                 metrics.commits.inc_by(commits as u64);
-                unflushed = !durable;
                 if durable {
+                    unflushed = false;
                     last_durable = Instant::now();
+                } else {
+                    unflushed |= wrote;
                 }
             }
             Err(error) => {

@@ -169,6 +169,48 @@ fn upserts_never_go_back_in_time() {
 }
 
 #[test]
+fn a_batch_that_changes_nothing_is_not_written_unless_it_must_be_durable() {
+    let all = SetKey::new(services(), "", "", "");
+    let never_listed = SetKey::new(services(), "b", "", "");
+    let (_dir, store) = store_with(&[stage(1, "a", "x", 5, ""), commit(1, &all, "10")]);
+    let key = services().object_key("a", "x");
+    let upsert = |rv: u32, labels: &str| WriteOp::Upsert {
+        key: key.clone(),
+        object: svc("a", "x", rv, labels),
+        resource_version: rv.to_string(),
+    };
+    let synced = |set: &SetKey, rv: &str| WriteOp::Synced {
+        set: set.clone(),
+        resource_version: rv.into(),
+    };
+    // The object as stored, an older one, a sync to a version the set is past, and a sync
+    // of a set never listed: nothing to write.
+    let nothing = [
+        upsert(5, ""),
+        upsert(4, r#""old":"yes""#),
+        synced(&all, "9"),
+        synced(&never_listed, "99"),
+    ];
+    assert!(!store.apply(&nothing, false).unwrap());
+    assert!(store.apply(&nothing, true).unwrap());
+    // Any one change, and every other kind of write, is written.
+    for op in [
+        upsert(5, r#""same":"version""#),
+        upsert(6, ""),
+        synced(&all, "11"),
+        WriteOp::Touch {
+            component: "kube-proxy".into(),
+            at: 1,
+        },
+    ] {
+        let batch = [synced(&never_listed, "99"), op];
+        assert!(store.apply(&batch, false).unwrap(), "{batch:?}");
+    }
+    assert_eq!(store.get(&key).unwrap().unwrap(), svc("a", "x", 6, ""));
+    assert_eq!(store.sets("").unwrap()[0].1.resource_version, "11");
+}
+
+#[test]
 fn synced_versions_only_advance_and_only_for_listed_sets() {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
