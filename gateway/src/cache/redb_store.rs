@@ -88,10 +88,10 @@ impl RedbStore {
     /// Most single-object GETs bring back what the store holds, and a read transaction
     /// costs a fraction of a write transaction's commit.
     fn changes_nothing(&self, ops: &[WriteOp]) -> Result<bool, StoreError> {
-        let only_reads = ops
+        let may_change_nothing = ops
             .iter()
             .all(|op| matches!(op, WriteOp::Upsert { .. } | WriteOp::Synced { .. }));
-        if !only_reads {
+        if !may_change_nothing {
             return Ok(false);
         }
         let txn = self.db.begin_read().map_err(engine)?;
