@@ -86,7 +86,7 @@ impl RedbStore {
     /// Whether `ops` would leave the store as it is: each an upsert of an object stored as it
     /// is (or newer), or a sync of a set to a version it holds (or of a set never listed).
     /// Most single-object GETs bring back what the store holds, and a read transaction
-    /// costs a fraction of a write transaction's commit.
+    /// costs a fraction of a write transaction, even of one given up without a commit.
     fn changes_nothing(&self, ops: &[WriteOp]) -> Result<bool, StoreError> {
         let may_change_nothing = ops
             .iter()
