@@ -8,11 +8,14 @@
 //! when the filter is built with `-C target-feature=+simd128`), else from eight-byte words.
 //! The bytes that backslashes escape are found from the backslash mask, so escaped strings
 //! (`last-applied-configuration`, a ConfigMap's file) are read as fast as plain ones. The
-//! scans find where values end; they do not check that the text is JSON.
+//! scans find where values end; they do not check that the text is JSON, except
+//! [`checked_value_end`] and [`Check`], which refuse what a JSON parser refuses.
 
 mod block;
 mod brackets;
+mod check;
 mod string;
 
 pub use brackets::Brackets;
+pub use check::{Check, Paused, checked_value_end};
 pub use string::string_end;
