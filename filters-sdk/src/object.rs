@@ -78,6 +78,8 @@ pub struct KeptFields {
     /// Where the replacement goes on: just after the last kept field's value, or after its
     /// opening brace when none is kept.
     pub rest: usize,
+    /// How many bytes the replacement begins with as the original does.
+    pub same: usize,
 }
 
 impl Object {
@@ -134,7 +136,7 @@ impl Object {
     pub fn kept_fields(original: &[u8], replacement: &[u8]) -> Option<KeptFields> {
         let same = common_start(original, replacement);
         let (keys, rest) = split::kept_entries(replacement, same)?;
-        Some(KeptFields { keys, rest })
+        Some(KeptFields { keys, rest, same })
     }
 
     /// Wraps a JSON value, which must be an object.

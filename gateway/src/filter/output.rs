@@ -10,12 +10,13 @@
 use std::borrow::Cow;
 
 use edgegate_filter_sdk::Object;
-use serde::de::IgnoredAny;
 
 use crate::stream::Meta;
 
+mod ending;
 mod rest;
 
+use ending::Ending;
 use rest::{NotJson, Rest};
 
 /// Why a replacement is refused, for the failure's message; `Ok` when it may be sent.
@@ -33,13 +34,23 @@ pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), Stri
     // `serde_json` skips strings it does not build without checking their UTF-8 when it
     // reads bytes, so the rest is checked first, and then read as text.
     let text = std::str::from_utf8(&replacement[kept.rest..]).map_err(|_| NotJson)?;
+    // Where the rest ends as the original's does, it is the original's text: it names the
+    // original if the kept metadata does.
+    let mut ending = match has_metadata {
+        true => Ending::new(
+            &original[kept.rest..],
+            text.as_bytes(),
+            kept.same.saturating_sub(kept.rest),
+        ),
+        false => None,
+    };
     let mut rest = Rest::new(text, kept.keys.is_empty());
     while let Some(key) = rest.key()? {
         if is_metadata(key.as_bytes()) {
             has_metadata = true;
             names_the_original(&rest.value::<Meta>()?)?;
-        } else {
-            rest.value::<IgnoredAny>()?;
+        } else if rest.skip(ending.as_mut())? {
+            return Ok(());
         }
     }
     if has_metadata {
@@ -186,6 +197,42 @@ mod tests {
             accepted > 1_000 && refused > 1_000,
             "{accepted} accepted, {refused} refused"
         );
+    }
+
+    /// Past the last byte a filter changed, the replacement reads as the original does, and
+    /// is the original's text: it is not read, as the kept fields before the first change are
+    /// not (here a control character the reader would refuse stands in the original's status).
+    #[test]
+    fn the_text_after_the_last_change_is_the_original_s_own_where_both_read_alike() {
+        let original = "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"},\"spec\":{\"a\":[[0,1],{\"b\":2}],\"c\":[3,4,5,6,7,8,9,10,11,12,13,14,15,16]},\"x\":\"y\",\"status\":{\"s\":\"\u{1}\",\"n\":[17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39]}}";
+        let edited = |from: &str, to: &str| original.replacen(from, to, 1);
+        for accepted in [
+            edited("[0,1]", "[9,1]"),
+            edited("\"b\":2", "\"b\":{\"x\":[2]}"),
+        ] {
+            assert_eq!(
+                check_replacement(original.as_bytes(), accepted.as_bytes()),
+                Ok(()),
+                "{accepted}"
+            );
+        }
+        // The same end read with other brackets open is checked to the end, and refused; so
+        // is what lies between two changes, though it reads as the original does.
+        let two_changes = edited("[0,1]", "[9,1]").replacen("\"y\"", "\"\u{1}\"", 1);
+        for refused in [
+            edited("[[0,", "[{\"k\":0,"),
+            edited("[0,1],", "[[0,1],"),
+            two_changes,
+        ] {
+            assert!(
+                check_replacement(original.as_bytes(), refused.as_bytes()).is_err(),
+                "{refused}"
+            );
+        }
+        // Without a change before it, that status is the replacement's to check.
+        let valid = original.replace('\u{1}', "");
+        let broken = edited("[0,1]", "[9,1]");
+        assert!(check_replacement(valid.as_bytes(), broken.as_bytes()).is_err());
     }
 
     #[test]

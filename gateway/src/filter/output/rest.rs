@@ -1,9 +1,12 @@
 //! Reading a replacement's top-level fields after those it kept from the original: each key
-//! and value parsed as it is reached, so text that is not JSON is refused there, and the
-//! object checked to end with nothing but spaces after it.
+//! and value checked as it is reached (by the shared scan, or parsed where the value is
+//! wanted), so text that is not JSON is refused there, and the object checked to end with
+//! nothing but spaces after it.
 
+use edgegate_json_scan::{Check, Paused, checked_value_end};
 use serde::Deserialize;
-use serde::de::IgnoredAny;
+
+use super::ending::Ending;
 
 /// The rest of a JSON object's text, read one field at a time.
 pub(super) struct Rest<'a> {
@@ -46,11 +49,37 @@ impl<'a> Rest<'a> {
             return Err(NotJson);
         }
         let start = self.at;
-        self.value::<IgnoredAny>()?;
+        self.at = checked_value_end(self.text.as_bytes(), self.at).ok_or(NotJson)?;
         let key = &self.text[start..self.at];
         match self.next_byte() {
             Some(b':') => Ok(Some(key)),
             _ => Err(NotJson),
+        }
+    }
+
+    /// Passes over the value of the field whose key was just read, checking that it is JSON,
+    /// to the comma or brace after it. With the original's `ending`, stops where the text is
+    /// found to go on as the original's does instead, and answers `true`: the rest of the
+    /// object is then the original's own text, and nothing more need be read.
+    pub(super) fn skip(&mut self, mut ending: Option<&mut Ending>) -> Result<bool, NotJson> {
+        let text = self.text.as_bytes();
+        let mut check = Check::member_value(self.at);
+        let from = match ending.as_deref_mut() {
+            Some(ending) => ending.start(&check),
+            None => usize::MAX,
+        };
+        loop {
+            match check.advance(text, from).ok_or(NotJson)? {
+                Paused::Comma if ending.as_deref_mut().is_some_and(|e| e.joins(&check)) => {
+                    return Ok(true);
+                }
+                Paused::Comma if check.depth() > 1 => {}
+                // Back to the comma or brace after the value, for `key` to read.
+                Paused::Comma | Paused::Closed => {
+                    self.at = check.at() - 1;
+                    return Ok(false);
+                }
+            }
         }
     }
 
