@@ -101,22 +101,15 @@ impl Check {
                     at = space(text, at);
                     (at, next) = match *text.get(at)? {
                         b'"' => (checked_string_end(text, at + 1)? + 1, Next::After),
-                        b'{' => {
+                        opening @ (b'{' | b'[') => {
                             at = space(text, at + 1);
-                            if text.get(at) == Some(&b'}') {
+                            // `}` and `]` follow their opening brackets but one in ASCII.
+                            if text.get(at) == Some(&(opening + 2)) {
                                 (at + 1, Next::After)
                             } else {
-                                self.open.push(true);
-                                (at, Next::Member)
-                            }
-                        }
-                        b'[' => {
-                            at = space(text, at + 1);
-                            if text.get(at) == Some(&b']') {
-                                (at + 1, Next::After)
-                            } else {
-                                self.open.push(false);
-                                (at, Next::Value)
+                                let object = opening == b'{';
+                                self.open.push(object);
+                                (at, if object { Next::Member } else { Next::Value })
                             }
                         }
                         b'-' | b'0'..=b'9' => (number_end(text, at)?, Next::After),
