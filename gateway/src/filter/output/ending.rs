@@ -68,7 +68,7 @@ impl<'a> Ending<'a> {
         };
         let place = at + self.original.len() - self.replaced;
         while check.at() < place {
-            if check.advance(self.original, place - 1) != Some(Paused::Comma) {
+            if check.advance(self.original, place.saturating_sub(1)) != Some(Paused::Comma) {
                 self.gave_up = true;
                 return false;
             }
