@@ -3,8 +3,8 @@
 //! response object by object through pooled, sandboxed instances under per-call limits.
 //!
 //! ```text
-//! dir ──notify──▶ debounce ──▶ rescan + diff by hash ──▶ load (off the hot path) ──▶ swap
-//!                                                          │ failure: keep previous, count
+//! dir ──notify──▶ quiet spell ──▶ rescan + diff by hash ──▶ load (off the hot path) ──▶ swap
+//!                                                             │ failure: keep previous, count
 //! request ──▶ Generation::session(info, component) ──▶ Session: Transform, per object:
 //!             filter₁ → filter₂ → … (keep | drop | replace; failure → the filter's policy)
 //! ```
@@ -25,7 +25,8 @@
 //!   whose filters read a changed feed are re-listed.
 //! - `options`: `NAME.toml` and the gateway filter config; the settings a filter runs with.
 //! - `schema`: config validation against the manifest's JSON Schema.
-//! - `dir`: reading and hashing the directory. `reload`: watching it, swapping generations.
+//! - `dir`: reading and hashing the directory. `dir_watch`: watching it. `reload`: rescanning
+//!   it, swapping generations.
 //! - `describe`: the live chain as JSON. `metrics`: per-filter metrics.
 //! - `author`: `edgegate filter check`, `test` and `bench`.
 
@@ -36,6 +37,7 @@ mod child;
 mod compiled;
 mod describe;
 mod dir;
+mod dir_watch;
 mod engine;
 mod feeds;
 mod functions;

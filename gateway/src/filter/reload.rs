@@ -4,18 +4,17 @@
 //! generation number. On any failure the previous generation keeps serving.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use notify_debouncer_full::notify::{EventKind, RecommendedWatcher, RecursiveMode};
-use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use notify::RecommendedWatcher;
 use tokio::sync::{Notify, watch};
 use wasmtime::component::Component;
 
 use super::chain::{Generation, NodeFacts};
 use super::child::Child;
 use super::dir::{self, FilterFiles};
+use super::dir_watch;
 use super::engine::Runtime;
 use super::loader::Loader;
 use super::metrics::FilterMetrics;
@@ -62,7 +61,7 @@ pub(crate) struct Shared {
 pub struct Filters {
     pub(crate) shared: Arc<Shared>,
     /// Dropping it stops the watch.
-    _watcher: Option<Debouncer<RecommendedWatcher, RecommendedCache>>,
+    _watcher: Option<RecommendedWatcher>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -119,11 +118,10 @@ impl Filters {
             });
         };
         let wake = Arc::new(Notify::new());
-        let watcher = watch_paths(
+        let watcher = dir_watch::watch(
             &dir,
             shared.settings.config_file.as_deref(),
             Arc::clone(&wake),
-            &shared.settings,
         )?;
         let initial = Arc::clone(&shared);
         let _ = tokio::task::spawn_blocking(move || initial.reload()).await;
@@ -131,7 +129,7 @@ impl Filters {
             let shared = Arc::clone(&shared);
             async move {
                 loop {
-                    wake.notified().await;
+                    dir_watch::settled(&wake, shared.settings.debounce).await;
                     let shared = Arc::clone(&shared);
                     if let Err(error) = tokio::task::spawn_blocking(move || shared.reload()).await {
                         tracing::error!(%error, "filter reload panicked");
@@ -282,58 +280,4 @@ fn snapshot_of(files: &BTreeMap<String, FilterFiles>, gateway: Option<String>) -
         .map(|(name, f)| (name.clone(), (f.hash.clone(), f.toml.clone())))
         .collect();
     (files, gateway)
-}
-
-/// Watches the directory, and the folder of the gateway config file, waking the reload
-/// task after each quiet spell. Any event wakes it: the rescan decides what changed.
-fn watch_paths(
-    dir: &Path,
-    config_file: Option<&Path>,
-    wake: Arc<Notify>,
-    settings: &FilterSettings,
-) -> Result<Debouncer<RecommendedWatcher, RecommendedCache>, FilterError> {
-    let watch_error =
-        |path: &Path, error: notify_debouncer_full::notify::Error| FilterError::Watch {
-            path: path.to_owned(),
-            message: error.to_string(),
-        };
-    let mut debouncer = new_debouncer(
-        settings.debounce,
-        None,
-        move |result: DebounceEventResult| {
-            match result {
-                // Reads (ours included: a rescan reads every file) change nothing; waking
-                // on them would rescan forever.
-                Ok(events) => {
-                    if events
-                        .iter()
-                        .any(|e| !matches!(e.kind, EventKind::Access(_)))
-                    {
-                        wake.notify_one();
-                    }
-                }
-                Err(errors) => {
-                    for error in errors {
-                        tracing::warn!(%error, "filter directory watch error");
-                    }
-                    // A missed event must not leave a stale chain: rescan anyway.
-                    wake.notify_one();
-                }
-            }
-        },
-    )
-    .map_err(|e| watch_error(dir, e))?;
-    debouncer
-        .watch(dir, RecursiveMode::NonRecursive)
-        .map_err(|e| watch_error(dir, e))?;
-    if let Some(file) = config_file {
-        let parent = file
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        debouncer
-            .watch(parent, RecursiveMode::NonRecursive)
-            .map_err(|e| watch_error(parent, e))?;
-    }
-    Ok(debouncer)
 }

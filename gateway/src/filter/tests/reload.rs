@@ -169,6 +169,30 @@ async fn add_change_and_remove_each_make_a_generation() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A rescan reads the whole directory, so it can load a file whose own change was not yet
+/// reported; that file removed at once must still go. Laid out so that `b.toml`'s change
+/// wakes the rescan that loads `b.wasm`, renamed in after it, and `b.wasm` is removed as
+/// soon as it serves: a watch that cancels a file's "created" with its "removed" (as
+/// notify-debouncer-full does within its window) would leave `b` serving for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_removed_as_soon_as_it_serves_goes() {
+    let (filters, _metrics, dir) = tagger_host("reload-quick", |s| s).await;
+    let mut numbers = filters.subscribe();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(dir.join("b.toml"), "[config]\ntag = \"b\"").unwrap();
+    tokio::time::sleep(crate::filter::DEFAULT_DEBOUNCE * 6 / 10).await;
+    let renamed = put(&dir, "b.wasm", &wasm("tagger"));
+    let (_, took) = next_generation(&mut numbers, renamed).await;
+    println!("b serving {took:?} after its rename");
+    assert_eq!(filters.current().names(), ["a", "b"]);
+    let removed = Instant::now();
+    std::fs::remove_file(dir.join("b.wasm")).unwrap();
+    let (_, took) = next_generation(&mut numbers, removed).await;
+    println!("b gone {took:?} after its removal");
+    assert_eq!(filters.current().names(), ["a"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_wasm_is_rejected_and_the_previous_generation_keeps_serving() {
     let (filters, metrics, dir) = tagger_host("reload-bad", |s| s).await;
