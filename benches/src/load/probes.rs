@@ -203,12 +203,14 @@ fn reload_trial(
     std::fs::rename(&part, dir.join(format!("{name}.wasm")))?;
     let added = until(renamed, pace, || {
         Ok(get(target, path, TAGGER_AGENT)?.contains(&tag))
-    })?;
+    })
+    .with_context(|| format!("{name} renamed in\n{}", target.state()))?;
     let removed = Instant::now();
     std::fs::remove_file(dir.join(format!("{name}.wasm")))?;
     let removed = until(removed, pace, || {
         Ok(!get(target, path, TAGGER_AGENT)?.contains(&tag))
-    })?;
+    })
+    .with_context(|| format!("{name} removed\n{}", target.state()))?;
     std::fs::remove_file(dir.join(format!("{name}.toml")))?;
     Ok((added, removed))
 }

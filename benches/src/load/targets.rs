@@ -156,6 +156,32 @@ impl Target {
         Ok(chain["filters"].as_array().map_or(0, Vec::len))
     }
 
+    /// What edgegate says of itself, for an error: its chain (`/v1/filters`, with the last
+    /// load failure), the filter directory's listing and the tail of its log.
+    pub fn state(&self) -> String {
+        let chain = match self.hub.map(|hub| http::get(hub, "/v1/filters")) {
+            Some(Ok(reply)) => reply.body,
+            Some(Err(error)) => format!("(no answer: {error:#})"),
+            None => "(not edgegate)".to_owned(),
+        };
+        let listing = self.filter_dir.as_ref().map_or_else(String::new, |dir| {
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names.join(" ")
+        });
+        let log = self
+            .process
+            .as_ref()
+            .map(|p| p.log_tail(30))
+            .unwrap_or_default();
+        format!("chain: {chain}\nfilter directory: {listing}\nlog tail:\n{log}")
+    }
+
     /// A counter or gauge of edgegate's `/metrics` (summed over its label sets).
     pub fn metric(&self, name: &str) -> Result<f64> {
         let hub = self.hub.context("not edgegate")?;
