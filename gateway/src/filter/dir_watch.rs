@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -31,9 +32,11 @@ pub(crate) fn watch(
     };
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         match event {
-            // Reads (ours included: a rescan reads every file) change nothing; waking on
-            // them would rescan forever.
-            Ok(event) if matches!(event.kind, EventKind::Access(_)) => {}
+            // Opening a file changes nothing (a rescan opens every file: waking on that
+            // would rescan forever); closing one written to does.
+            Ok(event)
+                if matches!(event.kind, EventKind::Access(kind)
+                    if kind != AccessKind::Close(AccessMode::Write)) => {}
             Ok(_) => wake.notify_one(),
             Err(error) => {
                 tracing::warn!(%error, "filter directory watch error");
