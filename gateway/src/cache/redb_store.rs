@@ -8,13 +8,16 @@
 //!
 //! Most re-lists bring back what the set already holds, so an item whose bytes equal the
 //! stored object is staged as a bare key ([`UNCHANGED`]) and left where it is at commit:
-//! a re-list of an unchanged set writes its keys, not its objects, twice.
+//! a re-list of an unchanged set writes its keys, not its objects, twice. Each object's
+//! [`Digest`] is kept beside it, so that a re-list compares its items, and finds the set's
+//! members to replace, without reading the stored objects.
 
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
+use self::digest::{DIGESTS, Digest};
 use super::key::SetKey;
 use super::selection::Selection;
 use super::store::{Objects, SetMeta, Store, StoreError, WriteOp};
@@ -96,6 +99,7 @@ impl RedbStore {
         }
         let txn = self.db.begin_read().map_err(engine)?;
         let objects = txn.open_table(OBJECTS).map_err(engine)?;
+        let digests = txn.open_table(DIGESTS).map_err(engine)?;
         let sets = txn.open_table(SETS).map_err(engine)?;
         for op in ops {
             let unchanged = match op {
@@ -103,10 +107,7 @@ impl RedbStore {
                     key,
                     object,
                     resource_version,
-                } => objects
-                    .get(key.as_str())
-                    .map_err(engine)?
-                    .is_some_and(|stored| keeps(stored.value(), object, resource_version)),
+                } => keeps(&objects, &digests, key, object, resource_version)?,
                 WriteOp::Synced {
                     set,
                     resource_version,
@@ -132,7 +133,9 @@ impl RedbStore {
     fn init(&self) -> Result<(), StoreError> {
         let txn = self.db.begin_write().map_err(engine)?;
         {
-            txn.open_table(OBJECTS).map_err(engine)?;
+            let objects = txn.open_table(OBJECTS).map_err(engine)?;
+            let mut digests = txn.open_table(DIGESTS).map_err(engine)?;
+            digest::complete(&objects, &mut digests)?;
             txn.open_table(SETS).map_err(engine)?;
             txn.open_table(COMPONENTS).map_err(engine)?;
             let mut staging = txn.open_table(STAGING).map_err(engine)?;
@@ -218,6 +221,7 @@ impl Store for RedbStore {
         txn.set_durability(durability).map_err(engine)?;
         {
             let mut objects = txn.open_table(OBJECTS).map_err(engine)?;
+            let mut digests = txn.open_table(DIGESTS).map_err(engine)?;
             let mut staging = txn.open_table(STAGING).map_err(engine)?;
             let mut sets = txn.open_table(SETS).map_err(engine)?;
             let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
@@ -227,10 +231,10 @@ impl Store for RedbStore {
             for op in ops {
                 match op {
                     WriteOp::Stage { list, key, object } => {
-                        let unchanged = objects
+                        let unchanged = digests
                             .get(key.as_str())
                             .map_err(engine)?
-                            .is_some_and(|stored| stored.value() == object.as_ref());
+                            .is_some_and(|stored| stored.value() == digest::of(object));
                         let staged = if unchanged { UNCHANGED } else { object };
                         staging
                             .insert((*list, key.as_str()), staged)
@@ -238,7 +242,7 @@ impl Store for RedbStore {
                     }
                     WriteOp::Commit { list, set, meta } => {
                         synced = None;
-                        commit(&mut objects, &mut staging, *list, set)?;
+                        commit(&mut objects, &mut digests, &mut staging, *list, set)?;
                         let meta = serde_json::to_vec(meta).map_err(engine)?;
                         sets.insert(set.encode().as_str(), meta.as_slice())
                             .map_err(engine)?;
@@ -255,18 +259,13 @@ impl Store for RedbStore {
                     } => {
                         // The watches of one set tee the same events: an object stored
                         // as it is now is not written again.
-                        let kept = objects
-                            .get(key.as_str())
-                            .map_err(engine)?
-                            .is_some_and(|stored| keeps(stored.value(), object, resource_version));
-                        if !kept {
-                            objects
-                                .insert(key.as_str(), object.as_ref())
-                                .map_err(engine)?;
+                        if !keeps(&objects, &digests, key, object, resource_version)? {
+                            put(&mut objects, &mut digests, key, object)?;
                         }
                     }
                     WriteOp::Remove { key } => {
                         objects.remove(key.as_str()).map_err(engine)?;
+                        digests.remove(key.as_str()).map_err(engine)?;
                     }
                     WriteOp::Synced {
                         set,
@@ -313,6 +312,10 @@ impl Store for RedbStore {
                     false
                 })
                 .map_err(engine)?;
+            let mut digests = txn.open_table(DIGESTS).map_err(engine)?;
+            digests
+                .retain_in(prefix.as_str()..end.as_str(), |_, _| false)
+                .map_err(engine)?;
             let mut sets = txn.open_table(SETS).map_err(engine)?;
             sets.retain_in(prefix.as_str()..end.as_str(), |_, _| false)
                 .map_err(engine)?;
@@ -325,9 +328,11 @@ impl Store for RedbStore {
 }
 
 /// Moves list `list`'s staged items into `objects`, replacing the members of `set` that the
-/// list no longer holds.
+/// list no longer holds. The members are found by their digests, and only those the list
+/// does not hold are read (when the set has selectors, to see whether they select them).
 fn commit(
     objects: &mut redb::Table<&str, &[u8]>,
+    digests: &mut redb::Table<&str, Digest>,
     staging: &mut redb::Table<(u64, &str), &[u8]>,
     list: u64,
     set: &SetKey,
@@ -336,17 +341,28 @@ fn commit(
     let end = prefix_end(&prefix);
     match Selection::of_set(set) {
         Ok(selection) => {
-            let staged = &*staging;
-            objects
-                .retain_in(prefix.as_str()..end.as_str(), |key, value| {
+            let (staged, stored) = (&*staging, &*objects);
+            let mut stale = Vec::new();
+            digests
+                .retain_in(prefix.as_str()..end.as_str(), |key, _| {
                     // Keep what the new list holds (overwritten below) and what the set's
                     // selectors never covered; on a read error, keep.
-                    staged
+                    let kept = staged
                         .get((list, key))
                         .map_or(true, |found| found.is_some())
-                        || !selection.matches(value)
+                        || !(selection.is_everything()
+                            || stored
+                                .get(key)
+                                .is_ok_and(|o| o.is_none_or(|o| selection.matches(o.value()))));
+                    if !kept {
+                        stale.push(key.to_owned());
+                    }
+                    kept
                 })
                 .map_err(engine)?;
+            for key in stale {
+                objects.remove(key.as_str()).map_err(engine)?;
+            }
         }
         Err(error) => {
             tracing::warn!(%error, set = %set.encode(), "not removing stale members of a set whose selector cannot be read");
@@ -355,9 +371,7 @@ fn commit(
     for entry in staging.range((list, "")..(list + 1, "")).map_err(engine)? {
         let (key, value) = entry.map_err(engine)?;
         if value.value() != UNCHANGED {
-            objects
-                .insert(key.value().1, value.value())
-                .map_err(engine)?;
+            put(objects, digests, key.value().1, value.value())?;
         }
     }
     staging
@@ -366,11 +380,40 @@ fn commit(
     Ok(())
 }
 
-/// Whether an upsert of `object` at `resource_version` leaves `stored` in place: it is the
-/// same object, or a newer version of it. The watches of one set tee the same events, and a
-/// GET mostly brings back what the store holds.
-fn keeps(stored: &[u8], object: &[u8], resource_version: &str) -> bool {
-    stored == object || newer_than(stored, resource_version)
+/// Stores `object` under `key`, with its digest.
+fn put(
+    objects: &mut redb::Table<&str, &[u8]>,
+    digests: &mut redb::Table<&str, Digest>,
+    key: &str,
+    object: &[u8],
+) -> Result<(), StoreError> {
+    objects.insert(key, object).map_err(engine)?;
+    digests.insert(key, digest::of(object)).map_err(engine)?;
+    Ok(())
+}
+
+/// Whether an upsert of `object` at `resource_version` leaves the object stored under `key`
+/// in place: it is the same object (by digest, without reading it), or a newer version of
+/// it. The watches of one set tee the same events, and a GET mostly brings back what the
+/// store holds.
+fn keeps(
+    objects: &impl ReadableTable<&'static str, &'static [u8]>,
+    digests: &impl ReadableTable<&'static str, Digest>,
+    key: &str,
+    object: &[u8],
+    resource_version: &str,
+) -> Result<bool, StoreError> {
+    if digests
+        .get(key)
+        .map_err(engine)?
+        .is_some_and(|stored| stored.value() == digest::of(object))
+    {
+        return Ok(true);
+    }
+    Ok(objects
+        .get(key)
+        .map_err(engine)?
+        .is_some_and(|stored| newer_than(stored.value(), resource_version)))
 }
 
 /// The metadata of the set stored under `key` as `current`, moved to `resource_version`, or
@@ -399,5 +442,6 @@ fn newer_than(stored: &[u8], incoming: &str) -> bool {
     compare_versions(&stored.resource_version, incoming).is_some_and(|o| o.is_gt())
 }
 
+mod digest;
 #[cfg(test)]
 mod tests;

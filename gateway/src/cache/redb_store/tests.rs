@@ -46,6 +46,26 @@ fn names(store: &RedbStore, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that the digests are those of the stored objects, key for key.
+fn assert_digests_agree(store: &RedbStore) {
+    let txn = store.db.begin_read().unwrap();
+    let objects = txn.open_table(OBJECTS).unwrap();
+    let digests = txn.open_table(DIGESTS).unwrap();
+    let of_objects: Vec<(String, Digest)> = objects
+        .iter()
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|(k, v)| (k.value().to_owned(), digest::of(v.value())))
+        .collect();
+    let kept: Vec<(String, Digest)> = digests
+        .iter()
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|(k, v)| (k.value().to_owned(), v.value()))
+        .collect();
+    assert_eq!(kept, of_objects);
+}
+
 /// A store in a fresh directory (held as long as the store), with `ops` applied durably.
 fn store_with(ops: &[WriteOp]) -> (tempfile::TempDir, RedbStore) {
     let dir = tempfile::tempdir().unwrap();
@@ -83,6 +103,7 @@ fn a_committed_list_replaces_its_set() {
         .unwrap()
         .unwrap();
     assert_eq!(Meta::parse(&stored).unwrap().resource_version, "5");
+    assert_digests_agree(&store);
     let sets = store.sets(&SetKey::resource_prefix(&services())).unwrap();
     assert_eq!(sets.len(), 1);
     assert_eq!(sets[0].1.resource_version, "20");
@@ -112,6 +133,7 @@ fn a_list_with_a_selector_replaces_only_what_it_selects() {
         names(&store, &services().prefix()),
         ["kube-proxy/services.v1.core/a/db"]
     );
+    assert_digests_agree(&store);
 }
 
 #[test]
@@ -162,10 +184,12 @@ fn upserts_never_go_back_in_time() {
     assert_eq!(version(&store), "5");
     store.apply(&[upsert(5), upsert(9)], false).unwrap();
     assert_eq!(version(&store), "9");
+    assert_digests_agree(&store);
     store
         .apply(&[WriteOp::Remove { key: key.clone() }], true)
         .unwrap();
     assert!(store.get(&key).unwrap().is_none());
+    assert_digests_agree(&store);
 }
 
 #[test]
@@ -272,6 +296,7 @@ fn removing_a_component_removes_all_it_had() {
     assert!(store.sets("").unwrap().is_empty());
     assert!(store.components().unwrap().is_empty());
     assert_eq!(names(&store, ""), ["kubelet/pods.v1.core/a/p"]);
+    assert_digests_agree(&store);
 }
 
 #[test]
@@ -337,5 +362,39 @@ fn a_relist_of_unchanged_objects_keeps_them_and_replaces_the_rest() {
             .unwrap(),
         svc("a", "x", 1, ""),
         "the unchanged object keeps its bytes"
+    );
+    assert_digests_agree(&store);
+}
+
+#[test]
+fn a_store_written_without_digests_has_them_computed_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = SetKey::new(services(), "", "", "");
+    {
+        let store = RedbStore::open(dir.path()).unwrap();
+        store
+            .apply(
+                &[
+                    stage(1, "a", "x", 1, ""),
+                    stage(1, "a", "gone", 1, ""),
+                    commit(1, &all, "10"),
+                ],
+                true,
+            )
+            .unwrap();
+        // As a store of a version that kept no digests left it.
+        let txn = store.db.begin_write().unwrap();
+        txn.delete_table(DIGESTS).unwrap();
+        txn.commit().unwrap();
+    }
+    let store = RedbStore::open(dir.path()).unwrap();
+    assert_digests_agree(&store);
+    // A re-list finds x unchanged and the member it no longer holds.
+    store
+        .apply(&[stage(2, "a", "x", 1, ""), commit(2, &all, "20")], true)
+        .unwrap();
+    assert_eq!(
+        names(&store, &services().prefix()),
+        ["kube-proxy/services.v1.core/a/x"]
     );
 }

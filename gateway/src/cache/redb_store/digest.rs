@@ -1,0 +1,44 @@
+//! What the store compares objects by: each object's length and XXH3-128 hash, kept in a
+//! table of their own under the objects' keys, so that comparing an item with the stored
+//! object, or walking a set's members, reads a few bytes per object instead of the object.
+
+use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition};
+use xxhash_rust::xxh3::xxh3_128;
+
+use super::engine;
+use crate::cache::store::StoreError;
+
+/// An object's length and XXH3-128 hash. Objects with equal digests are taken to be the
+/// same bytes: by chance, two differ with a probability of 2⁻¹²⁸; on purpose, only a filter
+/// could make two, and as a replacement keeps the key of the object it replaces, it gains
+/// nothing it could not have by returning the stored bytes.
+pub(super) type Digest = (u64, u128);
+
+/// Digests by object key: exactly the keys of the objects table.
+pub(super) const DIGESTS: TableDefinition<&str, Digest> = TableDefinition::new("digests");
+
+/// The digest of `object`.
+pub(super) fn of(object: &[u8]) -> Digest {
+    (object.len() as u64, xxh3_128(object))
+}
+
+/// Makes `digests` hold the digest of every object, computing them all when the two tables
+/// do not have as many entries (a store written before digests were kept).
+pub(super) fn complete(
+    objects: &impl ReadableTable<&'static str, &'static [u8]>,
+    digests: &mut Table<&str, Digest>,
+) -> Result<(), StoreError> {
+    let count = objects.len().map_err(engine)?;
+    if count == digests.len().map_err(engine)? {
+        return Ok(());
+    }
+    digests.retain(|_, _| false).map_err(engine)?;
+    for entry in objects.iter().map_err(engine)? {
+        let (key, object) = entry.map_err(engine)?;
+        digests
+            .insert(key.value(), of(object.value()))
+            .map_err(engine)?;
+    }
+    tracing::info!(objects = count, "digests of the stored objects computed");
+    Ok(())
+}
