@@ -107,7 +107,13 @@ impl RedbStore {
                     key,
                     object,
                     resource_version,
-                } => keeps(&objects, &digests, key, object, resource_version)?,
+                } => keeps(
+                    &objects,
+                    &digests,
+                    key,
+                    digest::of(object),
+                    resource_version,
+                )?,
                 WriteOp::Synced {
                     set,
                     resource_version,
@@ -259,8 +265,9 @@ impl Store for RedbStore {
                     } => {
                         // The watches of one set tee the same events: an object stored
                         // as it is now is not written again.
-                        if !keeps(&objects, &digests, key, object, resource_version)? {
-                            put(&mut objects, &mut digests, key, object)?;
+                        let digest = digest::of(object);
+                        if !keeps(&objects, &digests, key, digest, resource_version)? {
+                            put(&mut objects, &mut digests, key, object, digest)?;
                         }
                     }
                     WriteOp::Remove { key } => {
@@ -371,7 +378,8 @@ fn commit(
     for entry in staging.range((list, "")..(list + 1, "")).map_err(engine)? {
         let (key, value) = entry.map_err(engine)?;
         if value.value() != UNCHANGED {
-            put(objects, digests, key.value().1, value.value())?;
+            let object = value.value();
+            put(objects, digests, key.value().1, object, digest::of(object))?;
         }
     }
     staging
@@ -380,33 +388,34 @@ fn commit(
     Ok(())
 }
 
-/// Stores `object` under `key`, with its digest.
+/// Stores `object` under `key`, with its digest `digest`.
 fn put(
     objects: &mut redb::Table<&str, &[u8]>,
     digests: &mut redb::Table<&str, Digest>,
     key: &str,
     object: &[u8],
+    digest: Digest,
 ) -> Result<(), StoreError> {
     objects.insert(key, object).map_err(engine)?;
-    digests.insert(key, digest::of(object)).map_err(engine)?;
+    digests.insert(key, digest).map_err(engine)?;
     Ok(())
 }
 
-/// Whether an upsert of `object` at `resource_version` leaves the object stored under `key`
-/// in place: it is the same object (by digest, without reading it), or a newer version of
-/// it. The watches of one set tee the same events, and a GET mostly brings back what the
+/// Whether an upsert of an object whose digest is `digest`, at `resource_version`, leaves
+/// the object stored under `key` in place: it is the same object (by digest, without
+/// reading it), or a newer version of it. The watches of one set tee the same events, and a GET mostly brings back what the
 /// store holds.
 fn keeps(
     objects: &impl ReadableTable<&'static str, &'static [u8]>,
     digests: &impl ReadableTable<&'static str, Digest>,
     key: &str,
-    object: &[u8],
+    digest: Digest,
     resource_version: &str,
 ) -> Result<bool, StoreError> {
     if digests
         .get(key)
         .map_err(engine)?
-        .is_some_and(|stored| stored.value() == digest::of(object))
+        .is_some_and(|stored| stored.value() == digest)
     {
         return Ok(true);
     }
