@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end suite needs on a Debian bookworm machine and builds
-# kube-apiserver 1.20.2 from Debian's source package, cached under ~/.cache/edgegate.
+# kube-apiserver, kube-controller-manager, kube-proxy and kubelet 1.20.2 from Debian's
+# source package, cached under ~/.cache/edgegate; the node's runtime (containerd, runc, CNI
+# plugins, iptables, conntrack, busybox) comes from Debian's packages.
 # Idempotent: a second run only checks. Prints the cache directory on success.
 set -euo pipefail
 
 K8S_VERSION=1.20.2
 # Bump when the recipe below changes, so a cached build from an older recipe is not reused.
-RECIPE=2
+RECIPE=3
+BINARIES=(kube-apiserver kube-controller-manager kube-proxy kubelet)
 CACHE=${EDGEGATE_CACHE:-$HOME/.cache/edgegate}
 BIN=$CACHE/k8s-$K8S_VERSION-r$RECIPE
 mkdir -p "$BIN"
@@ -22,6 +25,17 @@ command -v go >/dev/null || need_pkgs+=(golang-go)
 command -v rsync >/dev/null || need_pkgs+=(rsync)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v wrk >/dev/null || need_pkgs+=(wrk)
+# The edge node: container runtime, CNI plugins, kube-proxy's tools, and the busybox the
+# test image is made of.
+command -v containerd >/dev/null || need_pkgs+=(containerd)
+command -v runc >/dev/null || need_pkgs+=(runc)
+[ -x /usr/lib/cni/bridge ] || need_pkgs+=(containernetworking-plugins)
+command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v conntrack >/dev/null || need_pkgs+=(conntrack)
+[ -x /bin/busybox ] || need_pkgs+=(busybox-static)
+command -v nsenter >/dev/null || need_pkgs+=(util-linux)
+command -v ip >/dev/null || need_pkgs+=(iproute2)
+command -v tc >/dev/null || need_pkgs+=(iproute2)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   sudo_if apt-get update -qq
@@ -40,8 +54,10 @@ if [ ! -x "$BIN/kubectl" ]; then
   rm -rf "$tmp"
 fi
 
-if [ ! -x "$BIN/kube-apiserver" ]; then
-  log "building kube-apiserver $K8S_VERSION from Debian's source package (about 5-10 minutes on 2 cores)"
+missing=()
+for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "building ${missing[*]} $K8S_VERSION from Debian's source package (about 20 minutes on 2 cores for all four)"
   if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
     cat <<SRC | sudo_if tee /etc/apt/sources.list.d/edgegate-src.sources >/dev/null
 Types: deb-src
@@ -78,11 +94,16 @@ SRC
     --output-base "$GOPATH/src" \
     --report-filename /dev/null
   version_pkg=k8s.io/kubernetes/vendor/k8s.io/component-base/version
-  go build -ldflags "-s -w -X $version_pkg.gitVersion=v$K8S_VERSION -X $version_pkg.gitMajor=1 -X $version_pkg.gitMinor=20 -X $version_pkg.gitTreeState=clean" \
-    -o "$BIN/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-  mv "$BIN/kube-apiserver.tmp" "$BIN/kube-apiserver"
+  ldflags="-s -w -X $version_pkg.gitVersion=v$K8S_VERSION -X $version_pkg.gitMajor=1 -X $version_pkg.gitMinor=20 -X $version_pkg.gitTreeState=clean"
+  for b in "${missing[@]}"; do
+    log "go build $b"
+    # kubelet needs cgo (cadvisor, the container manager); the others build static.
+    cgo=0; [ "$b" = kubelet ] && cgo=1
+    CGO_ENABLED=$cgo go build -ldflags "$ldflags" -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+    mv "$BIN/$b.tmp" "$BIN/$b"
+  done
   cd /; rm -rf "$work"
 fi
 
-"$BIN/kube-apiserver" --version >/dev/null
+for b in "${BINARIES[@]}"; do "$BIN/$b" --version >/dev/null; done
 echo "$BIN"
