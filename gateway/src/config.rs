@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -128,6 +129,7 @@ impl Config {
                 failed_retry: args.heartbeat_failed_retry,
                 healthy_threshold: args.heartbeat_healthy_threshold,
                 node_name: args.node_name.clone(),
+                kubelet: Arc::default(),
             },
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),

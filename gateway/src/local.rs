@@ -6,9 +6,12 @@
 //! | get | the cached object, or 404 |
 //! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
 //! | watch | the cached objects newer than the client's resourceVersion as events, then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
-//! | create | the request body echoed with 201; kubelet's node lease is accepted as is |
+//! | create | the request body echoed with 201 (JSON or protobuf, as it came) |
 //! | update, patch | the cached object, nothing applied; kubelet's lease renewal is echoed |
 //! | delete | 403 |
+//!
+//! With `--node-name`, kubelet's writes of its node lease are answered here online too
+//! ([`Local::kubelet_lease`]): the gateway's heartbeat is the node's lease in the cloud.
 
 mod list;
 mod watch;
@@ -22,7 +25,7 @@ use hyper::body::Incoming;
 use crate::cache::{Cache, ListQuery, ResourceKey};
 use crate::reply::{ResponseBody, json, status_response};
 use crate::request::{RequestInfo, Verb};
-use crate::upstream::HealthWatch;
+use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
 /// What the local proxy answers with.
 #[derive(Clone)]
@@ -31,6 +34,10 @@ pub struct Local {
     pub cache: Arc<Cache>,
     /// "Some apiserver is healthy": offline watches end when it turns true.
     pub health: HealthWatch,
+    /// This node's name (`--node-name`): kubelet's writes of its lease are answered here.
+    pub node_name: Option<String>,
+    /// kubelet's renewals of that lease, for the heartbeat.
+    pub kubelet: Arc<KubeletLease>,
 }
 
 /// One request the local proxy is asked to answer.
@@ -58,10 +65,55 @@ impl Ask<'_> {
         self.component == "kubelet"
             && self.info.resource == "leases"
             && self.info.api_group == "coordination.k8s.io"
+            && self.info.namespace == NODE_LEASE_NAMESPACE
+            && self.info.subresource.is_empty()
     }
 }
 
 impl Local {
+    /// Whether `info` from `component` is kubelet creating or renewing this node's lease,
+    /// which the gateway answers itself whether or not the cloud is reachable.
+    pub fn answers_kubelet_lease(&self, info: &RequestInfo, component: &str) -> bool {
+        let Some(node) = &self.node_name else {
+            return false;
+        };
+        let ask = Ask {
+            info,
+            component,
+            query: ListQuery::default(),
+        };
+        ask.is_kubelet_lease()
+            && match info.verb {
+                Verb::Create => info.name.is_empty(),
+                Verb::Update => info.name == *node,
+                _ => false,
+            }
+    }
+
+    /// Answers kubelet's create or renewal of this node's lease: the lease is echoed (no
+    /// conflict with the heartbeat can arise), and the renewal noted, so the heartbeat keeps
+    /// renewing the lease in the cloud while kubelet lives.
+    pub async fn kubelet_lease<B>(
+        &self,
+        info: &RequestInfo,
+        request: Request<B>,
+    ) -> Response<ResponseBody>
+    where
+        B: http_body::Body<Data = bytes::Bytes>,
+        B::Error: Into<crate::BoxError>,
+    {
+        let code = if info.verb == Verb::Create {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        let response = write::echo(request, code).await;
+        if response.status().is_success() {
+            self.kubelet.renewed();
+        }
+        response
+    }
+
     /// Answers `request` from the cache.
     pub async fn serve(&self, ask: Ask<'_>, request: Request<Incoming>) -> Response<ResponseBody> {
         match ask.info.verb {
@@ -147,3 +199,6 @@ fn store_failed(error: &dyn std::error::Error) -> Response<ResponseBody> {
         &format!("the local cache failed: {}", crate::error_chain(error)),
     )
 }
+
+#[cfg(test)]
+mod tests;

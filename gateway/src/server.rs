@@ -205,6 +205,8 @@ pub async fn serve(
         local: Local {
             cache: cache.clone(),
             health: health_rx.clone(),
+            node_name: config.node_name.clone(),
+            kubelet: config.health.kubelet.clone(),
         },
         health: health_rx,
         cache: cache.clone(),

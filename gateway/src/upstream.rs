@@ -10,4 +10,5 @@ mod transport;
 pub use balancer::{Balancer, LbMode, Server};
 pub use credentials::{Credentials, CredentialsError};
 pub use health::{HealthSettings, HealthWatch};
+pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};
 pub use transport::{BoxError, RequestBody, Transport, TransportError};

@@ -4,9 +4,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::process::wait_until;
 
-use crate::support::{Env, client, create_configmaps, list_as, namespace, runtime, wait_metric};
+use crate::support::{
+    Env, client, create_configmaps, list_as, namespace, request, runtime, wait_metric,
+};
 
 const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
 
@@ -98,29 +99,85 @@ pub fn cache_tools_show_the_cache(env: &Env) -> Result<()> {
     Ok(())
 }
 
-/// With `--node-name`, the health probe renews the node's Lease in kube-node-lease.
+/// kubelet's writes of its node lease are answered by the gateway (echoed, so no renewal
+/// can conflict), and the gateway's heartbeat is the node's lease in the cloud: it creates
+/// it (owned by the Node) and renews it while kubelet renews here, and only then.
 pub fn node_lease_is_the_heartbeat(env: &Env) -> Result<()> {
     let node = crate::support::unique("edge-heartbeat");
-    let _gateway = env.gateway(&[
+    crate::support::apply(
+        &env.cluster,
+        &env.cluster.dir,
+        &format!("{node}.json"),
+        &format!(r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}}}}"#),
+    )?;
+    let gateway = env.gateway(&[
         &format!("--node-name={node}"),
         "--heartbeat-interval-seconds=1",
     ])?;
-    let renew_time = || -> Option<String> {
+    let lease = || -> Option<serde_json::Value> {
         let lease = env
             .cluster
             .kubectl(&["get", "lease", &node, "-n", "kube-node-lease", "-o", "json"])
             .ok()?;
-        let lease: serde_json::Value = serde_json::from_str(&lease).ok()?;
-        (lease["spec"]["holderIdentity"] == node.as_str())
-            .then(|| lease["spec"]["renewTime"].as_str().map(str::to_owned))?
+        serde_json::from_str(&lease).ok()
     };
+    // The hub answers once the first probe of every server is in: had that probe renewed
+    // the lease without a kubelet renewing it, the lease would exist by now.
+    ensure!(
+        lease().is_none(),
+        "the gateway wrote the node's lease before kubelet renewed it"
+    );
+
+    let rt = runtime();
+    let client = client();
+    let leases = format!(
+        "{}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+        gateway.url()
+    );
+    // kubelet's own lease, with a resourceVersion the cloud never had: answered as sent.
+    let kubelet_lease = format!(
+        r#"{{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{{"name":"{node}","namespace":"kube-node-lease","resourceVersion":"1"}},"spec":{{"holderIdentity":"{node}","leaseDurationSeconds":40}}}}"#
+    );
+    let renew = |method: http::Method, url: &str| -> Result<(http::StatusCode, String)> {
+        rt.block_on(async {
+            let request = request(method, url, None, KUBELET, Some(&kubelet_lease))?;
+            let response = client.request(request).await?;
+            let status = response.status();
+            let body = http_body_util::BodyExt::collect(response.into_body())
+                .await?
+                .to_bytes();
+            Ok((status, String::from_utf8_lossy(&body).into_owned()))
+        })
+    };
+    let (status, body) = renew(http::Method::POST, &leases)?;
+    ensure!(status == 201, "kubelet's create: {status} {body}");
+    let renew_time = || lease().and_then(|l| l["spec"]["renewTime"].as_str().map(str::to_owned));
     let mut first = None;
-    wait_until(Duration::from_secs(15), "the node's lease", || {
-        first = renew_time();
-        first.is_some()
-    })?;
-    wait_until(Duration::from_secs(15), "the lease to be renewed", || {
-        renew_time().is_some_and(|t| Some(t) > first)
-    })?;
+    for round in 0..30 {
+        let (status, body) = renew(http::Method::PUT, &format!("{leases}/{node}"))?;
+        ensure!(
+            status == 200 && body == kubelet_lease,
+            "kubelet's renewal {round}: {status} {body}"
+        );
+        match (&first, renew_time()) {
+            (None, Some(time)) => first = Some(time),
+            (Some(first), Some(time)) if time > *first => break,
+            _ => {}
+        }
+        ensure!(round < 29, "the gateway never renewed the node's lease");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let lease = lease().context("the node's lease")?;
+    ensure!(
+        lease["spec"]["holderIdentity"] == node.as_str(),
+        "holder: {}",
+        lease["spec"]["holderIdentity"]
+    );
+    ensure!(
+        lease["metadata"]["ownerReferences"][0]["name"] == node.as_str()
+            && lease["metadata"]["ownerReferences"][0]["kind"] == "Node",
+        "the lease is not owned by its Node: {}",
+        lease["metadata"]
+    );
     Ok(())
 }

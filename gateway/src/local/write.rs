@@ -1,20 +1,32 @@
 //! Offline writes: creates are echoed (events and leases keep flowing into nowhere rather
-//! than failing), lease renewals echoed, everything else answered from the cache.
+//! than failing), lease renewals echoed, everything else answered from the cache. A body is
+//! echoed in the content type it came in: kubelet writes protobuf
+//! (`--kube-api-content-type`'s default), other clients JSON.
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 
 use super::Ask;
-use crate::reply::{ResponseBody, json, status_response};
+use crate::reply::{ResponseBody, full, status_response};
 
 /// The largest body an offline write may carry: Kubernetes objects are at most 1.5 MiB in
 /// etcd, a little more as JSON.
 const MAX_BODY: usize = 3 << 20;
 
+/// Kubernetes' protobuf media type.
+const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// The four bytes every Kubernetes protobuf object starts with (its `runtime.Unknown`
+/// envelope).
+const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
+
 /// Echoes a create with 201; `serviceaccounts/token` cannot be faked usefully and is refused.
-pub(super) async fn create(ask: &Ask<'_>, request: Request<Incoming>) -> Response<ResponseBody> {
+pub(super) async fn create<B>(ask: &Ask<'_>, request: Request<B>) -> Response<ResponseBody>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<crate::BoxError>,
+{
     if !ask.info.subresource.is_empty() {
         return status_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -28,8 +40,75 @@ pub(super) async fn create(ask: &Ask<'_>, request: Request<Incoming>) -> Respons
     echo(request, StatusCode::CREATED).await
 }
 
-/// Answers with the request's own JSON object.
-pub(super) async fn echo(request: Request<Incoming>, code: StatusCode) -> Response<ResponseBody> {
+/// The media types an object body may come in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Media {
+    Json,
+    Protobuf,
+}
+
+impl Media {
+    /// The media type of a request body; no `Content-Type` is JSON, as kube-apiserver reads it.
+    fn of(headers: &HeaderMap) -> Result<Media, String> {
+        let Some(value) = headers.get(CONTENT_TYPE) else {
+            return Ok(Media::Json);
+        };
+        let media = value
+            .to_str()
+            .unwrap_or_default()
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match media.as_str() {
+            "application/json" => Ok(Media::Json),
+            PROTOBUF => Ok(Media::Protobuf),
+            _ => Err(media),
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Media::Json => "application/json",
+            Media::Protobuf => PROTOBUF,
+        }
+    }
+
+    /// Whether `body` is an object of this media type, as far as the gateway can tell without
+    /// the object's schema: a JSON object, or a protobuf envelope.
+    fn holds_object(self, body: &[u8]) -> bool {
+        match self {
+            Media::Json => {
+                serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
+                    && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+            }
+            Media::Protobuf => {
+                body.len() > PROTOBUF_MAGIC.len() && body.starts_with(PROTOBUF_MAGIC)
+            }
+        }
+    }
+}
+
+/// Answers with the request's own object, in the content type it came in.
+pub(super) async fn echo<B>(request: Request<B>, code: StatusCode) -> Response<ResponseBody>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<crate::BoxError>,
+{
+    let media = match Media::of(request.headers()) {
+        Ok(media) => media,
+        Err(media) => {
+            return status_response(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                &format!(
+                    "the cloud is unreachable and a {media:?} body cannot be answered offline \
+                     (application/json and {PROTOBUF} can)"
+                ),
+            );
+        }
+    };
     let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
@@ -40,17 +119,115 @@ pub(super) async fn echo(request: Request<Incoming>, code: StatusCode) -> Respon
             );
         }
     };
-    if !is_object(&body) {
+    if !media.holds_object(&body) {
         return status_response(
             StatusCode::BAD_REQUEST,
             "BadRequest",
-            "the request body is not a JSON object",
+            &format!("the request body is not a {} object", media.content_type()),
         );
     }
-    json(code, body)
+    full(code, media.content_type(), body)
 }
 
-fn is_object(body: &Bytes) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok()
-        && body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+#[cfg(test)]
+mod tests {
+    use http_body_util::Full;
+
+    use super::*;
+
+    fn request(content_type: Option<&str>, body: &'static [u8]) -> Request<Full<Bytes>> {
+        let mut builder = Request::builder().method("PUT").uri("/x");
+        if let Some(content_type) = content_type {
+            builder = builder.header(CONTENT_TYPE, content_type);
+        }
+        builder.body(Full::new(Bytes::from_static(body))).unwrap()
+    }
+
+    async fn answer(response: Response<ResponseBody>) -> (StatusCode, String, Bytes) {
+        let code = response.status();
+        let content_type = response.headers()[CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (code, content_type, body)
+    }
+
+    /// The start of a protobuf Lease as kubelet 1.20 writes it: the envelope's magic, then
+    /// its `typeMeta` and the object's bytes.
+    const PROTOBUF_LEASE: &[u8] =
+        b"k8s\0\n\x1f\n\x16coordination.k8s.io/v1\x12\x05Lease\x12\x08\n\x06\n\x04node";
+
+    #[tokio::test]
+    async fn a_protobuf_body_is_echoed_as_protobuf() {
+        let (code, content_type, body) = answer(
+            echo(
+                request(Some("application/vnd.kubernetes.protobuf"), PROTOBUF_LEASE),
+                StatusCode::OK,
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(content_type, PROTOBUF);
+        assert_eq!(body, PROTOBUF_LEASE);
+    }
+
+    #[tokio::test]
+    async fn a_json_body_is_echoed_as_json_with_or_without_a_content_type() {
+        for content_type in [Some("application/json; charset=utf-8"), None] {
+            let (code, media, body) = answer(
+                echo(
+                    request(content_type, br#"{"kind":"Event"}"#),
+                    StatusCode::CREATED,
+                )
+                .await,
+            )
+            .await;
+            assert_eq!(code, StatusCode::CREATED);
+            assert_eq!(media, "application/json");
+            assert_eq!(body, &br#"{"kind":"Event"}"#[..]);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_an_object_of_its_type_is_a_bad_request() {
+        let cases: [(&str, &[u8]); 4] = [
+            ("application/json", b"[1]"),
+            ("application/json", b"{\"a\":"),
+            (PROTOBUF, b"{\"kind\":\"Lease\"}"),
+            (PROTOBUF, b"k8s\0"),
+        ];
+        for (content_type, body) in cases {
+            let request = Request::builder()
+                .header(CONTENT_TYPE, content_type)
+                .body(Full::new(Bytes::from_static(body)))
+                .unwrap();
+            let (code, _, status) = answer(echo(request, StatusCode::OK).await).await;
+            assert_eq!(code, StatusCode::BAD_REQUEST, "{content_type} {body:?}");
+            let status: serde_json::Value = serde_json::from_slice(&status).unwrap();
+            assert_eq!(status["kind"], "Status");
+        }
+    }
+
+    #[tokio::test]
+    async fn another_media_type_is_refused_by_name() {
+        let (code, _, status) = answer(
+            echo(
+                request(Some("application/yaml"), b"kind: Lease\n"),
+                StatusCode::OK,
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let status: serde_json::Value = serde_json::from_slice(&status).unwrap();
+        assert_eq!(status["reason"], "UnsupportedMediaType");
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .contains("application/yaml")
+        );
+    }
 }

@@ -72,6 +72,9 @@ async fn forward(
         component,
         query: ListQuery::parse(query.as_deref()),
     };
+    if state.local.answers_kubelet_lease(info, component) {
+        return Ok(state.local.kubelet_lease(info, request).await);
+    }
     if !state.balancer.any_healthy() {
         return Ok(state.local.serve(ask(), request).await);
     }

@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Empty};
 use tokio::sync::watch;
 
 use super::balancer::{Balancer, Server};
+use super::lease::KubeletLease;
 use super::transport::Transport;
 use crate::metrics::{Metrics, ServerLabels};
 
@@ -27,6 +28,9 @@ pub struct HealthSettings {
     /// With a node name, a probe renews the node's lease (YurtHub's heartbeat); without, it
     /// asks `/readyz`.
     pub node_name: Option<String>,
+    /// kubelet's renewals of that lease, answered by the gateway: the probe renews the lease
+    /// only while kubelet does.
+    pub kubelet: Arc<KubeletLease>,
 }
 
 /// While a verdict is in doubt (a failure on a healthy server, a success on an unhealthy one)
@@ -125,7 +129,10 @@ async fn check_server(
 async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings) -> bool {
     let probe = async {
         match &settings.node_name {
-            Some(node) => super::lease::renew(transport, &server.url, node).await,
+            Some(node) => {
+                let kubelet_alive = settings.kubelet.alive();
+                super::lease::renew(transport, &server.url, node, kubelet_alive).await
+            }
             None => readyz(transport, server).await,
         }
     };
@@ -216,6 +223,7 @@ mod tests {
             failed_retry: 3,
             healthy_threshold: 2,
             node_name: None,
+            kubelet: Arc::default(),
         }
     }
 
