@@ -1,6 +1,7 @@
 //! A real Kubernetes control plane on loopback: etcd and kube-apiserver, their kubeconfigs,
 //! and kubectl pointed at them.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +25,7 @@ const APISERVER_READY_TIMEOUT: Duration = Duration::from_secs(120);
 static SEQUENCE: AtomicUsize = AtomicUsize::new(0);
 
 /// A fresh scratch directory under the system temp dir, removed by its owner.
-fn scratch_dir(kind: &str) -> Result<PathBuf> {
+pub(crate) fn scratch_dir(kind: &str) -> Result<PathBuf> {
     let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("edgegate-e2e-{}-{kind}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -87,7 +88,33 @@ impl Drop for Etcd {
     }
 }
 
-/// A kube-apiserver on a free loopback port, backed by its own prefix of an [`Etcd`].
+/// How a [`Cluster`]'s apiserver is set up; the default is the e2e suite's loopback cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// The address the apiserver binds and advertises (its certificate is valid for it).
+    pub address: IpAddr,
+    /// `--service-cluster-ip-range`.
+    pub service_cidr: String,
+    /// A node whose client certificate is issued ([`Pki::node`]); the apiserver then
+    /// authorizes with the Node authorizer before RBAC, as a real cluster does.
+    pub node: Option<String>,
+    /// Whether a kube-controller-manager will run: then the ServiceAccount admission plugin
+    /// stays on (the controllers create the accounts it requires).
+    pub controller_manager: bool,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> ClusterOptions {
+        ClusterOptions {
+            address: IpAddr::from([127, 0, 0, 1]),
+            service_cidr: "10.96.0.0/16".to_owned(),
+            node: None,
+            controller_manager: false,
+        }
+    }
+}
+
+/// A kube-apiserver on a free port, backed by its own prefix of an [`Etcd`].
 #[derive(Debug)]
 pub struct Cluster {
     /// The scratch directory: PKI, kubeconfigs, logs.
@@ -96,6 +123,8 @@ pub struct Cluster {
     pub pki: Pki,
     /// The secure port.
     pub port: u16,
+    /// How the apiserver is set up.
+    pub options: ClusterOptions,
     /// Kubeconfig of the admin user (bearer token), talking to the apiserver directly.
     pub admin_kubeconfig: PathBuf,
     /// Kubeconfig for the gateway: client certificate CN `edgegate`, group `system:masters`.
@@ -109,8 +138,21 @@ pub struct Cluster {
 impl Cluster {
     /// Starts a kube-apiserver on `etcd` and waits until it is ready.
     pub fn start(tools: &Toolchain, etcd: Arc<Etcd>) -> Result<Cluster> {
+        Cluster::start_with(tools, etcd, ClusterOptions::default())
+    }
+
+    /// [`Cluster::start`] set up by `options`.
+    pub fn start_with(
+        tools: &Toolchain,
+        etcd: Arc<Etcd>,
+        options: ClusterOptions,
+    ) -> Result<Cluster> {
         let dir = scratch_dir("cluster")?;
-        let pki = Pki::generate(&dir.join("pki"))?;
+        let pki = Pki::generate_for(
+            &dir.join("pki"),
+            &[options.address.to_string()],
+            options.node.as_deref(),
+        )?;
         std::fs::write(
             dir.join("tokens.csv"),
             format!(
@@ -118,7 +160,7 @@ impl Cluster {
             ),
         )?;
         let port = free_port()?;
-        let server = format!("https://127.0.0.1:{port}");
+        let server = format!("https://{}:{port}", options.address);
         let admin_kubeconfig = dir.join("admin.kubeconfig");
         write_kubeconfig(
             &admin_kubeconfig,
@@ -139,6 +181,7 @@ impl Cluster {
             dir,
             pki,
             port,
+            options,
             admin_kubeconfig,
             gateway_kubeconfig,
             tools: tools.clone(),
@@ -151,7 +194,12 @@ impl Cluster {
 
     /// The apiserver's URL.
     pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!("https://{}:{}", self.options.address, self.port)
+    }
+
+    /// The etcd the apiserver stores in.
+    pub fn etcd(&self) -> &Arc<Etcd> {
+        &self.etcd
     }
 
     /// The toolchain the cluster runs with.
@@ -169,11 +217,12 @@ impl Cluster {
             bail!("kube-apiserver is already running");
         }
         let pki = &self.pki;
-        let args = [
+        let options = &self.options;
+        let mut args = vec![
             format!("--etcd-servers={}", self.etcd.url),
             format!("--etcd-prefix={}", self.prefix),
-            "--bind-address=127.0.0.1".to_owned(),
-            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--bind-address={}", options.address),
+            format!("--advertise-address={}", options.address),
             format!("--secure-port={}", self.port),
             "--insecure-port=0".to_owned(),
             format!("--tls-cert-file={}", pki.serving_cert.display()),
@@ -189,14 +238,26 @@ impl Cluster {
                 "--token-auth-file={}",
                 self.dir.join("tokens.csv").display()
             ),
-            "--authorization-mode=RBAC".to_owned(),
-            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
-            // No controller-manager runs, so nothing would create service accounts for pods.
-            "--disable-admission-plugins=ServiceAccount".to_owned(),
+            format!("--service-cluster-ip-range={}", options.service_cidr),
             "--profiling=false".to_owned(),
             "--logtostderr=true".to_owned(),
             "--v=1".to_owned(),
         ];
+        if options.node.is_some() {
+            args.extend([
+                "--authorization-mode=Node,RBAC".to_owned(),
+                "--enable-admission-plugins=NodeRestriction".to_owned(),
+                // kubelet logs and exec: the node's address, not a name nobody resolves.
+                "--kubelet-preferred-address-types=InternalIP".to_owned(),
+                "--allow-privileged=true".to_owned(),
+            ]);
+        } else {
+            args.push("--authorization-mode=RBAC".to_owned());
+        }
+        if !options.controller_manager {
+            // No controller-manager runs, so nothing would create service accounts for pods.
+            args.push("--disable-admission-plugins=ServiceAccount".to_owned());
+        }
         let mut process = Process::spawn(
             "kube-apiserver",
             &self.tools.kube_apiserver,
@@ -226,13 +287,22 @@ impl Cluster {
         wait_until(
             Duration::from_secs(10),
             "the apiserver port to close",
-            || std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err(),
+            || std::net::TcpStream::connect((self.options.address, self.port)).is_err(),
         )
     }
 
     /// Runs kubectl against the apiserver directly, as admin; returns stdout.
     pub fn kubectl(&self, args: &[&str]) -> Result<String> {
         kubectl(&self.tools, &self.admin_kubeconfig, args)
+    }
+
+    /// `kubectl apply` of the manifest `json` (a file in the cluster's directory), as admin.
+    pub fn apply(&self, json: &str) -> Result<()> {
+        let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!("manifest-{n}.json"));
+        std::fs::write(&path, json)?;
+        self.kubectl(&["apply", "-f", &path.display().to_string()])
+            .map(drop)
     }
 
     /// Writes a kubeconfig for `server` (e.g. the gateway's URL) with `user`; the CA is
@@ -287,7 +357,13 @@ pub enum User<'a> {
     Anonymous,
 }
 
-fn write_kubeconfig(path: &Path, server: &str, ca: Option<&Path>, user: &User<'_>) -> Result<()> {
+/// Writes a kubeconfig for `server` with `user`, trusting `ca` if given.
+pub fn write_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca: Option<&Path>,
+    user: &User<'_>,
+) -> Result<()> {
     let ca_line = match ca {
         Some(ca) => format!("    certificate-authority: {}\n", ca.display()),
         None => String::new(),

@@ -10,19 +10,32 @@
 //! - [`process`]: child processes that die with the harness; free ports; polling.
 //! - [`http`]: a blocking raw HTTP/1.1 client for probes and malformed-request tests.
 //! - [`relay`]: a TCP relay to cut the gateway off from a running apiserver.
+//! - [`netns`]: a node's network namespace and its cloud link (cut, WAN by `tc netem`).
+//! - [`cloud`]: a node's cloud: etcd, kube-apiserver and kube-controller-manager.
+//! - [`image`]: the node's busybox OCI image, made without a registry.
+//! - [`containerd`]: the node's container runtime and its cleanup.
+//! - [`node`]: containerd, edgegate, kubelet and kube-proxy in the node's namespace.
+//! - [`testbed`]: a node, its cloud and the link between them.
 // The harness is synchronous by design: it drives processes, not a runtime.
 #![allow(clippy::disallowed_methods)]
 
+pub mod cloud;
 pub mod cluster;
+pub mod containerd;
 pub mod filters;
 pub mod gateway;
 pub mod http;
+pub mod image;
+pub mod netns;
+pub mod node;
 pub mod pki;
 pub mod process;
 pub mod relay;
+pub mod testbed;
 pub mod toolchain;
 
 pub use cluster::{ADMIN_TOKEN, Cluster, Etcd, NOBODY_TOKEN, User};
 pub use gateway::Gateway;
 pub use relay::Relay;
+pub use testbed::Testbed;
 pub use toolchain::Toolchain;

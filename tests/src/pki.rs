@@ -15,7 +15,9 @@ use rcgen::{
 pub struct Pki {
     /// The CA certificate every party trusts.
     pub ca_cert: PathBuf,
-    /// The apiserver's serving certificate (IP SAN 127.0.0.1).
+    /// The CA's key (kube-controller-manager signs CSRs with it).
+    pub ca_key: PathBuf,
+    /// The apiserver's serving certificate (IP SAN 127.0.0.1, and the addresses asked for).
     pub serving_cert: PathBuf,
     /// Its key.
     pub serving_key: PathBuf,
@@ -31,11 +33,20 @@ pub struct Pki {
     pub gateway_serving_cert: PathBuf,
     /// Its key.
     pub gateway_serving_key: PathBuf,
+    /// A node's client certificate (CN `system:node:<node>`, group `system:nodes`) and key,
+    /// when one was asked for.
+    pub node: Option<(PathBuf, PathBuf)>,
 }
 
 impl Pki {
     /// Generates the PKI into `dir`.
     pub fn generate(dir: &Path) -> Result<Pki> {
+        Pki::generate_for(dir, &[], None)
+    }
+
+    /// Generates the PKI into `dir`, the apiserver's certificate also valid for `ips`, and a
+    /// client certificate for `node` if given.
+    pub fn generate_for(dir: &Path, ips: &[String], node: Option<&str>) -> Result<Pki> {
         fs::create_dir_all(dir)?;
         let write = |name: &str, pem: String| -> Result<PathBuf> {
             let path = dir.join(name);
@@ -51,15 +62,19 @@ impl Pki {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+        let ca_key_pair = KeyPair::generate()?;
+        let ca_key = write("ca.key", ca_key_pair.serialize_pem())?;
+        let ca = CertifiedIssuer::self_signed(ca_params, ca_key_pair)?;
         let ca_cert = write("ca.crt", ca.pem())?;
 
-        let mut serving = CertificateParams::new(vec![
+        let mut names = vec![
             "127.0.0.1".to_owned(),
             "localhost".to_owned(),
             "kubernetes".to_owned(),
             "kubernetes.default.svc".to_owned(),
-        ])?;
+        ];
+        names.extend(ips.iter().cloned());
+        let mut serving = CertificateParams::new(names)?;
         serving.distinguished_name = name("kube-apiserver", None);
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let serving_key_pair = KeyPair::generate()?;
@@ -84,12 +99,29 @@ impl Pki {
         let gateway_serving_key =
             write("gateway-serving.key", gateway_serving_pair.serialize_pem())?;
 
+        let node = match node {
+            Some(node) => {
+                let mut params = CertificateParams::new(Vec::<String>::new())?;
+                params.distinguished_name =
+                    name(&format!("system:node:{node}"), Some("system:nodes"));
+                params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+                let pair = KeyPair::generate()?;
+                let cert = params.signed_by(&pair, &ca)?;
+                Some((
+                    write("node.crt", cert.pem())?,
+                    write("node.key", pair.serialize_pem())?,
+                ))
+            }
+            None => None,
+        };
+
         let sa = KeyPair::generate()?;
         let sa_key = write("sa.key", sa.serialize_pem())?;
         let sa_pub = write("sa.pub", sa.public_key_pem())?;
 
         Ok(Pki {
             ca_cert,
+            ca_key,
             serving_cert,
             serving_key,
             sa_key,
@@ -98,6 +130,7 @@ impl Pki {
             gateway_key,
             gateway_serving_cert,
             gateway_serving_key,
+            node,
         })
     }
 }

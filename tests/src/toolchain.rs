@@ -1,4 +1,5 @@
-//! The binaries the cluster runs: etcd, kube-apiserver and kubectl, provisioned on first use.
+//! The binaries the cluster and the node run: etcd, kube-apiserver, kube-controller-manager,
+//! kubelet, kube-proxy and kubectl, provisioned on first use.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,12 +15,19 @@ pub struct Toolchain {
     pub kube_apiserver: PathBuf,
     /// kubectl 1.20.2, from Debian's kubernetes-client.
     pub kubectl: PathBuf,
+    /// kube-controller-manager 1.20.2 (the node's cloud), built like kube-apiserver.
+    pub kube_controller_manager: PathBuf,
+    /// kubelet 1.20.2 (the node), built like kube-apiserver but with cgo.
+    pub kubelet: PathBuf,
+    /// kube-proxy 1.20.2 (the node), built like kube-apiserver.
+    pub kube_proxy: PathBuf,
 }
 
 impl Toolchain {
     /// Runs `tests/cluster/provision.sh` (which only checks when everything is in place) and
     /// returns the binaries it vouches for. `EDGEGATE_K8S_BIN` names a directory holding
-    /// kube-apiserver and kubectl and skips provisioning.
+    /// kube-apiserver and kubectl and skips provisioning (the node's binaries are looked for
+    /// there too, and only a node needs them: see [`Toolchain::check_node`]).
     pub fn provision() -> Result<Toolchain> {
         let bin_dir = match std::env::var_os("EDGEGATE_K8S_BIN") {
             Some(dir) => PathBuf::from(dir),
@@ -49,6 +57,9 @@ impl Toolchain {
             etcd,
             kube_apiserver: bin_dir.join("kube-apiserver"),
             kubectl: bin_dir.join("kubectl"),
+            kube_controller_manager: bin_dir.join("kube-controller-manager"),
+            kubelet: bin_dir.join("kubelet"),
+            kube_proxy: bin_dir.join("kube-proxy"),
         };
         for path in [&tools.kube_apiserver, &tools.kubectl] {
             if !path.is_file() {
@@ -60,9 +71,43 @@ impl Toolchain {
         }
         Ok(tools)
     }
+
+    /// Fails unless the node's binaries are in place: kube-controller-manager, kubelet and
+    /// kube-proxy, and containerd, runc, ctr, iptables, nsenter, ip, tc and busybox from Debian.
+    pub fn check_node(&self) -> Result<()> {
+        for path in [
+            &self.kube_controller_manager,
+            &self.kubelet,
+            &self.kube_proxy,
+        ] {
+            if !path.is_file() {
+                bail!(
+                    "{} is missing; run tests/cluster/provision.sh",
+                    path.display()
+                );
+            }
+        }
+        for program in [
+            "containerd",
+            "containerd-shim-runc-v2",
+            "runc",
+            "ctr",
+            "iptables-save",
+            "nsenter",
+            "ip",
+            "tc",
+            "busybox",
+        ] {
+            which(program).with_context(|| {
+                format!("{program} is not installed; run tests/cluster/provision.sh")
+            })?;
+        }
+        Ok(())
+    }
 }
 
-fn which(program: &str) -> Option<PathBuf> {
+/// The first `program` on `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
         .split(':')

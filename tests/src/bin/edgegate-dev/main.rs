@@ -1,5 +1,9 @@
 //! `cargo dev`: a local control plane (etcd and kube-apiserver on loopback) with edgegate in
 //! front of it, for trying the gateway out. Extra arguments are passed to edgegate.
+//!
+//! `cargo dev --node`: a real edge node behind edgegate (see `node.rs`).
+
+mod node;
 
 use std::process::ExitCode;
 
@@ -9,7 +13,13 @@ use edgegate::{Config, server};
 use edgegate_testkit::{ADMIN_TOKEN, Cluster, Etcd, Toolchain, User};
 
 fn main() -> ExitCode {
-    match run() {
+    let mut args = std::env::args().skip(1).peekable();
+    let result = match args.peek().map(String::as_str) {
+        Some("--node") => node::run(args.skip(1).collect()),
+        Some(node::GATEWAY) => node::gateway(args.skip(1).collect()),
+        _ => run(),
+    };
+    match result {
         Ok(code) => code,
         Err(error) => {
             eprintln!("edgegate-dev: {error:#}");

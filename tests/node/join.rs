@@ -1,0 +1,69 @@
+//! (a) The node joins through edgegate: Ready, pods run on the host network and on the CNI
+//! bridge, and kubelet's lease renewals never conflict.
+
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use edgegate_testkit::Testbed;
+use edgegate_testkit::testbed::NODE;
+
+use crate::support::{
+    PODS, apply, lines_with, pod, pod_status, pod_tasks, requests, wait_pods_running, wait_requests,
+};
+
+/// What kubelet logs when its lease renewal is refused because someone else renewed it.
+pub const LEASE_CONFLICT: &[&str] = &["failed to update lease", "the object has been modified"];
+
+/// The node registers and is Ready through the gateway (Testbed::start waits for it), its
+/// pods run, and kubelet's lease renewals (at least three, through the gateway) meet no
+/// conflict with the gateway's own node-lease heartbeat.
+pub fn the_node_joins_through_edgegate_and_runs_pods(testbed: &mut Testbed) -> Result<()> {
+    let renewals = requests(testbed, "kubelet", "update", "leases")?;
+    for (name, host_network) in PODS {
+        apply(testbed, &pod(NODE, name, *host_network))?;
+    }
+    let names: Vec<&str> = PODS.iter().map(|(name, _)| *name).collect();
+    let ids = wait_pods_running(testbed, &names)?;
+    let tasks = pod_tasks(testbed, &ids)?;
+    ensure!(
+        tasks.len() == ids.len(),
+        "containerd runs {tasks:?}, the cloud says {ids:?}"
+    );
+    let bridge = pod_status(testbed, "bridge")?;
+    let ip = bridge["status"]["podIP"].as_str().unwrap_or_default();
+    let prefix = format!("198.19.{}.", testbed.link.index);
+    ensure!(
+        ip.starts_with(&prefix),
+        "the bridge pod's IP {ip} is not in {prefix}0/24"
+    );
+    let host = pod_status(testbed, "host")?;
+    let node_ip = testbed.link.node_ip().to_string();
+    ensure!(
+        host["status"]["podIP"] == node_ip.as_str(),
+        "the host-network pod's IP is {}, not the node's {node_ip}",
+        host["status"]["podIP"]
+    );
+
+    // kubelet renews its lease every 10 s; three renewals overlap the gateway's heartbeat.
+    wait_requests(
+        testbed,
+        ("kubelet", "update", "leases"),
+        renewals,
+        3.0,
+        Duration::from_secs(90),
+    )?;
+    let log = testbed.node.log("kubelet");
+    let conflicts = lines_with(&log, LEASE_CONFLICT);
+    ensure!(
+        conflicts.is_empty(),
+        "kubelet's lease renewals conflicted {} times, e.g.:\n{}",
+        conflicts.len(),
+        conflicts
+            .iter()
+            .take(3)
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Ok(())
+}

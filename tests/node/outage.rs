@@ -1,0 +1,218 @@
+//! (c, d, f) The cloud link drops: the node keeps running on what edgegate cached, its
+//! components restart on it, and what changed in the cloud arrives after the reconnect.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use edgegate_testkit::Testbed;
+use edgegate_testkit::process::wait_until;
+
+use crate::support::{
+    container_id, ensure_cut, lines_with, pod_status, pod_tasks, requests, wait_pods_running,
+    wait_readyz, wait_requests,
+};
+
+/// What kubelet logs when a write (lease, node status, event) gets no answer it accepts.
+const WRITE_ERRORS: &[&str] = &[
+    "Error updating node status",
+    "failed to update lease",
+    "Server rejected event",
+    "Unable to write event",
+];
+
+/// The pods that live through the whole outage.
+const KEPT: &[&str] = &["host", "bridge"];
+
+/// (c) With the link cut, for at least 6 lease renewals and 6 node status checks of
+/// kubelet (it reads its Node every 10 s and patches it when something changed, or every
+/// 5 minutes: a minute and more): the pods' containers keep running (the same processes),
+/// every write kubelet makes is answered, and kube-proxy's rules stay as they were.
+/// Leaves the link cut.
+pub fn a_cut_link_keeps_the_node_running(testbed: &mut Testbed) -> Result<()> {
+    let ids = wait_pods_running(testbed, KEPT)?;
+    let tasks = pod_tasks(testbed, &ids)?;
+    let rules = testbed.node.proxy_rules()?;
+    ensure!(
+        rules.iter().any(|r| r.contains("default/kubernetes")),
+        "kube-proxy has no rule for default/kubernetes:\n{}",
+        rules.join("\n")
+    );
+    let kubelet_log = testbed.node.log("kubelet").len();
+
+    ensure_cut(testbed)?;
+    let leases = requests(testbed, "kubelet", "update", "leases")?;
+    let status = requests(testbed, "kubelet", "get", "nodes")?;
+    wait_requests(
+        testbed,
+        ("kubelet", "update", "leases"),
+        leases,
+        6.0,
+        Duration::from_secs(180),
+    )?;
+    wait_requests(
+        testbed,
+        ("kubelet", "get", "nodes"),
+        status,
+        6.0,
+        Duration::from_secs(180),
+    )?;
+
+    ensure!(
+        pod_tasks(testbed, &ids)? == tasks,
+        "the pods' containers changed while cut: before {tasks:?}"
+    );
+    let after = testbed.node.proxy_rules()?;
+    ensure!(
+        after == rules,
+        "kube-proxy's rules changed while cut:\nbefore\n{}\nafter\n{}",
+        rules.join("\n"),
+        after.join("\n")
+    );
+    let log = testbed.node.log("kubelet");
+    let errors = lines_with(&log[kubelet_log..], WRITE_ERRORS);
+    ensure!(
+        errors.is_empty(),
+        "kubelet logged {} write errors while cut, e.g.:\n{}",
+        errors.len(),
+        errors
+            .iter()
+            .take(3)
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Ok(())
+}
+
+/// (d) Still cut: kubelet restarted keeps every pod (the same processes) and has its node
+/// registration answered; kube-proxy restarted after its chains were flushed programs the
+/// same rules from the cache. Leaves the link cut.
+pub fn restarts_while_cut_keep_the_pods_and_rules(testbed: &mut Testbed) -> Result<()> {
+    let ids = wait_pods_running(testbed, KEPT)?;
+    let rules = testbed.node.proxy_rules()?;
+    ensure_cut(testbed)?;
+    let tasks = pod_tasks(testbed, &ids)?;
+
+    let offset = testbed.node.log("kubelet").len();
+    let leases = requests(testbed, "kubelet", "update", "leases")?;
+    testbed.node.kill_kubelet();
+    testbed.node.start_kubelet()?;
+    wait_until(
+        Duration::from_secs(60),
+        "kubelet to try to register the node",
+        || testbed.node.log("kubelet")[offset..].contains("Attempting to register node"),
+    )?;
+    // Pod cleanup runs every 2 s once the pods are known: two lease renewals later, a
+    // kubelet that had been told "no pods" would have killed them.
+    wait_until(
+        Duration::from_secs(60),
+        "kubelet to take its pods from the gateway",
+        || {
+            let log = testbed.node.log("kubelet");
+            let added = lines_with(&log[offset..], &[r#"SyncLoop (ADD, "api")"#]).join("\n");
+            KEPT.iter()
+                .all(|pod| added.contains(&format!("{pod}_default(")))
+        },
+    )?;
+    wait_requests(
+        testbed,
+        ("kubelet", "update", "leases"),
+        leases,
+        2.0,
+        Duration::from_secs(60),
+    )?;
+    testbed.node.check_running()?;
+    ensure!(
+        pod_tasks(testbed, &ids)? == tasks,
+        "kubelet restarted while cut changed the pods' containers: before {tasks:?}"
+    );
+    // Checked last, so that kube-proxy's restart is tried whatever kubelet was told.
+    let log = testbed.node.log("kubelet");
+    let registration = lines_with(&log[offset..], &["register node"]).join("\n");
+
+    testbed.node.kill_kube_proxy();
+    testbed.node.flush_proxy_rules()?;
+    let flushed = testbed.node.proxy_rules()?;
+    ensure!(
+        flushed != rules,
+        "flushing left kube-proxy's rules in place"
+    );
+    testbed.node.start_kube_proxy()?;
+    let back = wait_until(
+        Duration::from_secs(60),
+        "kube-proxy's rules to come back",
+        || testbed.node.proxy_rules().is_ok_and(|now| now == rules),
+    );
+    if let Err(error) = back {
+        testbed.node.check_running()?;
+        let now = testbed.node.proxy_rules()?;
+        return Err(error.context(format!(
+            "before\n{}\nnow\n{}\n{}",
+            rules.join("\n"),
+            now.join("\n"),
+            testbed.node.log_tail("kube-proxy", 20)
+        )));
+    }
+    ensure!(
+        registration.contains("Successfully registered node"),
+        "kubelet restarted while cut had no answer to its node registration:\n{registration}"
+    );
+    Ok(())
+}
+
+/// (f) A pod deleted in the cloud while the link is cut keeps running (the node cannot
+/// know), and is stopped once the link is back; prints how long that took from the link's
+/// return. The other pods keep their containers, restarted never. Leaves the link up.
+pub fn a_pod_deleted_in_the_cloud_stops_after_reconnect(testbed: &mut Testbed) -> Result<()> {
+    let ids = wait_pods_running(testbed, KEPT)?;
+    ensure_cut(testbed)?;
+    let tasks = pod_tasks(testbed, &ids)?;
+    let doomed =
+        container_id(&pod_status(testbed, "doomed")?).context("doomed has no container")?;
+    testbed
+        .cloud
+        .kubectl(&["delete", "pod", "doomed", "-n", "default", "--wait=false"])?;
+    let running = |testbed: &Testbed| {
+        testbed
+            .node
+            .containerd
+            .running_tasks()
+            .map(|tasks| tasks.contains_key(&doomed))
+    };
+    ensure!(
+        running(testbed)?,
+        "the doomed pod's container is not running while cut"
+    );
+
+    testbed.link.restore()?;
+    let restored = Instant::now();
+    wait_until(
+        Duration::from_secs(180),
+        "the deleted pod's container to stop",
+        || running(testbed).is_ok_and(|running| !running),
+    )?;
+    let stopped = restored.elapsed();
+    println!("link restored → deleted pod's container stopped: {stopped:.1?}");
+    wait_readyz(testbed, false)?;
+    testbed.node.wait_ready(&testbed.cloud)?;
+    ensure!(
+        pod_tasks(testbed, &ids)? == tasks,
+        "the kept pods' containers changed over the outage: before {tasks:?}"
+    );
+    let restarts: BTreeMap<&str, serde_json::Value> = KEPT
+        .iter()
+        .map(|pod| {
+            let status = pod_status(testbed, pod)?;
+            Ok((
+                *pod,
+                status["status"]["containerStatuses"][0]["restartCount"].clone(),
+            ))
+        })
+        .collect::<Result<_>>()?;
+    ensure!(
+        restarts.values().all(|n| *n == 0),
+        "containers restarted over the outage: {restarts:?}"
+    );
+    Ok(())
+}

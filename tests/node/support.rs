@@ -1,0 +1,179 @@
+//! What the node scenarios share: the testbed, manifests, pods, the gateway's counters.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use edgegate_testkit::node::GatewayCommand;
+use edgegate_testkit::process::wait_until;
+use edgegate_testkit::{Testbed, Toolchain};
+
+/// Brings up the node with the `edgegate` binary cargo built for this test.
+pub fn start() -> Result<Testbed> {
+    let tools = Toolchain::provision()?;
+    let gateway = GatewayCommand {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_edgegate")),
+        args: Vec::new(),
+    };
+    Testbed::start(&tools, gateway)
+}
+
+/// The pods the scenarios run: (name, host network).
+pub const PODS: &[(&str, bool)] = &[("host", true), ("bridge", false), ("doomed", true)];
+
+/// A pod bound to the node (no scheduler runs) that sleeps in the busybox image.
+pub fn pod(node: &str, name: &str, host_network: bool) -> String {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "hostNetwork": host_network,
+            "dnsPolicy": "Default",
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "main",
+                "image": "edgegate/busybox:test",
+                "imagePullPolicy": "Never",
+                "command": ["/bin/sleep", "100000"],
+            }],
+        },
+    })
+    .to_string()
+}
+
+/// `kubectl apply` of `json` in the cloud.
+pub fn apply(testbed: &Testbed, json: &str) -> Result<()> {
+    testbed.cloud.cluster.apply(json)
+}
+
+/// A pod as the cloud has it.
+pub fn pod_status(testbed: &Testbed, name: &str) -> Result<serde_json::Value> {
+    let text = testbed
+        .cloud
+        .kubectl(&["get", "pod", name, "-n", "default", "-o", "json"])?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// The containerd id of a pod's container, from its status in the cloud.
+pub fn container_id(pod: &serde_json::Value) -> Option<String> {
+    let id = pod["status"]["containerStatuses"][0]["containerID"].as_str()?;
+    Some(id.strip_prefix("containerd://")?.to_owned())
+}
+
+/// Waits until the pods `names` run ready (as the cloud last heard); their container ids.
+pub fn wait_pods_running(
+    testbed: &mut Testbed,
+    names: &[&str],
+) -> Result<BTreeMap<String, String>> {
+    let mut ids = BTreeMap::new();
+    let running = wait_until(Duration::from_secs(120), "the pods to run", || {
+        ids.clear();
+        names.iter().all(|name| {
+            let Ok(pod) = pod_status(testbed, name) else {
+                return false;
+            };
+            let ready = pod["status"]["containerStatuses"][0]["ready"] == true;
+            if let Some(id) = container_id(&pod).filter(|_| ready) {
+                ids.insert((*name).to_owned(), id);
+                true
+            } else {
+                false
+            }
+        })
+    });
+    if let Err(error) = running {
+        testbed.node.check_running()?;
+        return Err(error.context(testbed.node.log_tail("kubelet", 40)));
+    }
+    Ok(ids)
+}
+
+/// The sum over response codes of `edgegate_requests_total` for a component, verb and
+/// resource, from the gateway's hub.
+pub fn requests(testbed: &Testbed, component: &str, verb: &str, resource: &str) -> Result<f64> {
+    let (status, text) = testbed.node.hub("/metrics")?;
+    if status != 200 {
+        bail!("/metrics answered {status}");
+    }
+    let labels = format!(r#"component="{component}",verb="{verb}",resource="{resource}","#);
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("edgegate_requests_total{") && l.contains(&labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Waits until the gateway has served `n` more of a component's requests than `from`.
+pub fn wait_requests(
+    testbed: &Testbed,
+    (component, verb, resource): (&str, &str, &str),
+    from: f64,
+    n: f64,
+    timeout: Duration,
+) -> Result<()> {
+    let what = format!("{n} more {verb} {resource} of {component} through the gateway");
+    wait_until(timeout, &what, || {
+        requests(testbed, component, verb, resource).is_ok_and(|now| now >= from + n)
+    })
+}
+
+/// Waits until the gateway's `/v1/readyz` says it serves from its cache (`offline`) or
+/// answers 200.
+pub fn wait_readyz(testbed: &Testbed, offline: bool) -> Result<()> {
+    let what = if offline {
+        "the gateway to serve from its cache"
+    } else {
+        "the gateway to be ready"
+    };
+    wait_until(Duration::from_secs(60), what, || {
+        testbed.node.hub("/v1/readyz").is_ok_and(|(status, body)| {
+            if offline {
+                status == 503 && body.contains("serving the node's components from the local cache")
+            } else {
+                status == 200
+            }
+        })
+    })
+}
+
+/// Cuts the link unless it is cut, and waits until the gateway serves from its cache.
+pub fn ensure_cut(testbed: &mut Testbed) -> Result<()> {
+    if !testbed.link.is_cut() {
+        testbed.link.cut()?;
+    }
+    wait_readyz(testbed, true)
+}
+
+/// The lines of `log` that contain any of `patterns`.
+pub fn lines_with<'a>(log: &'a str, patterns: &[&str]) -> Vec<&'a str> {
+    log.lines()
+        .filter(|line| patterns.iter().any(|p| line.contains(p)))
+        .collect()
+}
+
+/// The running tasks of the pods' containers: container id → pid.
+pub fn pod_tasks(
+    testbed: &Testbed,
+    ids: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, u32>> {
+    let tasks = testbed.node.containerd.running_tasks()?;
+    Ok(ids
+        .values()
+        .filter_map(|id| Some((id.clone(), *tasks.get(id)?)))
+        .collect())
+}
+
+/// A process's environment variable, read from `/proc/PID/environ` on the host.
+pub fn environ(pid: u32, name: &str) -> Result<Option<String>> {
+    let bytes = std::fs::read(format!("/proc/{pid}/environ"))
+        .with_context(|| format!("reading /proc/{pid}/environ"))?;
+    let prefix = format!("{name}=");
+    Ok(bytes
+        .split(|b| *b == 0)
+        .filter_map(|kv| std::str::from_utf8(kv).ok())
+        .find_map(|kv| kv.strip_prefix(&prefix).map(str::to_owned)))
+}

@@ -1,0 +1,187 @@
+//! The cloud link of a node: a network namespace joined to the host by a veth pair, with
+//! addresses from 198.18.0.0/15 (reserved for network tests, RFC 2544), so nothing it
+//! reaches can exist elsewhere.
+//!
+//! Each link gets a free /30 in `198.18.N.0` (the host side `.1`, the node side `.2`) and the
+//! node's pods the range `198.19.N.0/24`; `N` is the first index no interface of the host
+//! uses yet. "The link drops" means the node's end of the veth goes down: the node then
+//! reaches nothing, while the host keeps its own address (the apiserver stays up, as it
+//! would in the cloud).
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// A network namespace with a veth to the host; deleted (with everything in it) on drop.
+#[derive(Debug)]
+pub struct Link {
+    /// The namespace's name (`/run/netns/NAME`).
+    pub name: String,
+    /// The index `N` of `198.18.N.0/30` and `198.19.N.0/24`.
+    pub index: u8,
+    /// The host's end of the veth.
+    pub host_if: String,
+    /// The node's end of the veth, inside the namespace.
+    pub node_if: String,
+    cut: bool,
+}
+
+impl Link {
+    /// Creates the namespace and the veth, addresses them and routes the node's traffic to
+    /// the host.
+    pub fn create() -> Result<Link> {
+        let used = run(Command::new("ip").args(["-4", "-o", "addr", "show"]))?;
+        let index = (1..=127u8)
+            .find(|n| !used.contains(&format!(" 198.18.{n}.")))
+            .context("no free 198.18.N.0/30 for a node link")?;
+        let link = Link {
+            name: format!("edgegate-node-{index}"),
+            index,
+            host_if: format!("egc{index}"),
+            node_if: format!("egn{index}"),
+            cut: false,
+        };
+        // Leftovers of an aborted run under the same name go first.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &link.name])
+            .output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &link.host_if])
+            .output();
+        run(Command::new("ip").args(["netns", "add", &link.name]))?;
+        run(Command::new("ip").args([
+            "link",
+            "add",
+            &link.host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &link.node_if,
+            "netns",
+            &link.name,
+        ]))?;
+        let host_cidr = format!("{}/30", link.host_ip());
+        run(Command::new("ip").args(["addr", "add", &host_cidr, "dev", &link.host_if]))?;
+        run(Command::new("ip").args(["link", "set", &link.host_if, "up"]))?;
+        let node_cidr = format!("{}/30", link.node_ip());
+        link.ip(&["link", "set", "lo", "up"])?;
+        link.ip(&["addr", "add", &node_cidr, "dev", &link.node_if])?;
+        link.up()?;
+        Ok(link)
+    }
+
+    /// The host's address on the link: where the cloud listens.
+    pub fn host_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, self.index, 1)
+    }
+
+    /// The node's address (its InternalIP).
+    pub fn node_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, self.index, 2)
+    }
+
+    /// The node's pod range, on its CNI bridge.
+    pub fn pod_cidr(&self) -> String {
+        format!("198.19.{}.0/24", self.index)
+    }
+
+    /// The namespace's file, for `nsenter --net=`.
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.name)
+    }
+
+    /// `program` run inside the namespace. `nsenter --net` rather than `ip netns exec`,
+    /// which remounts `/sys` and so hides the cgroup hierarchy kubelet and runc need.
+    pub fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net={}", self.path().display()))
+            .arg("--")
+            .arg(program);
+        command
+    }
+
+    /// Runs `program args` in the namespace; its stdout, or its stderr as the error.
+    pub fn run(&self, program: &str, args: &[&str]) -> Result<String> {
+        run(self.command(program).args(args))
+    }
+
+    /// Cuts the link: the node's end goes down.
+    pub fn cut(&mut self) -> Result<()> {
+        self.ip(&["link", "set", &self.node_if, "down"])?;
+        self.cut = true;
+        Ok(())
+    }
+
+    /// Restores the link (and the node's default route, which went with it).
+    pub fn restore(&mut self) -> Result<()> {
+        self.up()?;
+        self.cut = false;
+        Ok(())
+    }
+
+    /// Whether the link is cut.
+    pub fn is_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// Makes the link a WAN both ways with `tc netem` (e.g. `["delay", "75ms", "loss", "1%",
+    /// "rate", "5mbit"]`); an empty `args` removes it.
+    pub fn netem(&self, args: &[&str]) -> Result<()> {
+        let _ = Command::new("tc")
+            .args(["qdisc", "del", "dev", &self.host_if, "root"])
+            .output();
+        let _ = self.run("tc", &["qdisc", "del", "dev", &self.node_if, "root"]);
+        if args.is_empty() {
+            return Ok(());
+        }
+        let mut host = vec!["qdisc", "add", "dev", &self.host_if, "root", "netem"];
+        host.extend_from_slice(args);
+        run(Command::new("tc").args(&host))?;
+        let mut node = vec!["qdisc", "add", "dev", &self.node_if, "root", "netem"];
+        node.extend_from_slice(args);
+        self.run("tc", &node)?;
+        Ok(())
+    }
+
+    fn up(&self) -> Result<()> {
+        self.ip(&["link", "set", &self.node_if, "up"])?;
+        let gateway = self.host_ip().to_string();
+        self.ip(&["route", "replace", "default", "via", &gateway])?;
+        Ok(())
+    }
+
+    fn ip(&self, args: &[&str]) -> Result<()> {
+        self.run("ip", args).map(drop)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the node's end of the veth, and with it the host's.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .output();
+    }
+}
+
+/// Runs `command`; its stdout, or a failure naming it with its stderr.
+pub(crate) fn run(command: &mut Command) -> Result<String> {
+    let output = command
+        .output()
+        .with_context(|| format!("running {command:?}"))?;
+    if !output.status.success() {
+        bail!(
+            "{command:?} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}

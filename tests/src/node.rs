@@ -1,0 +1,394 @@
+//! A real edge node in a network namespace: containerd, edgegate, kubelet and kube-proxy
+//! 1.20.2, the components pointed at edgegate (`http://127.0.0.1:10261` inside the node),
+//! edgegate at the cloud across the [`Link`] on the node's identity (`system:node:<name>`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::cloud::Cloud;
+use crate::cluster::User;
+use crate::containerd::{Containerd, unmount_under};
+use crate::netns::Link;
+use crate::process::{Process, wait_until};
+use crate::toolchain::Toolchain;
+
+/// The gateway's proxy inside the node, where kubelet and kube-proxy are pointed.
+pub const GATEWAY_URL: &str = "http://127.0.0.1:10261";
+
+/// How to run edgegate: a program and the arguments before the gateway's own flags.
+#[derive(Clone, Debug)]
+pub struct GatewayCommand {
+    /// The program (the `edgegate` binary, or a program that runs the gateway in-process).
+    pub program: PathBuf,
+    /// Arguments before the gateway's flags.
+    pub args: Vec<String>,
+}
+
+/// kube-proxy's own chains in the nat table (kubelet's KUBE-MARK-* and the shared
+/// KUBE-POSTROUTING are left out: kubelet keeps them whatever kube-proxy does).
+const PROXY_CHAINS: &[&str] = &["KUBE-SERVICES", "KUBE-SVC-", "KUBE-SEP-", "KUBE-NODEPORTS"];
+
+/// Global kernel settings kubelet changes (`setupKernelTunables`), restored when the node goes.
+const KERNEL_TUNABLES: &[&str] = &[
+    "/proc/sys/vm/overcommit_memory",
+    "/proc/sys/kernel/panic",
+    "/proc/sys/kernel/panic_on_oops",
+];
+
+/// The node's processes and files.
+#[derive(Debug)]
+pub struct Node {
+    /// The node's name (and kubelet's hostname override).
+    pub name: String,
+    /// Its directory: kubelet's root, containerd's, the gateway's cache and filters, logs.
+    pub dir: PathBuf,
+    /// The container runtime.
+    pub containerd: Containerd,
+    netns: PathBuf,
+    node_ip: String,
+    pod_cidr: String,
+    tools: Toolchain,
+    gateway_command: GatewayCommand,
+    gateway_args: Vec<String>,
+    gateway: Option<Process>,
+    kubelet: Option<Process>,
+    kube_proxy: Option<Process>,
+    tunables: Vec<(&'static str, String)>,
+    pod_logs_before: Vec<PathBuf>,
+}
+
+impl Node {
+    /// Starts containerd, edgegate (with the built filters `filters`), kubelet and kube-proxy
+    /// in `link`'s namespace, and waits until the node is Ready in the cloud.
+    pub fn start(
+        tools: &Toolchain,
+        link: &Link,
+        cloud: &Cloud,
+        name: &str,
+        gateway: GatewayCommand,
+        filters: &[&str],
+    ) -> Result<Node> {
+        tools.check_node()?;
+        let dir = cloud.cluster.dir.join(format!("node-{name}"));
+        std::fs::create_dir_all(&dir)?;
+        let filter_dir = dir.join("filters");
+        std::fs::create_dir_all(&filter_dir)?;
+        if !filters.is_empty() {
+            let built = crate::filters::built(filters)?;
+            for filter in filters {
+                let file = format!("{filter}.wasm");
+                std::fs::copy(built.join(&file), filter_dir.join(&file))?;
+            }
+        }
+        let (cert, key) = cloud
+            .cluster
+            .pki
+            .node
+            .clone()
+            .context("the cloud has no certificate for the node")?;
+        let gateway_kubeconfig = dir.join("edgegate.kubeconfig");
+        let cluster = &cloud.cluster;
+        cluster.kubeconfig_for(
+            &gateway_kubeconfig,
+            &cluster.url(),
+            &User::Certificate(&cert, &key),
+        )?;
+        let components_kubeconfig = dir.join("components.kubeconfig");
+        cluster.kubeconfig_for(&components_kubeconfig, GATEWAY_URL, &User::Anonymous)?;
+        let gateway_args = vec![
+            format!("--server-addr={}", cluster.url()),
+            format!("--kubeconfig={}", gateway_kubeconfig.display()),
+            format!("--node-name={name}"),
+            format!("--disk-cache-path={}", dir.join("edgegate-cache").display()),
+            format!("--filter-dir={}", filter_dir.display()),
+            "--log-level=info,edgegate=debug".to_owned(),
+        ];
+        let tunables = KERNEL_TUNABLES
+            .iter()
+            .filter_map(|path| Some((*path, std::fs::read_to_string(path).ok()?)))
+            .collect();
+        let containerd = Containerd::start(link, &dir.join("containerd"))?;
+        let mut node = Node {
+            name: name.to_owned(),
+            dir,
+            containerd,
+            netns: link.path(),
+            node_ip: link.node_ip().to_string(),
+            pod_cidr: link.pod_cidr(),
+            tools: tools.clone(),
+            gateway_command: gateway,
+            gateway_args,
+            gateway: None,
+            kubelet: None,
+            kube_proxy: None,
+            tunables,
+            pod_logs_before: pod_log_dirs(),
+        };
+        node.start_gateway()?;
+        node.start_kubelet()?;
+        node.start_kube_proxy()?;
+        node.wait_ready(cloud)?;
+        Ok(node)
+    }
+
+    /// Starts edgegate and waits until its hub answers `/v1/healthz`.
+    pub fn start_gateway(&mut self) -> Result<()> {
+        let mut args = self.gateway_command.args.clone();
+        args.extend(self.gateway_args.iter().cloned());
+        let program = self.gateway_command.program.clone();
+        let mut process = self.spawn("edgegate", &program, &args)?;
+        let up = wait_until(Duration::from_secs(60), "edgegate /v1/healthz", || {
+            self.hub("/v1/healthz")
+                .is_ok_and(|(status, _)| status == 200)
+        });
+        if let Err(error) = up {
+            process.check_running()?;
+            return Err(error.context(process.log_tail(30)));
+        }
+        self.gateway = Some(process);
+        Ok(())
+    }
+
+    /// Starts kubelet (its log appends to `kubelet.log`).
+    pub fn start_kubelet(&mut self) -> Result<()> {
+        let dir = self.dir.display().to_string();
+        let socket = format!("unix://{}", self.containerd.socket.display());
+        let args = vec![
+            format!("--kubeconfig={dir}/components.kubeconfig"),
+            "--container-runtime=remote".to_owned(),
+            format!("--container-runtime-endpoint={socket}"),
+            // cAdvisor's view of containers, else it looks for /run/containerd's.
+            format!("--containerd={}", self.containerd.socket.display()),
+            format!("--root-dir={dir}/kubelet"),
+            format!("--cert-dir={dir}/kubelet/pki"),
+            format!("--volume-plugin-dir={dir}/kubelet/volume-plugins"),
+            format!("--hostname-override={}", self.name),
+            format!("--node-ip={}", self.node_ip),
+            // What runs on these machines (verified): no QoS cgroups, nothing enforced.
+            "--cgroup-driver=cgroupfs".to_owned(),
+            "--cgroups-per-qos=false".to_owned(),
+            "--enforce-node-allocatable=".to_owned(),
+            "--fail-swap-on=false".to_owned(),
+            // Lowering oom_score_adj is refused here.
+            "--oom-score-adj=0".to_owned(),
+            "--read-only-port=0".to_owned(),
+            // The only image must never be collected.
+            "--image-gc-high-threshold=100".to_owned(),
+            "--image-gc-low-threshold=99".to_owned(),
+            "--logtostderr=true".to_owned(),
+            "--v=2".to_owned(),
+        ];
+        let kubelet = self.tools.kubelet.clone();
+        self.kubelet = Some(self.spawn("kubelet", &kubelet, &args)?);
+        Ok(())
+    }
+
+    /// Stops kubelet (SIGKILL: a crash, or a node losing power).
+    pub fn kill_kubelet(&mut self) {
+        if let Some(mut process) = self.kubelet.take() {
+            process.kill();
+        }
+    }
+
+    /// Starts kube-proxy in iptables mode (its log appends to `kube-proxy.log`).
+    pub fn start_kube_proxy(&mut self) -> Result<()> {
+        let args = vec![
+            format!("--kubeconfig={}/components.kubeconfig", self.dir.display()),
+            format!("--hostname-override={}", self.name),
+            "--proxy-mode=iptables".to_owned(),
+            format!("--cluster-cidr={}", self.pod_cidr),
+            // No sysctl writes outside the namespace: conntrack's table is the host's.
+            "--conntrack-max-per-core=0".to_owned(),
+            "--conntrack-tcp-timeout-established=0".to_owned(),
+            "--conntrack-tcp-timeout-close-wait=0".to_owned(),
+            "--oom-score-adj=0".to_owned(),
+            "--metrics-bind-address=127.0.0.1:10249".to_owned(),
+            "--healthz-bind-address=127.0.0.1:10256".to_owned(),
+            "--logtostderr=true".to_owned(),
+            "--v=2".to_owned(),
+        ];
+        let kube_proxy = self.tools.kube_proxy.clone();
+        self.kube_proxy = Some(self.spawn("kube-proxy", &kube_proxy, &args)?);
+        Ok(())
+    }
+
+    /// Stops kube-proxy (SIGKILL).
+    pub fn kill_kube_proxy(&mut self) {
+        if let Some(mut process) = self.kube_proxy.take() {
+            process.kill();
+        }
+    }
+
+    /// Stops edgegate (SIGKILL).
+    pub fn kill_gateway(&mut self) {
+        if let Some(mut process) = self.gateway.take() {
+            process.kill();
+        }
+    }
+
+    /// Fails with its log's tail if a component that should run has exited.
+    pub fn check_running(&mut self) -> Result<()> {
+        for process in [&mut self.gateway, &mut self.kubelet, &mut self.kube_proxy]
+            .into_iter()
+            .flatten()
+        {
+            process.check_running()?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the node is Ready in the cloud.
+    pub fn wait_ready(&mut self, cloud: &Cloud) -> Result<()> {
+        let condition = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+        let ready = wait_until(Duration::from_secs(120), "the node to be Ready", || {
+            cloud
+                .kubectl(&["get", "node", &self.name, "-o", condition])
+                .is_ok_and(|s| s.trim() == "True")
+        });
+        if let Err(error) = ready {
+            self.check_running()?;
+            return Err(error.context(self.log_tail("kubelet", 30)));
+        }
+        Ok(())
+    }
+
+    /// kube-proxy's rules: the nat table's lines that jump to, or are in, its service and
+    /// endpoint chains, counters left out, sorted.
+    pub fn proxy_rules(&self) -> Result<Vec<String>> {
+        let table = self.run("iptables-save", &["-t", "nat"])?;
+        let mut rules: Vec<String> = table
+            .lines()
+            .filter(|line| PROXY_CHAINS.iter().any(|chain| line.contains(chain)))
+            .map(|line| match line.split_once(" [") {
+                Some((chain, _counters)) if line.starts_with(':') => chain.to_owned(),
+                _ => line.to_owned(),
+            })
+            .collect();
+        rules.sort();
+        Ok(rules)
+    }
+
+    /// Flushes and deletes kube-proxy's service and endpoint chains (as a node that lost
+    /// them would be).
+    pub fn flush_proxy_rules(&self) -> Result<()> {
+        let table = self.run("iptables-save", &["-t", "nat"])?;
+        let chains: Vec<&str> = table
+            .lines()
+            .filter_map(|line| line.strip_prefix(':')?.split(' ').next())
+            .filter(|chain| PROXY_CHAINS.iter().any(|c| chain.starts_with(c)))
+            .collect();
+        // With --noflush, declaring a chain flushes it alone; then the per-service chains go.
+        let mut script = String::from("*nat\n");
+        for chain in &chains {
+            script.push_str(&format!(":{chain} - [0:0]\n"));
+        }
+        for chain in chains
+            .iter()
+            .filter(|c| c.starts_with("KUBE-SVC-") || c.starts_with("KUBE-SEP-"))
+        {
+            script.push_str(&format!("-X {chain}\n"));
+        }
+        script.push_str("COMMIT\n");
+        let path = self.dir.join("flush.rules");
+        std::fs::write(&path, script)?;
+        self.run(
+            "iptables-restore",
+            &["--noflush", &path.display().to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// `GET path` on the gateway's hub inside the node: status and body.
+    pub fn hub(&self, path: &str) -> Result<(u16, String)> {
+        let url = format!("http://127.0.0.1:10267{path}");
+        let out = self.run("curl", &["-s", "-m", "5", "-w", "\n%{http_code}", &url])?;
+        let (body, status) = out.rsplit_once('\n').context("curl printed no status")?;
+        Ok((status.trim().parse()?, body.to_owned()))
+    }
+
+    /// Runs `program args` inside the node's network namespace; its stdout.
+    pub fn run(&self, program: &str, args: &[&str]) -> Result<String> {
+        crate::netns::run(
+            std::process::Command::new("nsenter")
+                .arg(format!("--net={}", self.netns.display()))
+                .arg("--")
+                .arg(program)
+                .args(args),
+        )
+    }
+
+    /// A component's log (`edgegate`, `kubelet`, `kube-proxy`) so far, all its runs.
+    pub fn log(&self, component: &str) -> String {
+        let bytes = std::fs::read(self.dir.join(format!("{component}.log"))).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The last `lines` lines of a component's log.
+    pub fn log_tail(&self, component: &str, lines: usize) -> String {
+        let log = self.log(component);
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn spawn(&self, name: &str, program: &Path, args: &[String]) -> Result<Process> {
+        let mut full = vec![
+            format!("--net={}", self.netns.display()),
+            "--".to_owned(),
+            program.display().to_string(),
+        ];
+        full.extend(args.iter().cloned());
+        Process::spawn(
+            name,
+            Path::new("nsenter"),
+            &full,
+            &self.dir.join(format!("{name}.log")),
+        )
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill_kube_proxy();
+        self.kill_kubelet();
+        self.kill_gateway();
+        self.containerd.clean();
+        unmount_under(&self.dir);
+        // kubelet writes container logs to /var/log/pods whatever its root: ours go.
+        let ours: Vec<String> = std::fs::read_dir(self.dir.join("kubelet/pods"))
+            .map(|d| {
+                d.filter_map(|e| Some(format!("_{}", e.ok()?.file_name().to_str()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut removed = Vec::new();
+        for dir in pod_log_dirs() {
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if !self.pod_logs_before.contains(&dir) && ours.iter().any(|uid| name.ends_with(uid)) {
+                let _ = std::fs::remove_dir_all(&dir);
+                removed.push(dir);
+            }
+        }
+        // And links to them in /var/log/containers.
+        for entry in std::fs::read_dir("/var/log/containers")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = entry.path();
+            if std::fs::read_link(&path).is_ok_and(|to| removed.iter().any(|d| to.starts_with(d))) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        for (path, value) in &self.tunables {
+            let _ = std::fs::write(path, value);
+        }
+    }
+}
+
+fn pod_log_dirs() -> Vec<PathBuf> {
+    std::fs::read_dir("/var/log/pods")
+        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default()
+}
