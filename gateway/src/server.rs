@@ -81,6 +81,9 @@ pub(crate) struct State {
     pub(crate) local: Local,
     /// Turns true when the gateway is stopping: open watches end.
     pub(crate) stopping: watch::Receiver<bool>,
+    /// An upstream answer later than this (the heartbeat's timeout) has the health checker
+    /// probe that server at once.
+    pub(crate) late_answer: Duration,
 }
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
@@ -213,6 +216,7 @@ pub async fn serve(
         filters,
         informers,
         stopping: stopping_rx,
+        late_answer: config.health.timeout,
     });
 
     tracing::info!(

@@ -1,8 +1,10 @@
 //! The proxy handler: one request from a node component to an apiserver and back, the
 //! response body streamed through as it arrives.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
@@ -16,7 +18,7 @@ use crate::cache::ListQuery;
 use crate::local::Ask;
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
 use crate::request::{RequestInfo, Verb, component_of};
-use crate::upstream::{RequestBody, TransportError};
+use crate::upstream::{RequestBody, Server, TransportError};
 
 /// Serves one proxied request; errors become `Status` responses here.
 pub async fn handle(
@@ -105,21 +107,60 @@ async fn forward(
     }
     let request: Request<RequestBody> = request.map(|body| body.map_err(Into::into).boxed_unsync());
 
-    let response = match state.transport.send(&server.url, request).await {
-        Ok(response) => response,
+    let reads = matches!(info.verb, Verb::Get | Verb::List | Verb::Watch);
+    let sent = state.transport.send(&server.url, request);
+    let response = match unless_lost(server, state.late_answer, sent).await {
+        Some(Ok(response)) => response,
         // A read that cannot reach the cloud is answered from the cache.
-        Err(TransportError::Connect { server, source })
-            if matches!(info.verb, Verb::Get | Verb::List | Verb::Watch) =>
-        {
-            tracing::debug!(%server, error = %source, "connect failed: answering from the cache");
+        Some(Err(TransportError::Connect {
+            server: name,
+            source,
+        })) if reads => {
+            tracing::debug!(server = %name, error = %source, "connect failed: answering from the cache");
+            server.suspect();
             return Ok(state.local.read(ask()).await);
         }
-        Err(error) => return Err(error.into()),
+        Some(Err(error)) => {
+            server.suspect();
+            return Err(error.into());
+        }
+        // So is one whose server was found unreachable while it waited: a connection the cut
+        // link left open would otherwise hold it until the client gives up.
+        None if reads => {
+            tracing::debug!(server = %server.name, "server lost in flight: answering from the cache");
+            return Ok(state.local.read(ask()).await);
+        }
+        None => return Err(ProxyError::Lost(server.name.clone())),
     };
     if let Some(client_upgrade) = client_upgrade {
         return Ok(upgrade::tunnel(client_upgrade, response));
     }
     Ok(respond::respond(state, info, component, plan, response).await)
+}
+
+/// The upstream's answer to `send`, or `None` once `server` is found unhealthy first. An
+/// answer later than `late` makes the health checker probe the server at once.
+async fn unless_lost<T>(
+    server: &Server,
+    late: Duration,
+    send: impl Future<Output = T>,
+) -> Option<T> {
+    let lost = async {
+        let late_notice = async {
+            tokio::time::sleep(late).await;
+            server.suspect();
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            () = server.lost() => {}
+            () = late_notice => {}
+        }
+    };
+    tokio::select! {
+        biased;
+        answer = send => Some(answer),
+        () = lost => None,
+    }
 }
 
 /// Wraps the response body so its bytes are counted and the request stays in flight until
@@ -131,4 +172,46 @@ fn meter(
     in_flight: InFlight,
 ) -> Response<ResponseBody> {
     response.map(|body| Metered::new(body, metrics, labels, in_flight).boxed_unsync())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::{Balancer, LbMode};
+
+    fn balancer() -> Balancer {
+        let balancer = Balancer::new(vec!["https://a:6443".parse().unwrap()], LbMode::Rr);
+        balancer.servers()[0].set_healthy(true);
+        balancer
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_answer_has_the_server_probed_and_its_loss_ends_the_wait() {
+        let balancer = balancer();
+        let server = &balancer.servers()[0];
+        let late = Duration::from_secs(2);
+        let waiting = unless_lost(server, late, std::future::pending::<()>());
+        tokio::pin!(waiting);
+        let probed = async {
+            // The checker's side: a suspicion comes once the answer is late, not before.
+            let suspected = tokio::time::timeout(late / 2, server.suspected()).await;
+            assert!(suspected.is_err(), "suspected before the answer was late");
+            server.suspected().await;
+            server.set_healthy(false);
+        };
+        let (answer, ()) = tokio::join!(&mut waiting, probed);
+        assert_eq!(answer, None, "the wait ends with the server's loss");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_that_comes_is_taken_even_late() {
+        let balancer = balancer();
+        let server = &balancer.servers()[0];
+        let answer = unless_lost(server, Duration::from_secs(2), async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            7
+        })
+        .await;
+        assert_eq!(answer, Some(7));
+    }
 }

@@ -20,6 +20,11 @@ pub enum ProxyError {
     /// No apiserver is configured.
     #[error("no apiserver is configured")]
     NoServer,
+    /// The apiserver was found unreachable while the request was in flight.
+    #[error(
+        "the apiserver {0} became unreachable while the request was in flight; it may or may not have been applied"
+    )]
+    Lost(String),
     /// The apiserver could not be reached or did not answer.
     #[error(transparent)]
     Transport(#[from] TransportError),
@@ -64,6 +69,12 @@ impl ProxyError {
                 "ServiceUnavailable",
                 Fault::Upstream,
                 "no_server",
+            ),
+            ProxyError::Lost(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                Fault::Upstream,
+                "lost",
             ),
             ProxyError::Transport(TransportError::Connect { .. }) => (
                 StatusCode::SERVICE_UNAVAILABLE,

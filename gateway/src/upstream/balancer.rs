@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use http::Uri;
+use tokio::sync::Notify;
 
 /// How requests are spread over several servers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -21,9 +22,23 @@ pub struct Server {
     /// The URL as the operator wrote it, for logs and metric labels.
     pub name: String,
     healthy: AtomicBool,
+    /// Woken when the server turns unhealthy: requests in flight to it stop waiting.
+    lost: Notify,
+    /// Woken by a request whose answer is late: the checker probes now, not at its next beat.
+    suspect: Notify,
 }
 
 impl Server {
+    fn new(url: Uri) -> Server {
+        Server {
+            name: url.to_string().trim_end_matches('/').to_owned(),
+            url,
+            healthy: AtomicBool::new(false),
+            lost: Notify::new(),
+            suspect: Notify::new(),
+        }
+    }
+
     /// Whether the last health verdict was good.
     pub fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::Acquire)
@@ -31,7 +46,32 @@ impl Server {
 
     /// Records a health verdict; returns whether it changed.
     pub(crate) fn set_healthy(&self, healthy: bool) -> bool {
-        self.healthy.swap(healthy, Ordering::AcqRel) != healthy
+        let changed = self.healthy.swap(healthy, Ordering::AcqRel) != healthy;
+        if changed && !healthy {
+            self.lost.notify_waiters();
+        }
+        changed
+    }
+
+    /// Resolves once the server is unhealthy (at once if it is).
+    pub async fn lost(&self) {
+        let lost = self.lost.notified();
+        tokio::pin!(lost);
+        // Registered before the check, so a verdict between the two is not missed.
+        lost.as_mut().enable();
+        if self.is_healthy() {
+            lost.await;
+        }
+    }
+
+    /// Asks the health checker to probe the server now: an answer from it is late.
+    pub fn suspect(&self) {
+        self.suspect.notify_one();
+    }
+
+    /// Resolves when a request has suspected the server since the last call.
+    pub(crate) async fn suspected(&self) {
+        self.suspect.notified().await;
     }
 }
 
@@ -46,14 +86,7 @@ pub struct Balancer {
 impl Balancer {
     /// A balancer over `urls`; every server starts unhealthy until the checker has seen it.
     pub fn new(urls: Vec<Uri>, mode: LbMode) -> Balancer {
-        let servers = urls
-            .into_iter()
-            .map(|url| Server {
-                name: url.to_string().trim_end_matches('/').to_owned(),
-                url,
-                healthy: AtomicBool::new(false),
-            })
-            .collect();
+        let servers = urls.into_iter().map(Server::new).collect();
         Balancer {
             servers,
             mode,
@@ -101,6 +134,24 @@ impl Balancer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::future::Future;
+
+    #[tokio::test]
+    async fn lost_resolves_when_the_server_turns_unhealthy() {
+        let server = Server::new("https://a:6443".parse().unwrap());
+        server.lost().await;
+        server.set_healthy(true);
+        let lost = server.lost();
+        tokio::pin!(lost);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(
+            lost.as_mut().poll(&mut cx).is_pending(),
+            "a healthy server is not lost"
+        );
+        server.set_healthy(false);
+        assert!(lost.as_mut().poll(&mut cx).is_ready());
+    }
 
     fn balancer(mode: LbMode) -> Balancer {
         let urls = ["https://a:6443", "https://b:6443", "https://c:6443"]

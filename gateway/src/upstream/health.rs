@@ -98,7 +98,16 @@ async fn check_server(
     let server = &balancer.servers()[index];
     let mut verdict = Verdict::new(server.is_healthy(), settings.clone());
     loop {
-        tokio::time::sleep(verdict.next_delay()).await;
+        let delay = verdict.next_delay();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            // A request whose answer is late brings the probe forward (at most one probe every
+            // CONFIRM_SPACING), so a cut link is found in seconds, not at the next beat.
+            () = async {
+                tokio::time::sleep(CONFIRM_SPACING.min(delay)).await;
+                server.suspected().await;
+            } => {}
+        }
         let ok = probe(&transport, server, &settings).await;
         let Some(healthy) = verdict.observe(ok) else {
             continue;
