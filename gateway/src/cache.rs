@@ -25,10 +25,10 @@ pub use inspect::{SetSummary, object, summary};
 pub use key::{ResourceKey, SetKey};
 pub use metrics::CacheMetrics;
 pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS, ListQuery};
-pub use read::{Listing, ReadError, Scope, list, watch_backlog};
+pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selection::{Selection, SelectionError};
-pub use store::{Objects, SetMeta, Store, StoreError, WriteOp};
+pub use store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
 pub use tee::CacheTee;
 pub use writer::Cache;
 

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | get | the cached object, or 404 |
 //! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
-//! | watch | the cached objects newer than the client's resourceVersion as events, then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
+//! | watch | the set's changes after the client's resourceVersion as events (and a bookmark when asked), then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
 //! | create | the request body echoed with 201 (JSON or protobuf, as it came) |
 //! | update, patch | the cached object, nothing applied; kubelet's lease renewal is echoed |
 //! | delete | 403 |

@@ -199,7 +199,11 @@ pub async fn serve(
         metrics.clone(),
         health_tx,
     ));
-    let collector = tokio::spawn(collect_garbage(cache.clone(), config.cache_gc_after));
+    let collector = tokio::spawn(collect_garbage(
+        cache.clone(),
+        config.cache_gc_after,
+        health_rx.clone(),
+    ));
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let state = Arc::new(State {
         metrics,
@@ -334,14 +338,18 @@ async fn follow_node_pool(informers: Arc<Informers>, filters: Arc<Filters>, node
     }
 }
 
-/// Removes unused components' caches, at start and then every [`GC_EVERY`].
-async fn collect_garbage(cache: Arc<Cache>, after: Duration) {
+/// Removes unused components' caches, at start and then every [`GC_EVERY`], while some
+/// apiserver is healthy.
+async fn collect_garbage(cache: Arc<Cache>, after: Duration, health: HealthWatch) {
     let mut every = tokio::time::interval(GC_EVERY);
     loop {
         every.tick().await;
         let cache = cache.clone();
-        let _ =
-            tokio::task::spawn_blocking(move || crate::cache::collect_garbage(&cache, after)).await;
+        let reachable = *health.borrow();
+        let _ = tokio::task::spawn_blocking(move || {
+            crate::cache::collect_garbage(&cache, after, reachable)
+        })
+        .await;
     }
 }
 

@@ -1,15 +1,45 @@
 //! Garbage collection: a component the node no longer runs stops being served, and its
-//! cache is removed once it has not been used for `--cache-gc-after`. (YurtHub never does.)
+//! cache is removed once it has not been used for `--cache-gc-after` of the gateway's
+//! running time, and only while the cloud is reachable. (YurtHub never does.) Time the node
+//! was off never counts: a node powered off for longer than that and booted without the
+//! cloud needs its cache most.
 
 use std::time::Duration;
 
 use super::store::Store;
 use super::writer::Cache;
 
-/// Removes every component last used longer than `after` ago; returns their names.
-pub fn collect_garbage(cache: &Cache, after: Duration) -> Vec<String> {
+/// Seconds the gateway has run over its store: those of earlier runs (as the store last
+/// recorded them) and those of this one, by the monotonic clock.
+pub(crate) struct RunningClock {
+    base: u64,
+    started: tokio::time::Instant,
+}
+
+impl RunningClock {
+    /// A clock that has run `base` seconds before now.
+    pub(crate) fn new(base: u64) -> RunningClock {
+        RunningClock {
+            base,
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The seconds run so far.
+    pub(crate) fn secs(&self) -> u64 {
+        self.base.saturating_add(self.started.elapsed().as_secs())
+    }
+}
+
+/// Removes every component unused for `after` of running time, when `cloud_reachable`
+/// (otherwise nothing: its cache may be all the node has); returns their names.
+pub fn collect_garbage(cache: &Cache, after: Duration, cloud_reachable: bool) -> Vec<String> {
+    if !cloud_reachable {
+        tracing::debug!("the cloud is unreachable: no cache is collected");
+        return Vec::new();
+    }
     let store: &dyn Store = cache.store().as_ref();
-    let cutoff = super::now().saturating_sub(after.as_secs());
+    let cutoff = cache.running_secs().saturating_sub(after.as_secs());
     let components = match store.components() {
         Ok(components) => components,
         Err(error) => {
@@ -24,7 +54,7 @@ pub fn collect_garbage(cache: &Cache, after: Duration) -> Vec<String> {
         }
         match store.remove_component(&component) {
             Ok(objects) => {
-                tracing::info!(%component, objects, "removed the cache of a component unused since {last_used}");
+                tracing::info!(%component, objects, "removed the cache of a component unused for {} s of running time", cutoff.saturating_sub(last_used) + after.as_secs());
                 cache.metrics().collected.inc();
                 removed.push(component);
             }
@@ -34,4 +64,79 @@ pub fn collect_garbage(cache: &Cache, after: Duration) -> Vec<String> {
         }
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cache::CacheMetrics;
+    use crate::cache::policy::CachePolicy;
+    use crate::cache::redb_store::RedbStore;
+    use crate::cache::store::WriteOp;
+
+    const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+
+    #[tokio::test(start_paused = true)]
+    async fn only_running_time_with_the_cloud_reachable_collects_a_component() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(dir.path()).unwrap());
+        // As a gateway that ran 100 s, serving kubelet at the end, then was powered off for
+        // however long: what the store holds at the next start.
+        store
+            .apply(
+                &[
+                    WriteOp::Touch {
+                        component: "kubelet".into(),
+                        at: 100,
+                    },
+                    WriteOp::Running { secs: 100 },
+                ],
+                true,
+            )
+            .unwrap();
+        let cache = Cache::start(
+            store.clone(),
+            CachePolicy::new(&["*"]),
+            CacheMetrics::default(),
+        );
+        assert!(
+            collect_garbage(&cache, WEEK, true).is_empty(),
+            "the time the node was off does not count"
+        );
+
+        tokio::time::advance(WEEK + Duration::from_secs(1)).await;
+        assert!(
+            collect_garbage(&cache, WEEK, false).is_empty(),
+            "nothing is collected while the cloud is unreachable"
+        );
+        assert_eq!(collect_garbage(&cache, WEEK, true), ["kubelet"]);
+        cache.close();
+        assert!(
+            store.running_secs().unwrap() >= 100 + WEEK.as_secs(),
+            "the running time is kept for the next start"
+        );
+    }
+
+    #[test]
+    fn last_uses_of_a_store_without_a_running_clock_count_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = RedbStore::open(dir.path()).unwrap();
+            store
+                .apply(
+                    &[WriteOp::Touch {
+                        component: "kubelet".into(),
+                        at: 1_700_000_000,
+                    }],
+                    true,
+                )
+                .unwrap();
+            store.forget_running_clock();
+        }
+        let store = RedbStore::open(dir.path()).unwrap();
+        assert_eq!(store.running_secs().unwrap(), 0);
+        assert_eq!(store.components().unwrap(), [("kubelet".to_owned(), 0)]);
+    }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::key::ResourceKey;
 use super::selection::Selection;
-use super::store::{Store, StoreError};
+use super::store::{History, Store, StoreError};
 
 /// One cached list set, as `edgegate cache ls` shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -35,10 +35,13 @@ pub fn summary(store: &dyn Store) -> Result<Vec<SetSummary>, StoreError> {
     let mut sets = Vec::new();
     for (set, meta) in store.sets("")? {
         let selection = Selection::of_set(&set).unwrap_or_default();
+        let departed: std::collections::HashMap<String, History> =
+            store.history(&set)?.into_iter().collect();
         let mut objects = 0;
         for entry in store.scan(&set.resource.namespace_prefix(&set.namespace))? {
-            let (_, object) = entry?;
-            objects += u64::from(selection.matches(&object));
+            let (key, object) = entry?;
+            let left = departed.get(&key).is_some_and(|d| d.hides(&object));
+            objects += u64::from(selection.matches(&object) && !left);
         }
         let prefix = set.resource.prefix();
         sets.push(SetSummary {

@@ -128,6 +128,8 @@ pub struct ListQuery {
     pub resource_version: Option<String>,
     /// `timeoutSeconds`, if given and valid.
     pub timeout_seconds: Option<u64>,
+    /// `allowWatchBookmarks=true`.
+    pub allow_watch_bookmarks: bool,
 }
 
 impl ListQuery {
@@ -144,6 +146,7 @@ impl ListQuery {
                     parsed.resource_version = Some(value.into_owned());
                 }
                 "timeoutSeconds" => parsed.timeout_seconds = value.parse().ok(),
+                "allowWatchBookmarks" => parsed.allow_watch_bookmarks = value == "true",
                 _ => {}
             }
         }
@@ -184,6 +187,18 @@ mod tests {
             target("kubelet", Method::GET, "/api/v1/pods", Some("watch=true&fieldSelector=spec.nodeName%3Dedge")),
             Some(CacheTarget::Watch(set)) if set.field_selector == "spec.nodeName=edge"
         ));
+    }
+
+    #[test]
+    fn list_options_are_read_from_the_query() {
+        let query = ListQuery::parse(Some(
+            "watch=true&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=30",
+        ));
+        assert_eq!(query.resource_version.as_deref(), Some("12"));
+        assert_eq!(query.timeout_seconds, Some(30));
+        assert!(query.allow_watch_bookmarks);
+        assert!(!ListQuery::parse(Some("allowWatchBookmarks=false")).allow_watch_bookmarks);
+        assert!(!ListQuery::parse(None).allow_watch_bookmarks);
     }
 
     #[test]

@@ -18,9 +18,10 @@ use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use self::digest::{DIGESTS, Digest};
+use self::history::{HISTORY, Tables};
+use self::sets::{commit, mark_stale, synced_meta};
 use super::key::SetKey;
-use super::selection::Selection;
-use super::store::{Objects, SetMeta, Store, StoreError, WriteOp};
+use super::store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
 use crate::stream::{Meta, compare_versions};
 
 /// Objects by YurtHub key.
@@ -32,8 +33,12 @@ const STAGING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("stagi
 const UNCHANGED: &[u8] = b"";
 /// Committed list sets: encoded set key → [`SetMeta`] as JSON.
 const SETS: TableDefinition<&str, &[u8]> = TableDefinition::new("sets");
-/// Components → last use (unix seconds).
+/// Components → last use (seconds of running time, [`RUNNING`]).
 const COMPONENTS: TableDefinition<&str, u64> = TableDefinition::new("components");
+/// Clocks by name; [`RUNNING`] alone so far.
+const CLOCKS: TableDefinition<&str, u64> = TableDefinition::new("clocks");
+/// Seconds the gateway has run over this store, over all its starts.
+const RUNNING: &str = "running";
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
 /// file anyway. The cache fills on the first large list and stays, so it counts against the
@@ -86,14 +91,26 @@ impl RedbStore {
         &self.path
     }
 
+    /// Removes the running clock, as a store written before it was kept lacks it.
+    #[cfg(test)]
+    pub(crate) fn forget_running_clock(&self) {
+        let txn = self.db.begin_write().expect("a write transaction");
+        txn.delete_table(CLOCKS).expect("the clocks table");
+        txn.commit().expect("a commit");
+    }
+
     /// Whether `ops` would leave the store as it is: each an upsert of an object stored as it
-    /// is (or newer), or a sync of a set to a version it holds (or of a set never listed).
+    /// is (or newer), a sync of a set to a version it holds (or of a set never listed), or an
+    /// entry its set's history holds (the watches of one set all bring its ADDED events).
     /// Most single-object GETs bring back what the store holds, and a read transaction
     /// costs a fraction of a write transaction, even of one given up without a commit.
     fn changes_nothing(&self, ops: &[WriteOp]) -> Result<bool, StoreError> {
-        let may_change_nothing = ops
-            .iter()
-            .all(|op| matches!(op, WriteOp::Upsert { .. } | WriteOp::Synced { .. }));
+        let may_change_nothing = ops.iter().all(|op| {
+            matches!(
+                op,
+                WriteOp::Upsert { .. } | WriteOp::Synced { .. } | WriteOp::Entered { .. }
+            )
+        });
         if !may_change_nothing {
             return Ok(false);
         }
@@ -101,6 +118,7 @@ impl RedbStore {
         let objects = txn.open_table(OBJECTS).map_err(engine)?;
         let digests = txn.open_table(DIGESTS).map_err(engine)?;
         let sets = txn.open_table(SETS).map_err(engine)?;
+        let history = txn.open_table(HISTORY).map_err(engine)?;
         for op in ops {
             let unchanged = match op {
                 WriteOp::Upsert {
@@ -126,6 +144,19 @@ impl RedbStore {
                         None => true,
                     }
                 }
+                WriteOp::Entered {
+                    set,
+                    key,
+                    resource_version,
+                } => {
+                    let encoded = set.encode();
+                    sets.get(encoded.as_str()).map_err(engine)?.is_none()
+                        || history
+                            .get((encoded.as_str(), key.as_str()))
+                            .map_err(engine)?
+                            .and_then(|entry| history::decode(entry.value()))
+                            == Some(History::Entered(resource_version.clone()))
+                }
                 _ => false,
             };
             if !unchanged {
@@ -143,7 +174,22 @@ impl RedbStore {
             let mut digests = txn.open_table(DIGESTS).map_err(engine)?;
             digest::complete(&objects, &mut digests)?;
             txn.open_table(SETS).map_err(engine)?;
-            txn.open_table(COMPONENTS).map_err(engine)?;
+            txn.open_table(HISTORY).map_err(engine)?;
+            let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
+            let mut clocks = txn.open_table(CLOCKS).map_err(engine)?;
+            if clocks.get(RUNNING).map_err(engine)?.is_none() {
+                // A store written before the running clock kept wall-clock last uses: the
+                // components count as used when the clock starts.
+                clocks.insert(RUNNING, 0).map_err(engine)?;
+                let names: Vec<String> = components
+                    .iter()
+                    .map_err(engine)?
+                    .map(|entry| entry.map(|(k, _)| k.value().to_owned()).map_err(engine))
+                    .collect::<Result<_, _>>()?;
+                for name in names {
+                    components.insert(name.as_str(), 0).map_err(engine)?;
+                }
+            }
             let mut staging = txn.open_table(STAGING).map_err(engine)?;
             staging.retain(|_, _| false).map_err(engine)?;
         }
@@ -214,6 +260,31 @@ impl Store for RedbStore {
             .collect()
     }
 
+    fn running_secs(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let clocks = txn.open_table(CLOCKS).map_err(engine)?;
+        Ok(clocks
+            .get(RUNNING)
+            .map_err(engine)?
+            .map_or(0, |v| v.value()))
+    }
+
+    fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let table = txn.open_table(HISTORY).map_err(engine)?;
+        let encoded = set.encode();
+        let (from, end) = history::bounds(&encoded);
+        let mut entries = Vec::new();
+        for entry in table.range(from..(end.as_str(), "")).map_err(engine)? {
+            let (key, value) = entry.map_err(engine)?;
+            let key = key.value().1;
+            let entry = history::decode(value.value())
+                .ok_or_else(|| StoreError::Corrupt(format!("{encoded} {key}")))?;
+            entries.push((key.to_owned(), entry));
+        }
+        Ok(entries)
+    }
+
     fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
         if !durable && self.changes_nothing(ops)? {
             return Ok(false);
@@ -231,6 +302,8 @@ impl Store for RedbStore {
             let mut staging = txn.open_table(STAGING).map_err(engine)?;
             let mut sets = txn.open_table(SETS).map_err(engine)?;
             let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
+            let mut history = txn.open_table(HISTORY).map_err(engine)?;
+            let mut clocks = txn.open_table(CLOCKS).map_err(engine)?;
             // The version the last set synced in this transaction is at: the watches of
             // one set each sync it to the same versions, and only the first moves it.
             let mut synced: Option<(&SetKey, &str)> = None;
@@ -248,10 +321,13 @@ impl Store for RedbStore {
                     }
                     WriteOp::Commit { list, set, meta } => {
                         synced = None;
-                        commit(&mut objects, &mut digests, &mut staging, *list, set)?;
-                        let meta = serde_json::to_vec(meta).map_err(engine)?;
-                        sets.insert(set.encode().as_str(), meta.as_slice())
-                            .map_err(engine)?;
+                        let mut tables = Tables {
+                            objects: &mut objects,
+                            digests: &mut digests,
+                            history: &mut history,
+                            sets: &mut sets,
+                        };
+                        commit(&mut tables, &mut staging, *list, set, meta.clone())?;
                     }
                     WriteOp::Abort { list } => {
                         staging
@@ -270,9 +346,31 @@ impl Store for RedbStore {
                             put(&mut objects, &mut digests, key, object, digest)?;
                         }
                     }
-                    WriteOp::Remove { key } => {
-                        objects.remove(key.as_str()).map_err(engine)?;
-                        digests.remove(key.as_str()).map_err(engine)?;
+                    WriteOp::Remove {
+                        set,
+                        key,
+                        object,
+                        resource_version: _,
+                    } => {
+                        let mut tables = Tables {
+                            objects: &mut objects,
+                            digests: &mut digests,
+                            history: &mut history,
+                            sets: &mut sets,
+                        };
+                        history::leave(&mut tables, set, key, object)?;
+                    }
+                    WriteOp::Entered {
+                        set,
+                        key,
+                        resource_version,
+                    } => history::entered(&mut history, &sets, set, key, resource_version)?,
+                    WriteOp::Lost { set } => {
+                        synced = None;
+                        mark_stale(&mut sets, set)?;
+                    }
+                    WriteOp::Running { secs } => {
+                        clocks.insert(RUNNING, *secs).map_err(engine)?;
                     }
                     WriteOp::Synced {
                         set,
@@ -326,66 +424,16 @@ impl Store for RedbStore {
             let mut sets = txn.open_table(SETS).map_err(engine)?;
             sets.retain_in(prefix.as_str()..end.as_str(), |_, _| false)
                 .map_err(engine)?;
+            let mut history = txn.open_table(HISTORY).map_err(engine)?;
+            history
+                .retain_in((prefix.as_str(), "")..(end.as_str(), ""), |_, _| false)
+                .map_err(engine)?;
             let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
             components.remove(component).map_err(engine)?;
         }
         txn.commit().map_err(engine)?;
         Ok(removed)
     }
-}
-
-/// Moves list `list`'s staged items into `objects`, replacing the members of `set` that the
-/// list no longer holds. The members are found by their digests, and only those the list
-/// does not hold are read (when the set has selectors, to see whether they select them).
-fn commit(
-    objects: &mut redb::Table<&str, &[u8]>,
-    digests: &mut redb::Table<&str, Digest>,
-    staging: &mut redb::Table<(u64, &str), &[u8]>,
-    list: u64,
-    set: &SetKey,
-) -> Result<(), StoreError> {
-    let prefix = set.resource.namespace_prefix(&set.namespace);
-    let end = prefix_end(&prefix);
-    match Selection::of_set(set) {
-        Ok(selection) => {
-            let (staged, stored) = (&*staging, &*objects);
-            let mut stale = Vec::new();
-            digests
-                .retain_in(prefix.as_str()..end.as_str(), |key, _| {
-                    // Keep what the new list holds (overwritten below) and what the set's
-                    // selectors never covered; on a read error, keep.
-                    let kept = staged
-                        .get((list, key))
-                        .map_or(true, |found| found.is_some())
-                        || !(selection.is_everything()
-                            || stored
-                                .get(key)
-                                .is_ok_and(|o| o.is_none_or(|o| selection.matches(o.value()))));
-                    if !kept {
-                        stale.push(key.to_owned());
-                    }
-                    kept
-                })
-                .map_err(engine)?;
-            for key in stale {
-                objects.remove(key.as_str()).map_err(engine)?;
-            }
-        }
-        Err(error) => {
-            tracing::warn!(%error, set = %set.encode(), "not removing stale members of a set whose selector cannot be read");
-        }
-    }
-    for entry in staging.range((list, "")..(list + 1, "")).map_err(engine)? {
-        let (key, value) = entry.map_err(engine)?;
-        if value.value() != UNCHANGED {
-            let object = value.value();
-            put(objects, digests, key.value().1, object, digest::of(object))?;
-        }
-    }
-    staging
-        .retain_in((list, "")..(list + 1, ""), |_, _| false)
-        .map_err(engine)?;
-    Ok(())
 }
 
 /// Stores `object` under `key`, with its digest `digest`.
@@ -425,23 +473,6 @@ fn keeps(
         .is_some_and(|stored| newer_than(stored.value(), resource_version)))
 }
 
-/// The metadata of the set stored under `key` as `current`, moved to `resource_version`, or
-/// `None` when the set is there already (or past it).
-fn synced_meta(
-    current: &[u8],
-    key: &str,
-    resource_version: &str,
-) -> Result<Option<SetMeta>, StoreError> {
-    let mut meta: SetMeta =
-        serde_json::from_slice(current).map_err(|_| StoreError::Corrupt(key.to_owned()))?;
-    if compare_versions(resource_version, &meta.resource_version).is_none_or(|o| o.is_gt()) {
-        meta.resource_version = resource_version.to_owned();
-        Ok(Some(meta))
-    } else {
-        Ok(None)
-    }
-}
-
 /// Whether the stored object has a newer resourceVersion than `incoming`. The stored object
 /// was read whole before it was stored, so only its metadata is read again.
 fn newer_than(stored: &[u8], incoming: &str) -> bool {
@@ -452,5 +483,7 @@ fn newer_than(stored: &[u8], incoming: &str) -> bool {
 }
 
 mod digest;
+mod history;
+mod sets;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::key::SetKey;
+use crate::stream::{Meta, compare_versions};
 
 /// A store operation failed.
 #[derive(Debug, Error)]
@@ -40,6 +41,45 @@ pub struct SetMeta {
     pub committed_at: u64,
     /// How many items that list held.
     pub items: u64,
+    /// A watch event of the set was lost (the writer had no room for it): the set holds
+    /// what it held at `resource_version`, its last consistent version, and is not synced
+    /// further until a list of it commits again.
+    #[serde(default)]
+    pub stale: bool,
+    /// The resourceVersion from which the set's history (who entered it, who left it) is
+    /// complete: its first list's, raised when old tombstones are pruned. An offline watch
+    /// from an older version cannot be answered exactly. Empty in stores written before
+    /// histories were kept: complete from `resource_version` on.
+    #[serde(default)]
+    pub history_from: String,
+    /// Tombstones the set keeps in its history, so they are pruned without counting them.
+    #[serde(default)]
+    pub tombstones: u64,
+}
+
+/// What a set's history says of one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum History {
+    /// The object entered the set at this resourceVersion (an ADDED event of its watch).
+    Entered(String),
+    /// The object left the set (a DELETED event of its watch, or a list no longer holding
+    /// it): its last state, at the resourceVersion at which it left.
+    Left(Bytes),
+}
+
+impl History {
+    /// Whether this entry hides `object` from its set: a departure at the object's version
+    /// or later (an unreadable version hides it too).
+    pub fn hides(&self, object: &[u8]) -> bool {
+        let History::Left(last) = self else {
+            return false;
+        };
+        let version = |bytes: &[u8]| Meta::parse(bytes).map(|m| m.resource_version.into_owned());
+        match (version(last), version(object)) {
+            (Ok(left), Ok(stored)) => compare_versions(&left, &stored).is_none_or(|o| o.is_ge()),
+            _ => true,
+        }
+    }
 }
 
 /// One write, as the writer hands them to the store in batches.
@@ -77,10 +117,33 @@ pub enum WriteOp {
         /// The object's resourceVersion, read once by the writer with its key.
         resource_version: String,
     },
-    /// An object is gone.
+    /// An object left `set` (a DELETED event of its watch): it leaves the set, and the
+    /// store, unless another set of the component still holds it; nothing happens when the
+    /// stored object is newer than `resource_version`.
     Remove {
+        /// The set whose watch said so.
+        set: SetKey,
         /// The object's key.
         key: String,
+        /// The event's object: the last state, at the version at which it left.
+        object: Bytes,
+        /// The version at which it left.
+        resource_version: String,
+    },
+    /// An object entered `set` at `resource_version` (an ADDED event of its watch); ignored
+    /// for sets that were never listed.
+    Entered {
+        /// The set.
+        set: SetKey,
+        /// The object's key.
+        key: String,
+        /// Its resourceVersion.
+        resource_version: String,
+    },
+    /// A watch event of `set` was lost: the set is stale until its next list commits.
+    Lost {
+        /// The set.
+        set: SetKey,
     },
     /// A set is synced to a resourceVersion (a bookmark or an event of its watch); ignored
     /// for sets that were never listed.
@@ -90,12 +153,18 @@ pub enum WriteOp {
         /// Its resourceVersion.
         resource_version: String,
     },
-    /// A component was served at `at` (unix seconds); drives garbage collection.
+    /// A component was served at `at`, in seconds of the gateway's running time (see
+    /// [`Store::running_secs`]); drives garbage collection.
     Touch {
         /// The component.
         component: String,
         /// When.
         at: u64,
+    },
+    /// The gateway has run for `secs` seconds in all, over every start of this store.
+    Running {
+        /// The seconds.
+        secs: u64,
     },
 }
 
@@ -110,8 +179,13 @@ pub trait Store: Send + Sync {
     fn scan(&self, prefix: &str) -> Result<Objects, StoreError>;
     /// The committed sets whose encoded keys start with `prefix`.
     fn sets(&self, prefix: &str) -> Result<Vec<(SetKey, SetMeta)>, StoreError>;
-    /// Every component with its last use (unix seconds).
+    /// Every component with its last use (seconds of running time).
     fn components(&self) -> Result<Vec<(String, u64)>, StoreError>;
+    /// How long the gateway has run over this store, as last written: the clock component
+    /// uses are recorded in, so time the node was off never counts towards collecting one.
+    fn running_secs(&self) -> Result<u64, StoreError>;
+    /// The history of `set`: the keys known to have entered it and those that left it.
+    fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError>;
     /// Applies a batch of writes in one transaction; `durable` makes it (and every batch
     /// before it) survive a crash before this returns. Returns whether it wrote: a batch
     /// that would change nothing and need not be durable may be left unwritten.

@@ -13,7 +13,7 @@ use super::key::{ResourceKey, SetKey};
 use super::policy::CacheTarget;
 use super::room::RoomWait;
 use super::writer::{Cache, Op};
-use crate::stream::{Event, ListEnd, Sink};
+use crate::stream::{Event, ListEnd, Sink, Stop};
 
 /// What one response feeds.
 enum State {
@@ -208,18 +208,27 @@ impl Sink for CacheTee {
         }
     }
 
-    fn event(&mut self, event: &Event) {
+    fn event(&mut self, event: &Event) -> Option<Stop> {
         let State::Watch { set } = &self.state else {
-            return;
+            return None;
         };
-        // A dropped event is counted (as refused); the set catches up at its next list.
         if let Some(room) = self.cache.room(event.object.len()) {
             self.cache.send(Op::Event {
                 set: set.clone(),
                 event: event.clone(),
                 room,
             });
+            return None;
         }
+        // A lost event (counted as refused) leaves a hole in the set: it stays at its last
+        // consistent version until a list of it commits, and this watch ends with a 410 so
+        // that its client re-lists now; resuming it would skip the hole for good.
+        tracing::warn!(set = %set.encode(), "a watch event could not be cached; the set is stale until re-listed");
+        self.cache.send(Op::Lost { set: set.clone() });
+        self.state = State::Done;
+        Some(Stop::Relist(
+            "edgegate: the local cache fell behind this watch; re-list".to_owned(),
+        ))
     }
 
     fn object(&mut self, object: &Bytes) {
@@ -255,6 +264,7 @@ mod tests {
     use crate::cache::policy::CachePolicy;
     use crate::cache::redb_store::RedbStore;
     use crate::cache::store::Store;
+    use crate::stream::EventType;
 
     fn list_target() -> CacheTarget {
         let resource = ResourceKey {
@@ -409,6 +419,55 @@ mod tests {
             "nothing staged reached the objects"
         );
         cache.close();
+    }
+
+    fn watch_event(kind: EventType, rv: u32) -> Event {
+        Event {
+            kind,
+            object: Bytes::from(format!(
+                r#"{{"metadata":{{"name":"web","namespace":"a","resourceVersion":"{rv}"}}}}"#
+            )),
+        }
+    }
+
+    fn watch_tee(cache: &Arc<Cache>) -> CacheTee {
+        let CacheTarget::List { set, .. } = list_target() else {
+            unreachable!()
+        };
+        cache.tee("kube-proxy", CacheTarget::Watch(set)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_watch_event_without_room_makes_the_set_stale_and_ends_the_watch() {
+        let (dir, store, cache) = started();
+        list(&cache, &[OBJECT]).await;
+        let mut watch = watch_tee(&cache);
+        assert_eq!(watch.event(&watch_event(EventType::Modified, 8)), None);
+        cache.flush();
+        assert_eq!(store.sets("").unwrap()[0].1.resource_version, "8");
+
+        let all_room = cache
+            .room(crate::cache::room::IN_FLIGHT_BYTES)
+            .expect("the room is free at first");
+        let stop = watch.event(&watch_event(EventType::Modified, 9));
+        assert!(
+            matches!(stop, Some(Stop::Relist(_))),
+            "the client must re-list: {stop:?}"
+        );
+        drop(all_room);
+        // Another watch of the set goes on: the objects move on, the set's version not.
+        let mut other = watch_tee(&cache);
+        assert_eq!(other.event(&watch_event(EventType::Modified, 10)), None);
+        cache.close();
+        drop((watch, other, cache, store));
+
+        let store = RedbStore::open(dir.path()).unwrap();
+        let meta = store.sets("").unwrap()[0].1.clone();
+        assert_eq!(
+            (meta.resource_version.as_str(), meta.stale),
+            ("8", true),
+            "synced no further than before the hole, after a restart too"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::gc::RunningClock;
 use super::key::{ResourceKey, SetKey};
 use super::metrics::CacheMetrics;
 use super::policy::{CachePolicy, CacheTarget};
@@ -30,6 +31,9 @@ const MAX_BATCH_BYTES: usize = 256 << 10;
 const GATHER: Duration = Duration::from_millis(2);
 /// Longest time non-durable writes stay unflushed.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How often the writer records the gateway's running time: a crash loses at most this much
+/// of it, which delays garbage collection by as much (it works in days).
+const RUNNING_EVERY: Duration = Duration::from_secs(300);
 /// A later page of a paginated list must arrive within this time (kube-apiserver's continue
 /// tokens expire after about five minutes).
 const PAGE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -58,6 +62,8 @@ pub(crate) enum Op {
         event: Event,
         room: OwnedSemaphorePermit,
     },
+    /// A watch event of `set` had no room: the set is stale until a list of it commits.
+    Lost { set: Arc<SetKey> },
     /// A single-object response.
     Object {
         resource: Arc<ResourceKey>,
@@ -66,6 +72,8 @@ pub(crate) enum Op {
     },
     /// A component was served.
     Touch { component: String, at: u64 },
+    /// The gateway has run this many seconds over the store.
+    Running(u64),
     /// Answer once everything sent before is durable.
     Flush(Sender<()>),
 }
@@ -86,6 +94,7 @@ pub struct Cache {
     next_list: AtomicU64,
     pages: Mutex<HashMap<String, PendingPages>>,
     touched: Mutex<HashMap<String, u64>>,
+    clock: Arc<RunningClock>,
     metrics: CacheMetrics,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -97,12 +106,18 @@ impl Cache {
     /// Starts the writer over `store`.
     pub fn start(store: Arc<dyn Store>, policy: CachePolicy, metrics: CacheMetrics) -> Arc<Cache> {
         let (tx, rx) = std::sync::mpsc::channel();
+        let base = store.running_secs().unwrap_or_else(|error| {
+            tracing::warn!(error = %crate::error_chain(&error), "cannot read the gateway's running time; counting from zero");
+            0
+        });
+        let clock = Arc::new(RunningClock::new(base));
         let writer = {
             let store = store.clone();
             let metrics = metrics.clone();
+            let clock = clock.clone();
             std::thread::Builder::new()
                 .name("cache-writer".into())
-                .spawn(move || run(store, rx, metrics))
+                .spawn(move || run(store, rx, metrics, &clock))
                 .ok()
         };
         if writer.is_none() {
@@ -116,6 +131,7 @@ impl Cache {
             next_list: AtomicU64::new(1),
             pages: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
+            clock,
             metrics,
             writer: Mutex::new(writer),
         })
@@ -154,9 +170,14 @@ impl Cache {
         }
     }
 
+    /// Seconds the gateway has run over this store: the clock of components' last uses.
+    pub fn running_secs(&self) -> u64 {
+        self.clock.secs()
+    }
+
     /// Records that `component` was served (for garbage collection).
     pub fn touch(&self, component: &str) {
-        let now = super::now();
+        let now = self.running_secs();
         let mut touched = self.touched.lock().unwrap_or_else(|p| p.into_inner());
         let due = touched
             .get(component)
@@ -181,6 +202,7 @@ impl Cache {
 
     /// Flushes and stops the writer.
     pub fn close(&self) {
+        self.send(Op::Running(self.running_secs()));
         self.flush();
         self.ops.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -264,9 +286,10 @@ impl Drop for Cache {
 }
 
 /// The writer loop: runs until every sender is gone.
-fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
+fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics, clock: &RunningClock) {
     let mut unflushed = false;
     let mut last_durable = Instant::now();
+    let mut last_running = Instant::now();
     loop {
         let first = match rx.recv_timeout(FLUSH_EVERY) {
             Ok(op) => Some(op),
@@ -298,6 +321,10 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
                 break;
             }
             next = rx.try_recv().ok();
+        }
+        if last_running.elapsed() >= RUNNING_EVERY {
+            last_running = Instant::now();
+            batch.push(WriteOp::Running { secs: clock.secs() });
         }
         durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;
         if batch.is_empty() && !durable {
@@ -372,6 +399,7 @@ fn write_ops(
                     api_version: end.api_version,
                     committed_at: super::now(),
                     items,
+                    ..SetMeta::default()
                 },
             });
             return true;
@@ -380,6 +408,13 @@ fn write_ops(
         Op::Event { set, event, room } => {
             held.push(room);
             event_ops(&set, event, batch, metrics);
+        }
+        Op::Lost { set } => {
+            batch.push(WriteOp::Lost {
+                set: (*set).clone(),
+            });
+            // A restart must not find the set claiming to be synced past the hole.
+            return true;
         }
         Op::Object {
             resource,
@@ -398,6 +433,7 @@ fn write_ops(
             }
         }
         Op::Touch { component, at } => batch.push(WriteOp::Touch { component, at }),
+        Op::Running(secs) => batch.push(WriteOp::Running { secs }),
         Op::Flush(_) => return true,
     }
     false
@@ -426,13 +462,25 @@ fn event_ops(set: &SetKey, event: Event, batch: &mut Vec<WriteOp>, metrics: &Cac
     match event.kind {
         EventType::Added | EventType::Modified => {
             metrics.bytes.inc_by(event.object.len() as u64);
+            if event.kind == EventType::Added {
+                batch.push(WriteOp::Entered {
+                    set: set.clone(),
+                    key: key.clone(),
+                    resource_version: resource_version.clone(),
+                });
+            }
             batch.push(WriteOp::Upsert {
                 key,
                 object: event.object,
                 resource_version: resource_version.clone(),
             });
         }
-        EventType::Deleted => batch.push(WriteOp::Remove { key }),
+        EventType::Deleted => batch.push(WriteOp::Remove {
+            set: set.clone(),
+            key,
+            object: event.object,
+            resource_version: resource_version.clone(),
+        }),
         EventType::Bookmark => {}
         EventType::Error => return,
     }

@@ -1,4 +1,4 @@
-//! Offline lists and watch backlogs, streamed from the store by a blocking reader into the
+//! Offline lists, streamed from the store by a blocking reader into the
 //! response in chunks: a 10 000-object list is never gathered.
 
 use bytes::{Bytes, BytesMut};
@@ -13,9 +13,9 @@ use crate::reply::{ResponseBody, status_response};
 
 /// Bytes gathered before a chunk is sent: large enough for few syscalls, small enough to
 /// keep memory flat.
-const CHUNK: usize = 64 << 10;
+pub(super) const CHUNK: usize = 64 << 10;
 /// Chunks in flight between the store reader and the client.
-const CHUNKS_IN_FLIGHT: usize = 4;
+pub(super) const CHUNKS_IN_FLIGHT: usize = 4;
 
 /// What the reader reports before it streams, and the chunks it streams.
 type Reader = (
@@ -37,7 +37,7 @@ impl Local {
         let refuse_empty = ask.component == "kubelet"
             && ask.info.resource == "pods"
             && ask.info.api_group.is_empty();
-        let (found, chunks) = self.stream_from_store(ask, None, refuse_empty);
+        let (found, chunks) = self.stream_from_store(ask, refuse_empty);
         match found.await {
             Ok(Ok(Found::Listing)) => {
                 self.cache.metrics().hits.inc();
@@ -62,14 +62,9 @@ impl Local {
         }
     }
 
-    /// Starts a blocking reader of the list (or, with `since`, the watch backlog) that `ask`
-    /// wants: it reports what it found, then streams the body's chunks.
-    pub(super) fn stream_from_store(
-        &self,
-        ask: &Ask<'_>,
-        since: Option<String>,
-        refuse_empty: bool,
-    ) -> Reader {
+    /// Starts a blocking reader of the list that `ask` wants: it reports what it found,
+    /// then streams the body's chunks.
+    fn stream_from_store(&self, ask: &Ask<'_>, refuse_empty: bool) -> Reader {
         let (found_tx, found_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let store = self.cache.store().clone();
@@ -85,10 +80,7 @@ impl Local {
                 labels: &labels,
                 fields: &fields,
             };
-            let listing = match &since {
-                None => cache::list(store.as_ref(), &resource, scope),
-                Some(since) => cache::watch_backlog(store.as_ref(), &resource, scope, since),
-            };
+            let listing = cache::list(store.as_ref(), &resource, scope);
             let Listing { meta, items, .. } = match listing {
                 Ok(listing) => listing,
                 Err(error) => {
@@ -101,15 +93,10 @@ impl Local {
                 let _ = found_tx.send(Ok(Found::NoPods));
                 return;
             }
-            let head = if since.is_some() {
-                Bytes::new()
-            } else {
-                list_head(&meta)
-            };
             if found_tx.send(Ok(Found::Listing)).is_err() {
                 return;
             }
-            produce(head, items, since.is_some(), &chunks_tx);
+            produce(list_head(&meta), items, &chunks_tx);
         });
         (found_rx, chunks_rx)
     }
@@ -122,6 +109,9 @@ impl Local {
             }
             ReadError::Selection(error) => {
                 status_response(StatusCode::BAD_REQUEST, "BadRequest", &error.to_string())
+            }
+            ReadError::Expired { .. } => {
+                status_response(StatusCode::GONE, "Expired", &error.to_string())
             }
             ReadError::Store(error) => store_failed(error),
         }
@@ -149,12 +139,11 @@ fn list_head(meta: &SetMeta) -> Bytes {
     ))
 }
 
-/// Writes the items as list items (comma-separated, closed by `]}`) or, for a watch
-/// backlog, as ADDED events; chunk by chunk, stopping if the client went away.
+/// Writes the items as list items (comma-separated, closed by `]}`), chunk by chunk,
+/// stopping if the client went away.
 fn produce(
     head: Bytes,
     items: impl Iterator<Item = Result<Bytes, cache::StoreError>>,
-    as_events: bool,
     tx: &mpsc::Sender<Result<Bytes, BoxError>>,
 ) {
     let mut chunk = BytesMut::with_capacity(CHUNK + 4096);
@@ -168,25 +157,15 @@ fn produce(
                 return;
             }
         };
-        if as_events {
-            chunk.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
-            chunk.extend_from_slice(&object);
-            chunk.extend_from_slice(b"}\n");
-        } else {
-            if !first {
-                chunk.extend_from_slice(b",");
-            }
-            chunk.extend_from_slice(&object);
+        if !first {
+            chunk.extend_from_slice(b",");
         }
+        chunk.extend_from_slice(&object);
         first = false;
         if chunk.len() >= CHUNK && tx.blocking_send(Ok(chunk.split().freeze())).is_err() {
             return;
         }
     }
-    if !as_events {
-        chunk.extend_from_slice(b"]}");
-    }
-    if !chunk.is_empty() {
-        let _ = tx.blocking_send(Ok(chunk.freeze()));
-    }
+    chunk.extend_from_slice(b"]}");
+    let _ = tx.blocking_send(Ok(chunk.freeze()));
 }

@@ -1,25 +1,40 @@
-//! Offline watches: the cached objects newer than the client's resourceVersion as events,
-//! then nothing until the cloud is back or the watch times out; then a clean end, so the
-//! client re-lists — from the cloud, if it is back. (YurtHub sends nothing at all.)
+//! Offline watches: the cached set's changes after the client's resourceVersion as events
+//! (ADDED, MODIFIED, DELETED, in resourceVersion order; every member as ADDED when it gave
+//! none), a BOOKMARK at the set's version when it allows bookmarks, then nothing until the
+//! cloud is back or the watch times out; then a clean end, so the client re-lists — from
+//! the cloud, if it is back. (YurtHub sends nothing at all.) A version the cache cannot
+//! replay from gets an ERROR `410 Expired` event, as kube-apiserver sends, and the client
+//! re-lists from the cache.
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
+use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
 use super::{Ask, Local};
 use crate::BoxError;
-use crate::cache::ReadError;
+use crate::cache::{self, Backlog, ReadError, SetMeta};
 use crate::reply::ResponseBody;
+use crate::stream::{Event, EventType, Meta, compare_versions, failure_status};
 use crate::upstream::HealthWatch;
 
 /// How long an offline watch lasts when the client gave no `timeoutSeconds`
 /// (kube-apiserver's default minimum request timeout).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// What the backlog reader reports before it streams (whether there is a backlog), and the
+/// chunks it streams.
+type Reader = (
+    oneshot::Receiver<Result<(), ReadError>>,
+    mpsc::Receiver<Result<Bytes, BoxError>>,
+);
+
+/// The chunks of a backlog being read, and whether the watch ends after them.
 struct Waiting {
     backlog: Option<mpsc::Receiver<Result<Bytes, BoxError>>>,
+    ends: bool,
     health: HealthWatch,
     deadline: tokio::time::Instant,
 }
@@ -27,24 +42,24 @@ struct Waiting {
 impl Local {
     /// Answers a watch from the cache.
     pub(super) async fn watch(&self, ask: &Ask<'_>) -> http::Response<ResponseBody> {
-        let since = ask
-            .query
-            .resource_version
-            .clone()
-            .unwrap_or_else(|| "0".to_owned());
-        let (found, chunks) = self.stream_from_store(ask, Some(since), false);
-        let backlog = match found.await {
-            Ok(Ok(_)) => {
+        let (found, chunks) = self.backlog_from_store(ask);
+        let (backlog, ends) = match found.await {
+            Ok(Ok(())) => {
                 self.cache.metrics().hits.inc();
-                Some(chunks)
+                (Some(chunks), false)
             }
             // Nothing cached yet: the watch still waits, like one that has seen no change.
             Ok(Err(ReadError::NotCached)) => {
                 self.cache.metrics().misses.inc();
-                None
+                (None, false)
+            }
+            Ok(Err(error @ ReadError::Expired { .. })) => {
+                let (tx, rx) = mpsc::channel(1);
+                let _ = tx.try_send(Ok(expired(&error.to_string())));
+                (Some(rx), true)
             }
             Ok(Err(error)) => return self.read_failed(&error),
-            Err(_) => None,
+            Err(_) => (None, false),
         };
         let timeout = ask
             .query
@@ -52,6 +67,7 @@ impl Local {
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
         let waiting = Waiting {
             backlog,
+            ends,
             health: self.health.clone(),
             deadline: tokio::time::Instant::now() + timeout,
         };
@@ -61,6 +77,9 @@ impl Local {
                     Some(chunk) => return Some((chunk.map(http_body::Frame::data), state)),
                     None => state.backlog = None,
                 }
+            }
+            if state.ends {
+                return None;
             }
             tokio::select! {
                 _ = state.health.wait_for(|healthy| *healthy) => {}
@@ -74,5 +93,189 @@ impl Local {
             http::HeaderValue::from_static("application/json"),
         );
         response
+    }
+
+    /// Starts a blocking reader of the backlog `ask` wants: it reports whether there is
+    /// one, then streams its events in chunks.
+    fn backlog_from_store(&self, ask: &Ask<'_>) -> Reader {
+        let (found_tx, found_rx) = oneshot::channel();
+        let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        let store = self.cache.store().clone();
+        let resource = ask.resource();
+        let since = ask.query.resource_version.clone().unwrap_or_default();
+        let bookmark = ask.query.allow_watch_bookmarks;
+        let (namespace, labels, fields) = (
+            ask.info.namespace.clone(),
+            ask.query.labels.clone(),
+            ask.query.fields.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let scope = cache::Scope {
+                namespace: &namespace,
+                labels: &labels,
+                fields: &fields,
+            };
+            match cache::watch_backlog(&store, &resource, scope, &since) {
+                Ok(backlog) => {
+                    if found_tx.send(Ok(())).is_ok() {
+                        produce(backlog, bookmark, &chunks_tx);
+                    }
+                }
+                Err(error) => {
+                    let _ = found_tx.send(Err(error));
+                }
+            }
+        });
+        (found_rx, chunks_rx)
+    }
+}
+
+/// Writes the backlog's events, then a BOOKMARK when asked for, chunk by chunk, stopping if
+/// the client went away.
+fn produce(backlog: Backlog, bookmark: bool, tx: &mpsc::Sender<Result<Bytes, BoxError>>) {
+    let Backlog { meta, events } = backlog;
+    let mut chunk = BytesMut::with_capacity(CHUNK + 4096);
+    // The newest version sent: a bookmark never takes the client back.
+    let mut newest = String::new();
+    for event in events {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                let _ = tx.blocking_send(Err(Box::new(error)));
+                return;
+            }
+        };
+        if let Ok(meta) = Meta::parse(&event.object)
+            && compare_versions(&meta.resource_version, &newest).is_none_or(|o| o.is_gt())
+        {
+            newest = meta.resource_version.into_owned();
+        }
+        event.encode(&mut chunk);
+        if chunk.len() >= CHUNK && tx.blocking_send(Ok(chunk.split().freeze())).is_err() {
+            return;
+        }
+    }
+    let behind = compare_versions(&meta.resource_version, &newest).is_some_and(|o| o.is_lt());
+    if bookmark && !meta.resource_version.is_empty() && !behind {
+        bookmark_event(&meta).encode(&mut chunk);
+    }
+    if !chunk.is_empty() {
+        let _ = tx.blocking_send(Ok(chunk.freeze()));
+    }
+}
+
+/// A BOOKMARK at the set's synced resourceVersion: the client resumes from there.
+fn bookmark_event(meta: &SetMeta) -> Event {
+    let kind = meta
+        .list_kind
+        .strip_suffix("List")
+        .unwrap_or(&meta.list_kind);
+    let object = serde_json::json!({
+        "kind": kind,
+        "apiVersion": meta.api_version,
+        "metadata": {"resourceVersion": meta.resource_version},
+    });
+    Event {
+        kind: EventType::Bookmark,
+        object: Bytes::from(object.to_string()),
+    }
+}
+
+/// An ERROR event `410 Expired`: client-go and kube-rs re-list on it.
+fn expired(message: &str) -> Bytes {
+    let object = failure_status(410, "Expired", message);
+    let mut bytes = serde_json::json!({"type": "ERROR", "object": object})
+        .to_string()
+        .into_bytes();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(rv: u32) -> Bytes {
+        Bytes::from(format!(
+            r#"{{"metadata":{{"name":"p{rv}","resourceVersion":"{rv}"}}}}"#
+        ))
+    }
+
+    /// What the client reads of `events` from a set synced to `synced`, as (type, rv).
+    fn sent(events: Vec<Event>, synced: &str, bookmark: bool) -> Vec<(String, String)> {
+        let meta = SetMeta {
+            resource_version: synced.into(),
+            list_kind: "PodList".into(),
+            api_version: "v1".into(),
+            ..SetMeta::default()
+        };
+        let backlog = Backlog {
+            meta,
+            events: Box::new(events.into_iter().map(Ok)),
+        };
+        let (tx, mut rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        produce(backlog, bookmark, &tx);
+        drop(tx);
+        let mut text = Vec::new();
+        while let Ok(chunk) = rx.try_recv() {
+            text.extend_from_slice(&chunk.unwrap());
+        }
+        String::from_utf8(text)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let event: serde_json::Value = serde_json::from_str(line).unwrap();
+                if event["type"] == "BOOKMARK" {
+                    assert_eq!(event["object"]["kind"], "Pod");
+                    assert_eq!(event["object"]["apiVersion"], "v1");
+                }
+                (
+                    event["type"].as_str().unwrap().to_owned(),
+                    event["object"]["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn pair(kind: &str, rv: &str) -> (String, String) {
+        (kind.to_owned(), rv.to_owned())
+    }
+
+    #[test]
+    fn a_backlog_ends_with_a_bookmark_at_the_sets_version_when_the_client_asks() {
+        let events = || {
+            vec![
+                Event {
+                    kind: EventType::Modified,
+                    object: pod(11),
+                },
+                Event {
+                    kind: EventType::Deleted,
+                    object: pod(12),
+                },
+            ]
+        };
+        assert_eq!(
+            sent(events(), "14", true),
+            [
+                pair("MODIFIED", "11"),
+                pair("DELETED", "12"),
+                pair("BOOKMARK", "14")
+            ]
+        );
+        assert_eq!(
+            sent(events(), "14", false),
+            [pair("MODIFIED", "11"), pair("DELETED", "12")]
+        );
+        assert_eq!(sent(Vec::new(), "14", true), [pair("BOOKMARK", "14")]);
+        // A set synced to less than an object stored since (by a GET) would take the
+        // client back: no bookmark.
+        assert_eq!(
+            sent(events(), "11", true),
+            [pair("MODIFIED", "11"), pair("DELETED", "12")]
+        );
     }
 }

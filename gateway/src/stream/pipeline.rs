@@ -400,6 +400,9 @@ where
             }
             let read_all = events.len() < BATCH;
             self.send(events)?;
+            if self.done {
+                return Ok(());
+            }
             if let Some(error) = malformed {
                 return Err(error);
             }
@@ -426,34 +429,46 @@ where
             }
         };
         for (frame, event) in events {
-            if self.pipeline.transform.is_none() || !is_filtered(&event) {
-                self.forward(&frame, &event);
-                continue;
-            }
-            let verdict = verdicts.next().unwrap_or(Verdict::Keep);
-            let key = Meta::parse_checked(&event.object)?.key();
-            let Some(sent) = self.visibility.apply(key, &event, verdict) else {
-                continue;
+            let stop = if self.pipeline.transform.is_none() || !is_filtered(&event) {
+                self.forward(&frame, &event)
+            } else {
+                let verdict = verdicts.next().unwrap_or(Verdict::Keep);
+                let key = Meta::parse_checked(&event.object)?.key();
+                let Some(sent) = self.visibility.apply(key, &event, verdict) else {
+                    continue;
+                };
+                if sent == event {
+                    self.forward(&frame, &event)
+                } else {
+                    sent.encode(&mut self.out);
+                    self.pipeline
+                        .sink
+                        .as_mut()
+                        .and_then(|sink| sink.event(&sent))
+                }
             };
-            if sent == event {
-                self.forward(&frame, &event);
-                continue;
-            }
-            sent.encode(&mut self.out);
-            if let Some(sink) = self.pipeline.sink.as_mut() {
-                sink.event(&sent);
+            if let Some(stop) = stop {
+                // The rest of this read is not sent: the client re-lists, or resumes from
+                // the event it was sent last.
+                self.done = true;
+                if let Stop::Relist(message) = stop {
+                    self.out
+                        .extend_from_slice(&status_event(410, "Expired", &message));
+                }
+                break;
             }
         }
         Ok(())
     }
 
-    /// Sends an event as it came, and tees it.
-    fn forward(&mut self, frame: &[u8], event: &Event) {
+    /// Sends an event as it came, and tees it; a stop when the tee ends the watch.
+    fn forward(&mut self, frame: &[u8], event: &Event) -> Option<Stop> {
         self.out.extend_from_slice(frame);
         self.out.extend_from_slice(b"\n");
-        if let Some(sink) = self.pipeline.sink.as_mut() {
-            sink.event(event);
-        }
+        self.pipeline
+            .sink
+            .as_mut()
+            .and_then(|sink| sink.event(event))
     }
 
     /// The transform's verdicts on the objects of the events it sees, in order.
@@ -573,7 +588,9 @@ mod tests {
             self.items.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         fn list_end(&mut self, _end: ListEnd) {}
-        fn event(&mut self, _event: &Event) {}
+        fn event(&mut self, _event: &Event) -> Option<Stop> {
+            None
+        }
         fn object(&mut self, _object: &Bytes) {}
         fn abort(&mut self, _reason: &str) {}
     }
@@ -646,6 +663,53 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// A tee that cannot take the events named `lost-*`: it ends the watch there.
+    struct Lossy;
+
+    impl Sink for Lossy {
+        fn list_item(&mut self, _object: &Bytes) {}
+        fn list_end(&mut self, _end: ListEnd) {}
+        fn event(&mut self, event: &Event) -> Option<Stop> {
+            let lost = Meta::parse(&event.object).is_ok_and(|m| m.name.starts_with("lost-"));
+            lost.then(|| Stop::Relist("fell behind".into()))
+        }
+        fn object(&mut self, _object: &Bytes) {}
+        fn abort(&mut self, _reason: &str) {}
+    }
+
+    #[tokio::test]
+    async fn a_watch_whose_tee_lost_an_event_ends_after_it_with_a_410() {
+        let read = [
+            event("ADDED", "a", 1),
+            event("MODIFIED", "lost-b", 2),
+            event("MODIFIED", "c", 3),
+        ]
+        .concat();
+        let body = upstream(vec![chunk(read), chunk(event("DELETED", "a", 4))]);
+        let pipeline = Pipeline {
+            sink: Some(Box::new(Lossy)),
+            ..bare()
+        };
+        let (text, errors) = client_reads(watch(body, pipeline)).await;
+        assert_eq!(errors, 0);
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let names: Vec<_> = lines
+            .iter()
+            .map(|l| l["object"]["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(names, [Some("a"), Some("lost-b"), None], "{text}");
+        assert_eq!(
+            (
+                lines[2]["type"].as_str(),
+                lines[2]["object"]["code"].as_u64()
+            ),
+            (Some("ERROR"), Some(410))
+        );
     }
 
     /// Drops objects named `drop-*`, renames `edit-*` to `edited`, fails on `fail-*`, and

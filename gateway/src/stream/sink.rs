@@ -5,6 +5,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
+use super::pipeline::Stop;
 use super::watch::Event;
 
 /// The end of a list page, with what its metadata said.
@@ -33,8 +34,10 @@ pub trait Sink: Send {
     fn list_item(&mut self, object: &Bytes);
     /// The list (page) ended completely.
     fn list_end(&mut self, end: ListEnd);
-    /// One watch event as the client received it (BOOKMARK and ERROR included).
-    fn event(&mut self, event: &Event);
+    /// One watch event as the client received it (BOOKMARK and ERROR included). A stop
+    /// ends the watch after this event: the sink could not take it, and what it holds
+    /// would otherwise fall behind the client's view without a word.
+    fn event(&mut self, event: &Event) -> Option<Stop>;
     /// The object of a single-object response (get, create, update, patch).
     fn object(&mut self, object: &Bytes);
     /// The response broke off; nothing of it may be committed.
