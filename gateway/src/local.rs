@@ -3,7 +3,7 @@
 //!
 //! | verb | offline answer |
 //! |---|---|
-//! | get | the cached object, or 404 |
+//! | get | the cached object, or 404; of a subresource, the object for `status` (it is the object), else 503 |
 //! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
 //! | watch | the cached objects newer than the client's resourceVersion as events, then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
 //! | create | the request body echoed with 201; kubelet's node lease is accepted as is |
@@ -107,6 +107,16 @@ impl Local {
     }
 
     fn get(&self, ask: &Ask<'_>) -> Response<ResponseBody> {
+        // Only whole objects and their `status` are cached; any other subresource (`log`,
+        // `scale`, …) is something else, which the parent object must never stand in for.
+        let subresource = ask.info.subresource.as_str();
+        if !subresource.is_empty() && subresource != "status" {
+            self.cache.metrics().misses.inc();
+            return unavailable(&format!(
+                "the {subresource} subresource of {} {:?} cannot be answered offline",
+                ask.info.resource, ask.info.name
+            ));
+        }
         let key = ask
             .resource()
             .object_key(&ask.info.namespace, &ask.info.name);
@@ -146,4 +156,71 @@ fn store_failed(error: &dyn std::error::Error) -> Response<ResponseBody> {
         "InternalError",
         &format!("the local cache failed: {}", crate::error_chain(error)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use http::Method;
+    use http_body_util::BodyExt;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::cache::{CacheMetrics, CachePolicy, RedbStore, Store, WriteOp};
+
+    /// A local proxy over a store holding kubelet's pod `default/web`.
+    fn local_with_a_pod() -> (tempfile::TempDir, Local) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
+        let pod = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"}});
+        let upsert = WriteOp::Upsert {
+            key: "kubelet/pods.v1.core/default/web".into(),
+            object: Bytes::from(pod.to_string()),
+            resource_version: "7".into(),
+        };
+        store.apply(&[upsert], true).unwrap();
+        let cache = Cache::start(
+            Arc::new(store),
+            CachePolicy::new(&["kubelet".to_owned()]),
+            CacheMetrics::default(),
+        );
+        let (_, health) = tokio::sync::watch::channel(false);
+        (dir, Local { cache, health })
+    }
+
+    async fn get(local: &Local, path: &str) -> (StatusCode, Value) {
+        let info = RequestInfo::parse(&Method::GET, path, None);
+        let ask = Ask {
+            info: &info,
+            component: "kubelet",
+            query: ListQuery::default(),
+        };
+        let response = local.read(ask).await;
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[tokio::test]
+    async fn an_offline_get_of_a_subresource_is_never_answered_with_its_parent() {
+        let (_dir, local) = local_with_a_pod();
+        let (code, pod) = get(&local, "/api/v1/namespaces/default/pods/web").await;
+        assert_eq!((code, &pod["kind"]), (StatusCode::OK, &json!("Pod")));
+        // `status` is the object itself.
+        let (code, status) = get(&local, "/api/v1/namespaces/default/pods/web/status").await;
+        assert_eq!((code, status), (StatusCode::OK, pod));
+        for subresource in ["log", "ephemeralcontainers", "eviction"] {
+            let path = format!("/api/v1/namespaces/default/pods/web/{subresource}");
+            let (code, status) = get(&local, &path).await;
+            assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{subresource}");
+            assert_eq!(status["kind"], "Status", "{subresource}");
+            assert_eq!(status["reason"], "ServiceUnavailable", "{subresource}");
+            let message = status["message"].as_str().unwrap();
+            assert!(
+                message.contains(subresource) && message.contains("cannot be answered offline"),
+                "{message}"
+            );
+        }
+    }
 }
