@@ -102,7 +102,7 @@ impl Cache {
             let metrics = metrics.clone();
             std::thread::Builder::new()
                 .name("cache-writer".into())
-                .spawn(move || run(store, rx, metrics))
+                .spawn(move || write_until_closed(&store, &rx, &metrics))
                 .ok()
         };
         if writer.is_none() {
@@ -263,8 +263,24 @@ impl Drop for Cache {
     }
 }
 
+/// Runs the writer loop until every sender is gone. A panic in it (the store contains its
+/// own, see `GuardedStore`) loses the batch in hand, is logged and counted as a write error,
+/// and the loop starts again: a dead writer would silently cache nothing.
+fn write_until_closed(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics) {
+    loop {
+        let run = std::panic::AssertUnwindSafe(|| run(store, rx, metrics));
+        match std::panic::catch_unwind(run) {
+            Ok(()) => return,
+            Err(_) => {
+                metrics.write_errors.inc();
+                tracing::error!("the cache writer panicked; its batch is lost, and it goes on");
+            }
+        }
+    }
+}
+
 /// The writer loop: runs until every sender is gone.
-fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
+fn run(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics) {
     let mut unflushed = false;
     let mut last_durable = Instant::now();
     loop {
@@ -288,7 +304,7 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics) {
                     durable = true;
                     flushes.push(reply);
                 }
-                op => durable |= write_ops(op, &mut batch, &mut held, &metrics),
+                op => durable |= write_ops(op, &mut batch, &mut held, metrics),
             }
             bytes += held[rooms..]
                 .iter()
