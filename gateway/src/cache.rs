@@ -7,6 +7,7 @@
 //! its selectors): a list replaces exactly its set, in one transaction.
 
 mod gc;
+mod guard;
 mod inspect;
 mod key;
 mod metrics;
@@ -21,6 +22,7 @@ mod tee;
 mod writer;
 
 pub use gc::collect_garbage;
+pub use guard::GuardedStore;
 pub use inspect::{SetSummary, object, summary};
 pub use key::{ResourceKey, SetKey};
 pub use metrics::CacheMetrics;
@@ -28,7 +30,7 @@ pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS, ListQuery};
 pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selection::{Selection, SelectionError};
-pub use store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
+pub use store::{Damage, History, Objects, SetMeta, Store, StoreError, WriteOp};
 pub use tee::CacheTee;
 pub use writer::Cache;
 

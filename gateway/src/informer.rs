@@ -1,7 +1,9 @@
 //! The objects filters look up (Services, Nodes, NodePools), kept current by informers that
 //! are clients of the gateway itself: their lists and watches pass through it as component
 //! `edgegate`, so they are balanced, health-checked, cached — and answered from the cache
-//! while the cloud is away, and after a restart without it.
+//! while the cloud is away, and after a restart without it. After a restart each informer
+//! starts from what the cache persisted of it and watches on from its resourceVersion
+//! (`informer/resume.rs`).
 //!
 //! A digest of what lookups depend on (labels and annotations of Services, labels of Nodes,
 //! the members of NodePools) is announced per kind when it changes, so watches whose filters
@@ -22,10 +24,12 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
+use crate::cache::Store as CacheStore;
 use crate::filter::{LabelSelector, Lookup};
 
 mod backoff;
 mod encoded;
+mod resume;
 
 use backoff::ListBackoff;
 use encoded::Encoded;
@@ -64,8 +68,12 @@ pub struct Informers {
 }
 
 impl Informers {
-    /// Starts informers that reach the cluster through the gateway's proxy at `proxy`.
-    pub fn start(proxy: SocketAddr) -> Result<Informers, kube::Error> {
+    /// Starts informers that reach the cluster through the gateway's proxy at `proxy`, each
+    /// resumed from what `cache` (the gateway's store) persisted of it, when it holds that.
+    pub fn start(
+        proxy: SocketAddr,
+        cache: Option<Arc<dyn CacheStore>>,
+    ) -> Result<Informers, kube::Error> {
         let host = if proxy.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], proxy.port()))
         } else {
@@ -127,10 +135,31 @@ impl Informers {
                 all_synced: synced_tx.clone(),
                 digest: digest_tx.clone(),
             };
-            let stream = watcher(api, watcher::Config::default().any_semantic())
-                .backoff(ListBackoff::default())
-                .reflect(writer);
-            tasks.push(tokio::spawn(watch.run(stream)));
+            let cache = cache.clone();
+            let persisted_of = resource.clone();
+            tasks.push(tokio::spawn(async move {
+                let persisted = match cache {
+                    Some(cache) => tokio::task::spawn_blocking(move || {
+                        resume::persisted(cache.as_ref(), &persisted_of)
+                    })
+                    .await
+                    .ok()
+                    .flatten(),
+                    None => None,
+                };
+                let listing = watcher(api.clone(), watcher::Config::default().any_semantic());
+                match persisted {
+                    Some(persisted) => {
+                        let resumed = resume::resume(api, persisted, plural).chain(listing);
+                        let stream = resumed.backoff(ListBackoff::default()).reflect(writer);
+                        watch.run(stream).await;
+                    }
+                    None => {
+                        let stream = listing.backoff(ListBackoff::default()).reflect(writer);
+                        watch.run(stream).await;
+                    }
+                }
+            }));
             kinds.push(Kind {
                 resource,
                 store,

@@ -3,7 +3,7 @@
 //!
 //! | verb | offline answer |
 //! |---|---|
-//! | get | the cached object, or 404 |
+//! | get | the cached object, or 404; of a subresource, the object for `status` (it is the object), else 503 |
 //! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
 //! | watch | the set's changes after the client's resourceVersion as events (and a bookmark when asked), then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
 //! | create | the request body echoed with 201 (JSON or protobuf, as it came) |
@@ -159,6 +159,16 @@ impl Local {
     }
 
     fn get(&self, ask: &Ask<'_>) -> Response<ResponseBody> {
+        // Only whole objects and their `status` are cached; any other subresource (`log`,
+        // `scale`, …) is something else, which the parent object must never stand in for.
+        let subresource = ask.info.subresource.as_str();
+        if !subresource.is_empty() && subresource != "status" {
+            self.cache.metrics().misses.inc();
+            return unavailable(&format!(
+                "the {subresource} subresource of {} {:?} cannot be answered offline",
+                ask.info.resource, ask.info.name
+            ));
+        }
         let key = ask
             .resource()
             .object_key(&ask.info.namespace, &ask.info.name);

@@ -23,7 +23,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::Config;
-use crate::cache::{Cache, CacheMetrics, CachePolicy, RedbStore, StoreError};
+use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
 use crate::filter::{FilterError, FilterSettings, Filters, Limits, Lookup, NoLookup};
 use crate::informer::Informers;
 use crate::local::Local;
@@ -53,7 +53,7 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
-    /// The cache could not be opened.
+    /// The cache could not be opened: another process holds it (a damaged one is replaced).
     #[error(transparent)]
     Cache(#[from] StoreError),
     /// The filter runtime could not start.
@@ -151,10 +151,11 @@ pub async fn serve(
     let cache_metrics = CacheMetrics::default();
     cache_metrics.register(metrics.registry_mut());
     let store_dir = config.disk_cache_path.clone();
-    let store = tokio::task::spawn_blocking(move || RedbStore::open(&store_dir))
+    let opened = cache_metrics.clone();
+    let store = tokio::task::spawn_blocking(move || GuardedStore::open(&store_dir, opened))
         .await
         .map_err(|e| StoreError::Engine(Box::new(e)))??;
-    tracing::info!(path = %store.path().display(), "cache opened");
+    tracing::info!(dir = %config.disk_cache_path.display(), "cache opened");
     let cache = Cache::start(
         Arc::new(store),
         CachePolicy::new(&config.cache_agents),
@@ -168,7 +169,8 @@ pub async fn serve(
                 source,
             })?;
             Some(Arc::new(
-                Informers::start(proxy).map_err(ServerError::Informers)?,
+                Informers::start(proxy, Some(cache.store().clone()))
+                    .map_err(ServerError::Informers)?,
             ))
         }
         None => None,

@@ -2,12 +2,14 @@
 //! identities, the balancer that picks a healthy server, and the health checker.
 
 mod balancer;
+mod cert_files;
 mod credentials;
 pub mod health;
 mod lease;
 mod transport;
 
 pub use balancer::{Balancer, LbMode, Server};
+pub use cert_files::{CHECK_EVERY as CERT_CHECK_EVERY, CertFiles, CertFilesError};
 pub use credentials::{Credentials, CredentialsError};
 pub use health::{HealthSettings, HealthWatch};
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};

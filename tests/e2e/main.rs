@@ -7,11 +7,13 @@
 #![allow(clippy::disallowed_methods)]
 
 mod crash;
+mod damage;
 mod filters;
 mod offline;
 mod operator;
 mod proxy;
 mod resilience;
+mod rotation;
 mod support;
 mod topology;
 mod upgrade_echo;
@@ -89,6 +91,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",
         crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new,
+    ),
+    (
+        "damage::a_damaged_cache_is_moved_aside_and_the_gateway_forwards",
+        damage::a_damaged_cache_is_moved_aside_and_the_gateway_forwards,
+    ),
+    (
+        "rotation::a_rotated_client_certificate_is_used_without_a_restart",
+        rotation::a_rotated_client_certificate_is_used_without_a_restart,
     ),
     (
         "operator::cache_tools_show_the_cache",

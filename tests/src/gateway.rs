@@ -45,12 +45,32 @@ impl Gateway {
         server: &str,
         extra: &[&str],
     ) -> Result<Gateway> {
+        Gateway::launch(bin, cluster, server, &cluster.gateway_kubeconfig, extra)
+    }
+
+    /// [`Gateway::start`] with `kubeconfig` as the gateway's own identity.
+    pub fn start_as(
+        bin: &Path,
+        cluster: &Cluster,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> Result<Gateway> {
+        Gateway::launch(bin, cluster, &cluster.url(), kubeconfig, extra)
+    }
+
+    fn launch(
+        bin: &Path,
+        cluster: &Cluster,
+        server: &str,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> Result<Gateway> {
         let dir = cluster.dir.join(format!("gateway-{}", free_port()?));
         std::fs::create_dir_all(&dir)?;
         let (proxy_port, hub_port) = (free_port()?, free_port()?);
         let mut args = vec![
             format!("--server-addr={server}"),
-            format!("--kubeconfig={}", cluster.gateway_kubeconfig.display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--proxy-port={proxy_port}"),
             format!("--serve-port={hub_port}"),
             format!("--disk-cache-path={}", dir.join("cache").display()),

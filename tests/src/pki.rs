@@ -29,6 +29,11 @@ pub struct Pki {
     pub gateway_cert: PathBuf,
     /// Its key.
     pub gateway_key: PathBuf,
+    /// Another client certificate, as a rotation might bring: CN `edgegate-rotated`, no
+    /// group (so RBAC gives it next to nothing).
+    pub rotated_cert: PathBuf,
+    /// Its key.
+    pub rotated_key: PathBuf,
     /// A serving certificate for the gateway's HTTPS proxy (IP SAN 127.0.0.1), from the CA.
     pub gateway_serving_cert: PathBuf,
     /// Its key.
@@ -90,6 +95,14 @@ impl Pki {
         let gateway_cert = write("gateway.crt", client_cert.pem())?;
         let gateway_key = write("gateway.key", client_key_pair.serialize_pem())?;
 
+        let mut rotated = CertificateParams::new(Vec::<String>::new())?;
+        rotated.distinguished_name = name("edgegate-rotated", None);
+        rotated.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let rotated_key_pair = KeyPair::generate()?;
+        let rotated_signed = rotated.signed_by(&rotated_key_pair, &ca)?;
+        let rotated_cert = write("rotated.crt", rotated_signed.pem())?;
+        let rotated_key = write("rotated.key", rotated_key_pair.serialize_pem())?;
+
         let mut gateway_serving = CertificateParams::new(vec!["127.0.0.1".to_owned()])?;
         gateway_serving.distinguished_name = name("edgegate", None);
         gateway_serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
@@ -128,6 +141,8 @@ impl Pki {
             sa_pub,
             gateway_cert,
             gateway_key,
+            rotated_cert,
+            rotated_key,
             gateway_serving_cert,
             gateway_serving_key,
             node,

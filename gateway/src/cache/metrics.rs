@@ -26,6 +26,8 @@ pub struct CacheMetrics {
     pub misses: Counter,
     /// Components removed by garbage collection.
     pub collected: Counter,
+    /// Damaged stores moved aside and started anew.
+    pub store_resets: Counter,
 }
 
 impl CacheMetrics {
@@ -81,6 +83,11 @@ impl CacheMetrics {
             "collected_components",
             "Components removed by garbage collection",
             self.collected.clone(),
+        );
+        cache.register(
+            "store_resets",
+            "Damaged cache stores moved aside and started anew",
+            self.store_resets.clone(),
         );
     }
 }

@@ -12,7 +12,7 @@
 //! [`Digest`] is kept beside it, so that a re-list compares its items, and finds the set's
 //! members to replace, without reading the stored objects.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
@@ -46,49 +46,52 @@ const RUNNING: &str = "running";
 /// 7–9 MB, at 1 MiB by 4–5 MB, for commits about 10 % slower (`cargo bench --bench cache`).
 const CACHE_BYTES: usize = 1 << 20;
 
+/// The database file's name in the cache directory.
+pub const FILE: &str = "edgegate.redb";
+
 /// The redb store.
 pub struct RedbStore {
     db: Database,
-    path: PathBuf,
 }
 
-fn engine(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+/// A failure of the storage engine, kept as redb's one error type so that what it says
+/// (a corrupt page, an I/O error) can be told apart later ([`StoreError::is_damage`]).
+fn engine(error: impl Into<redb::Error>) -> StoreError {
+    StoreError::Engine(Box::new(error.into()))
+}
+
+/// Set metadata that cannot be encoded.
+fn encoding(error: serde_json::Error) -> StoreError {
     StoreError::Engine(Box::new(error))
 }
 
 impl RedbStore {
-    /// Opens (or creates) the store in `dir`. A file that cannot be opened is moved aside and
-    /// a fresh one created, so a damaged cache never keeps the node from running.
+    /// Opens (or creates) the store in `dir`, as the file [`FILE`]. A file that cannot be
+    /// opened is an error here; [`super::GuardedStore`] moves it aside and starts anew.
     pub fn open(dir: &Path) -> Result<RedbStore, StoreError> {
         let open_error = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
             path: dir.to_owned(),
             source,
         };
         std::fs::create_dir_all(dir).map_err(|e| open_error(Box::new(e)))?;
-        let path = dir.join("edgegate.redb");
-        let db = match Database::builder()
+        let db = Database::builder()
             .set_cache_size(CACHE_BYTES)
-            .create(&path)
-        {
-            Ok(db) => db,
-            Err(error) => {
-                let aside = path.with_extension(format!("redb.damaged-{}", super::now()));
-                tracing::error!(%error, aside = %aside.display(), "the cache cannot be opened; moving it aside and starting empty");
-                std::fs::rename(&path, &aside).map_err(|e| open_error(Box::new(e)))?;
-                Database::builder()
-                    .set_cache_size(CACHE_BYTES)
-                    .create(&path)
-                    .map_err(|e| open_error(Box::new(e)))?
-            }
-        };
-        let store = RedbStore { db, path };
+            .create(dir.join(FILE))
+            .map_err(|e| open_error(Box::new(redb::Error::from(e))))?;
+        let store = RedbStore { db };
         store.init()?;
         Ok(store)
     }
 
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// A store in memory only, for when no file can be opened or created: lost at exit.
+    pub fn in_memory() -> Result<RedbStore, StoreError> {
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(engine)?;
+        let store = RedbStore { db };
+        store.init()?;
+        Ok(store)
     }
 
     /// Removes the running clock, as a store written before it was kept lacks it.
@@ -389,7 +392,7 @@ impl Store for RedbStore {
                             None => None,
                         };
                         if let Some(meta) = moved {
-                            let meta = serde_json::to_vec(&meta).map_err(engine)?;
+                            let meta = serde_json::to_vec(&meta).map_err(encoding)?;
                             sets.insert(key.as_str(), meta.as_slice()).map_err(engine)?;
                             synced = Some((set, resource_version));
                         }

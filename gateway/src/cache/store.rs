@@ -26,6 +26,24 @@ pub enum StoreError {
     /// Stored metadata could not be read back.
     #[error("corrupt cache metadata under {0}")]
     Corrupt(String),
+    /// The storage engine panicked (a damaged file can make it); the panic was contained.
+    #[error("the cache storage panicked: {0}")]
+    Panicked(String),
+}
+
+impl StoreError {
+    /// Whether the store itself is damaged, so that only a fresh one will do: its engine
+    /// found a corrupt page or panicked, or metadata it wrote does not read back. An I/O
+    /// error (a full disk) is not damage: the same store may work again.
+    pub fn is_damage(&self) -> bool {
+        match self {
+            StoreError::Panicked(_) | StoreError::Corrupt(_) => true,
+            StoreError::Open { source, .. } | StoreError::Engine(source) => matches!(
+                source.downcast_ref::<redb::Error>(),
+                Some(redb::Error::Corrupted(_) | redb::Error::RepairAborted)
+            ),
+        }
+    }
 }
 
 /// What is known of a committed list set.
@@ -192,4 +210,23 @@ pub trait Store: Send + Sync {
     fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError>;
     /// Removes everything cached for `component`; returns how many objects went.
     fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
+    /// The damage this store recovered from since the gateway started, if any.
+    fn damage(&self) -> Option<Damage> {
+        None
+    }
+}
+
+/// A damaged store replaced by a fresh one, as `/v1/readyz` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// How many times a store was replaced since start.
+    pub resets: u64,
+    /// When the last one was (unix seconds).
+    pub at: u64,
+    /// What was wrong with it.
+    pub reason: String,
+    /// Where the damaged file was moved, when it could be.
+    pub aside: Option<std::path::PathBuf>,
+    /// Whether no file could be created either, so the cache lives in memory until exit.
+    pub in_memory: bool,
 }

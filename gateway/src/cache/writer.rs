@@ -117,7 +117,7 @@ impl Cache {
             let clock = clock.clone();
             std::thread::Builder::new()
                 .name("cache-writer".into())
-                .spawn(move || run(store, rx, metrics, &clock))
+                .spawn(move || write_until_closed(&store, &rx, &metrics, &clock))
                 .ok()
         };
         if writer.is_none() {
@@ -285,8 +285,29 @@ impl Drop for Cache {
     }
 }
 
+/// Runs the writer loop until every sender is gone. A panic in it (the store contains its
+/// own, see `GuardedStore`) loses the batch in hand, is logged and counted as a write error,
+/// and the loop starts again: a dead writer would silently cache nothing.
+fn write_until_closed(
+    store: &Arc<dyn Store>,
+    rx: &Receiver<Op>,
+    metrics: &CacheMetrics,
+    clock: &RunningClock,
+) {
+    loop {
+        let run = std::panic::AssertUnwindSafe(|| run(store, rx, metrics, clock));
+        match std::panic::catch_unwind(run) {
+            Ok(()) => return,
+            Err(_) => {
+                metrics.write_errors.inc();
+                tracing::error!("the cache writer panicked; its batch is lost, and it goes on");
+            }
+        }
+    }
+}
+
 /// The writer loop: runs until every sender is gone.
-fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics, clock: &RunningClock) {
+fn run(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics, clock: &RunningClock) {
     let mut unflushed = false;
     let mut last_durable = Instant::now();
     let mut last_running = Instant::now();
@@ -311,7 +332,7 @@ fn run(store: Arc<dyn Store>, rx: Receiver<Op>, metrics: CacheMetrics, clock: &R
                     durable = true;
                     flushes.push(reply);
                 }
-                op => durable |= write_ops(op, &mut batch, &mut held, &metrics),
+                op => durable |= write_ops(op, &mut batch, &mut held, metrics),
             }
             bytes += held[rooms..]
                 .iter()

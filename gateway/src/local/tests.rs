@@ -1,13 +1,14 @@
-//! kubelet's node lease, answered by the gateway.
+//! kubelet's node lease, answered by the gateway; offline reads of subresources.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Method, Request};
-use http_body_util::Full;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
 
-use super::Local;
-use crate::cache::{Cache, CacheMetrics, CachePolicy, RedbStore};
+use super::{Ask, Local};
+use crate::cache::{Cache, CacheMetrics, CachePolicy, ListQuery, RedbStore, Store, WriteOp};
 use crate::request::RequestInfo;
 use crate::upstream::KubeletLease;
 
@@ -94,7 +95,7 @@ async fn a_renewal_is_echoed_and_noted_for_the_heartbeat() {
         .unwrap();
     let response = local.kubelet_lease(&renew, request).await;
     assert_eq!(response.status(), 200);
-    let body = http_body_util::BodyExt::collect(response.into_body())
+    let body = BodyExt::collect(response.into_body())
         .await
         .unwrap()
         .to_bytes();
@@ -103,4 +104,68 @@ async fn a_renewal_is_echoed_and_noted_for_the_heartbeat() {
         "the lease comes back as sent: no conflict can arise"
     );
     assert!(local.kubelet.alive());
+}
+
+/// A local proxy over a store holding kubelet's pod `default/web`.
+fn local_with_a_pod() -> (tempfile::TempDir, Local) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    let pod = json!({"kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"}});
+    let upsert = WriteOp::Upsert {
+        key: "kubelet/pods.v1.core/default/web".into(),
+        object: Bytes::from(pod.to_string()),
+        resource_version: "7".into(),
+    };
+    store.apply(&[upsert], true).unwrap();
+    let cache = Cache::start(
+        Arc::new(store),
+        CachePolicy::new(&["kubelet".to_owned()]),
+        CacheMetrics::default(),
+    );
+    let (_, health) = tokio::sync::watch::channel(false);
+    (
+        dir,
+        Local {
+            cache,
+            health,
+            node_name: None,
+            kubelet: Arc::default(),
+        },
+    )
+}
+
+async fn get(local: &Local, path: &str) -> (StatusCode, Value) {
+    let info = RequestInfo::parse(&Method::GET, path, None);
+    let ask = Ask {
+        info: &info,
+        component: "kubelet",
+        query: ListQuery::default(),
+    };
+    let response = local.read(ask).await;
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test]
+async fn an_offline_get_of_a_subresource_is_never_answered_with_its_parent() {
+    let (_dir, local) = local_with_a_pod();
+    let (code, pod) = get(&local, "/api/v1/namespaces/default/pods/web").await;
+    assert_eq!((code, &pod["kind"]), (StatusCode::OK, &json!("Pod")));
+    // `status` is the object itself.
+    let (code, status) = get(&local, "/api/v1/namespaces/default/pods/web/status").await;
+    assert_eq!((code, status), (StatusCode::OK, pod));
+    for subresource in ["log", "ephemeralcontainers", "eviction"] {
+        let path = format!("/api/v1/namespaces/default/pods/web/{subresource}");
+        let (code, status) = get(&local, &path).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{subresource}");
+        assert_eq!(status["kind"], "Status", "{subresource}");
+        assert_eq!(status["reason"], "ServiceUnavailable", "{subresource}");
+        let message = status["message"].as_str().unwrap();
+        assert!(
+            message.contains(subresource) && message.contains("cannot be answered offline"),
+            "{message}"
+        );
+    }
 }

@@ -3,7 +3,7 @@
 //! | path | answer |
 //! |---|---|
 //! | `GET /v1/healthz` | `200 OK` while the process serves |
-//! | `GET /v1/readyz` | `200` while an apiserver is reachable, else `503`, with the reason in the body |
+//! | `GET /v1/readyz` | `200` while an apiserver is reachable, else `503`, with the reason in the body (and a damaged cache replaced, which leaves it `200`) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /v1/filters` | the live filter chain as JSON |
 //! | `GET /v1/cache` | the cached sets as JSON (`edgegate cache ls`) |
@@ -16,6 +16,7 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 
 use super::{ResponseBody, State};
+use crate::cache::Damage;
 
 /// Serves one hub request.
 pub async fn handle<B>(state: Arc<State>, request: Request<B>) -> Response<ResponseBody> {
@@ -67,18 +68,39 @@ fn readyz(state: &State) -> Response<ResponseBody> {
             "not ready: the objects filters look up (services, nodes, nodepools) are not synced yet\n".into(),
         );
     }
+    // A damaged cache does not make the gateway unready: it forwards as before, and only
+    // offline answers lack what the damaged store held. The body says so until exit.
+    let damage = state.cache.store().damage().map(|d| damage_line(&d));
+    let damage = damage.unwrap_or_default();
     if healthy.is_empty() {
         let body = format!(
-            "degraded: none of {} apiserver(s) is reachable; serving the node's components from the local cache\n",
+            "degraded: none of {} apiserver(s) is reachable; serving the node's components from the local cache\n{damage}",
             servers.len()
         );
         text(StatusCode::SERVICE_UNAVAILABLE, body)
     } else {
         text(
             StatusCode::OK,
-            format!("ready: upstream {}\n", healthy.join(", ")),
+            format!("ready: upstream {}\n{damage}", healthy.join(", ")),
         )
     }
+}
+
+/// The line `/v1/readyz` adds once a damaged cache was replaced.
+fn damage_line(damage: &Damage) -> String {
+    let aside = damage.aside.as_ref().map_or_else(
+        || "could not be moved aside".to_owned(),
+        |aside| format!("moved aside to {}", aside.display()),
+    );
+    let fresh = if damage.in_memory {
+        "the cache lives in memory until exit (no fresh file could be created)"
+    } else {
+        "a fresh cache was started"
+    };
+    format!(
+        "cache damaged ({} time(s), last at {} unix time: {}); the damaged store {aside}; {fresh}\n",
+        damage.resets, damage.at, damage.reason
+    )
 }
 
 /// The cached sets, as `edgegate cache ls` shows them.

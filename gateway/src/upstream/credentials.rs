@@ -11,6 +11,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use rustls::ClientConfig;
 use thiserror::Error;
 
+use super::cert_files::Stamp;
+use super::{CertFiles, CertFilesError};
+
 /// Why the credentials could not be loaded.
 #[derive(Debug, Error)]
 pub enum CredentialsError {
@@ -34,6 +37,9 @@ pub enum CredentialsError {
     /// A token or basic-auth value cannot be sent in a header.
     #[error("the kubeconfig token or password is not a valid header value")]
     BadHeader,
+    /// The client certificate files cannot be loaded.
+    #[error("cannot load the kubeconfig's client certificate")]
+    ClientCertificate(#[source] CertFilesError),
     /// The token file cannot be read.
     #[error("cannot read token file {path}")]
     TokenFile {
@@ -53,6 +59,9 @@ pub struct Credentials {
     /// TLS without a client certificate, for requests that bring their own `Authorization`:
     /// kube-apiserver would authenticate a client certificate before the bearer token.
     pub(crate) bare_tls: Arc<ClientConfig>,
+    /// The client certificate's files, when the kubeconfig names files (kubelet rotates
+    /// `kubelet-client-current.pem`): `own_tls` presents them as they are at each handshake.
+    pub(crate) cert_files: Option<Arc<CertFiles>>,
     /// The header the gateway adds to requests sent on its own identity.
     authorization: Option<Arc<Authorization>>,
     /// The server of the kubeconfig's current context.
@@ -101,9 +110,25 @@ impl Credentials {
             return Err(CredentialsError::Unsupported("an auth provider"));
         }
         let authorization = Authorization::of(auth)?.map(Arc::new);
-        let own_tls = config
+        let mut own_tls = config
             .rustls_client_config()
             .map_err(CredentialsError::Tls)?;
+        let cert_files = match (
+            &auth.client_certificate,
+            &auth.client_key,
+            &auth.client_certificate_data,
+            &auth.client_key_data,
+        ) {
+            (Some(cert), Some(key), None, None) => {
+                let provider = own_tls.crypto_provider().clone();
+                let files = CertFiles::load(Path::new(cert), Path::new(key), provider)
+                    .map_err(CredentialsError::ClientCertificate)?;
+                let files = Arc::new(files);
+                own_tls.client_auth_cert_resolver = files.clone();
+                Some(files)
+            }
+            _ => None,
+        };
         let mut bare = config.clone();
         bare.auth_info.client_certificate = None;
         bare.auth_info.client_certificate_data = None;
@@ -113,6 +138,7 @@ impl Credentials {
         Ok(Credentials {
             own_tls: Arc::new(own_tls),
             bare_tls: Arc::new(bare_tls),
+            cert_files,
             authorization,
             default_server: Some(config.cluster_url),
         })
@@ -124,18 +150,23 @@ impl Credentials {
     }
 }
 
-/// How often a token file is read again: projected service-account tokens rotate.
-const TOKEN_FILE_REFRESH: Duration = Duration::from_secs(60);
-
 /// The `Authorization` value of the kubeconfig user.
 enum Authorization {
     /// A bearer token or basic credentials, fixed for the life of the process.
     Fixed(HeaderValue),
-    /// A bearer token read from a file and re-read every [`TOKEN_FILE_REFRESH`].
+    /// A bearer token read from a file (projected service-account tokens rotate), looked at
+    /// every [`super::CERT_CHECK_EVERY`] at most and read again when it changed.
     File {
         path: PathBuf,
-        cached: Mutex<(Instant, HeaderValue)>,
+        cached: Mutex<TokenFile>,
     },
+}
+
+/// A token file as last read.
+struct TokenFile {
+    checked: Instant,
+    stamp: Stamp,
+    value: HeaderValue,
 }
 
 impl Authorization {
@@ -146,10 +177,15 @@ impl Authorization {
         }
         if let Some(file) = &auth.token_file {
             let path = PathBuf::from(file);
+            let stamp = Stamp::of(&path);
             let value = read_token(&path)?;
             return Ok(Some(Authorization::File {
                 path,
-                cached: Mutex::new((Instant::now(), value)),
+                cached: Mutex::new(TokenFile {
+                    checked: Instant::now(),
+                    stamp,
+                    value,
+                }),
             }));
         }
         if let (Some(user), Some(password)) = (&auth.username, &auth.password) {
@@ -165,28 +201,43 @@ impl Authorization {
     }
 
     fn value(&self) -> HeaderValue {
+        self.value_checked_every(super::CERT_CHECK_EVERY)
+    }
+
+    fn value_checked_every(&self, every: Duration) -> HeaderValue {
         match self {
             Authorization::Fixed(value) => value.clone(),
             Authorization::File { path, cached } => {
                 let mut cached = cached.lock().unwrap_or_else(|p| p.into_inner());
-                if cached.0.elapsed() >= TOKEN_FILE_REFRESH {
-                    match read_token(path) {
-                        Ok(value) => *cached = (Instant::now(), value),
-                        // Keep the last good token; the file may be mid-rotation.
-                        Err(error) => tracing::warn!(%error, "keeping the previous token"),
+                if cached.checked.elapsed() >= every {
+                    cached.checked = Instant::now();
+                    let stamp = Stamp::of(path);
+                    if stamp != cached.stamp {
+                        cached.stamp = stamp;
+                        match read_token(path) {
+                            Ok(value) => cached.value = value,
+                            // Keep the last good token; the file may be mid-rotation.
+                            Err(error) => tracing::warn!(%error, "keeping the previous token"),
+                        }
                     }
                 }
-                cached.1.clone()
+                cached.value.clone()
             }
         }
     }
 }
 
 fn read_token(path: &Path) -> Result<HeaderValue, CredentialsError> {
-    let token = std::fs::read_to_string(path).map_err(|source| CredentialsError::TokenFile {
+    let token_error = |source| CredentialsError::TokenFile {
         path: path.to_owned(),
         source,
-    })?;
+    };
+    let token = std::fs::read_to_string(path).map_err(token_error)?;
+    if token.trim().is_empty() {
+        // Being rewritten, most likely: an empty token is never right.
+        let empty = std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is empty");
+        return Err(token_error(empty));
+    }
     bearer(token.trim())
 }
 

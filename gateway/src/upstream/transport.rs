@@ -1,7 +1,10 @@
 //! Sending a request to one apiserver over pooled HTTP/1.1 connections, on the right identity:
 //! the request's own `Authorization` if it carries one, else the gateway's.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use bytes::Bytes;
 use http::header::{AUTHORIZATION, HeaderName};
@@ -69,21 +72,59 @@ type HttpsClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 /// Pooled clients for the two identities.
 #[derive(Clone)]
 pub struct Transport {
-    own: HttpsClient,
+    own: Arc<ArcSwap<OwnClient>>,
     bare: HttpsClient,
     credentials: Credentials,
     timeout: Duration,
 }
 
+/// The client of the gateway's own identity, and the generation of its client certificate
+/// files it was made with: when they change, a new client (a new pool) is made, so the
+/// next request connects with the new certificate, as client-go does at a rotation.
+/// Responses in flight (watches) keep their connections until they end.
+struct OwnClient {
+    generation: u64,
+    client: HttpsClient,
+}
+
 impl Transport {
     /// Builds the clients; `timeout` bounds the wait for a response to begin.
     pub fn new(credentials: Credentials, timeout: Duration) -> Transport {
+        let generation = credentials
+            .cert_files
+            .as_ref()
+            .map_or(0, |f| f.generation());
         Transport {
-            own: client((*credentials.own_tls).clone()),
+            own: Arc::new(ArcSwap::from_pointee(OwnClient {
+                generation,
+                client: client((*credentials.own_tls).clone()),
+            })),
             bare: client((*credentials.bare_tls).clone()),
             credentials,
             timeout,
         }
+    }
+
+    /// The client of the gateway's own identity, made anew when its certificate changed.
+    fn own(&self) -> Arc<OwnClient> {
+        let current = self.own.load_full();
+        let Some(files) = &self.credentials.cert_files else {
+            return current;
+        };
+        let generation = files.generation();
+        if generation == current.generation {
+            return current;
+        }
+        let mut tls = (*self.credentials.own_tls).clone();
+        // A session resumed from the old store would keep the old identity: TLS resumption
+        // sends no certificate, and the server restores the one of the first handshake.
+        tls.resumption = rustls::client::Resumption::default();
+        let fresh = Arc::new(OwnClient {
+            generation,
+            client: client(tls),
+        });
+        self.own.store(fresh.clone());
+        fresh
     }
 
     /// Sends `request` (whose URI carries only a path and query) to `server`.
@@ -93,6 +134,7 @@ impl Transport {
         mut request: Request<RequestBody>,
     ) -> Result<Response<Incoming>, TransportError> {
         *request.uri_mut() = join(server, request.uri());
+        let own;
         let client = if request.headers().contains_key(AUTHORIZATION) {
             &self.bare
         } else {
@@ -100,7 +142,8 @@ impl Transport {
             if let Some(value) = self.credentials.authorization() {
                 request.headers_mut().insert(AUTHORIZATION, value);
             }
-            &self.own
+            own = self.own();
+            &own.client
         };
         let server_name = || server.to_string();
         match tokio::time::timeout(self.timeout, client.request(request)).await {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use redb::{ReadableTable, Table, TableDefinition};
 
 use super::digest::Digest;
-use super::engine;
+use super::{encoding, engine};
 use crate::cache::key::SetKey;
 use crate::cache::selection::Selection;
 use crate::cache::store::{History, SetMeta, StoreError};
@@ -181,7 +181,7 @@ fn record_departure(
     if meta.tombstones > MAX_TOMBSTONES {
         prune(tables.history, set, &mut meta)?;
     }
-    let meta = serde_json::to_vec(&meta).map_err(engine)?;
+    let meta = serde_json::to_vec(&meta).map_err(encoding)?;
     tables.sets.insert(set, meta.as_slice()).map_err(engine)?;
     Ok(())
 }

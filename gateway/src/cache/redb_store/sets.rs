@@ -4,7 +4,7 @@
 use redb::{ReadableTable, Table};
 
 use super::history::{self, Tables};
-use super::{UNCHANGED, digest, engine, prefix_end, put};
+use super::{UNCHANGED, digest, encoding, engine, prefix_end, put};
 use crate::cache::key::SetKey;
 use crate::cache::selection::Selection;
 use crate::cache::store::{History, SetMeta, StoreError};
@@ -131,7 +131,7 @@ pub(super) fn commit(
 
 /// Writes the metadata of the set stored under `key`.
 fn write_meta(sets: &mut Table<&str, &[u8]>, key: &str, meta: &SetMeta) -> Result<(), StoreError> {
-    let meta = serde_json::to_vec(meta).map_err(engine)?;
+    let meta = serde_json::to_vec(meta).map_err(encoding)?;
     sets.insert(key, meta.as_slice()).map_err(engine)?;
     Ok(())
 }

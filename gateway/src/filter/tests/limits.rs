@@ -125,11 +125,15 @@ fn a_trap_in_a_batch_applies_the_policy_to_that_object_only() {
     assert_eq!(failures(&metrics, "trapper", "trap"), 2);
 }
 
+/// The longest deadline a filter may be given: the tests of other limits must not trip the
+/// deadline first on a slow or loaded machine (writing 8 MiB took over 100 ms under load).
+const NO_DEADLINE: &str = "[limits]\ndeadline-ms = 60000";
+
 #[test]
 fn an_oversized_replace_is_refused_and_the_policy_applies() {
     let object = configmap("a", json!({}));
     // 8 MiB against the default 3 MiB cap.
-    let (generation, metrics) = one("bloater", "on-error = \"drop\"");
+    let (generation, metrics) = one("bloater", &format!("on-error = \"drop\"\n{NO_DEADLINE}"));
     let mut session = configmaps_list(&generation);
     assert_eq!(session.apply(&object).unwrap(), Verdict::Drop);
     assert_eq!(failures(&metrics, "bloater", "oversized"), 1);
@@ -138,14 +142,14 @@ fn an_oversized_replace_is_refused_and_the_policy_applies() {
 
     let (generation, _) = one(
         "bloater",
-        "on-error = \"keep\"\n[limits]\nmax-output-kib = 1\n[config]\nbytes = 2000",
+        &format!("on-error = \"keep\"\n{NO_DEADLINE}\nmax-output-kib = 1\n[config]\nbytes = 2000"),
     );
     let mut session = configmaps_list(&generation);
     assert_eq!(session.apply(&object).unwrap(), Verdict::Keep);
 
     let (generation, _) = one(
         "bloater",
-        "[limits]\nmax-output-kib = 2\n[config]\nbytes = 2000",
+        &format!("{NO_DEADLINE}\nmax-output-kib = 2\n[config]\nbytes = 2000"),
     );
     let mut session = configmaps_list(&generation);
     match session.apply(&object).unwrap() {

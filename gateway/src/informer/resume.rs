@@ -1,0 +1,216 @@
+//! Where an informer starts after a restart: from what the cache persisted of its last list
+//! and watch (component `edgegate`, all namespaces, no selectors), not from nothing.
+//!
+//! The persisted objects are handed on as the informer's first list, so lookups answer at
+//! once (offline too, before any request has been made), and the informer watches from the
+//! set's persisted resourceVersion: a restart costs the events since, not a full list
+//! from resourceVersion 0 (which an apiserver may answer from a watch cache older than what
+//! the gateway had seen). When that watch cannot be had (the version is too old: `410
+//! Expired`, or any error), kube's watcher takes over and lists, as on a fresh node.
+
+use std::time::Duration;
+
+use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, WatchEvent, WatchParams};
+use kube::runtime::watcher;
+
+use crate::cache::{ResourceKey, Scope, Store};
+
+/// The component the informers' requests are cached for (their `User-Agent`).
+const COMPONENT: &str = "edgegate";
+
+/// How long to wait before watching again after a watch that ended at once with nothing,
+/// so that a gateway answering watches with a clean end does not make a busy loop.
+const REWATCH_AFTER_EMPTY: Duration = Duration::from_secs(1);
+
+/// What the cache holds of a kind: the resourceVersion its set is synced to and its objects.
+pub(super) struct Persisted {
+    resource_version: String,
+    objects: Vec<DynamicObject>,
+}
+
+/// The set the cache holds for `resource` as the informers list it, if one was committed
+/// and reads back whole.
+pub(super) fn persisted(store: &dyn Store, resource: &ApiResource) -> Option<Persisted> {
+    let key = ResourceKey {
+        component: COMPONENT.to_owned(),
+        resource: resource.plural.clone(),
+        version: resource.version.clone(),
+        group: resource.group.clone(),
+    };
+    let everything = Scope {
+        namespace: "",
+        labels: "",
+        fields: "",
+    };
+    let listing = crate::cache::list(store, &key, everything).ok()?;
+    let mut objects = Vec::new();
+    for item in listing.items {
+        // A set that does not read back whole is not a list to resume from.
+        objects.push(serde_json::from_slice(&item.ok()?).ok()?);
+    }
+    Some(Persisted {
+        resource_version: listing.meta.resource_version,
+        objects,
+    })
+}
+
+/// Where [`resume`] is.
+enum Step {
+    /// Handing on the persisted objects as the first list.
+    Seed {
+        objects: std::vec::IntoIter<DynamicObject>,
+        resource_version: String,
+        begun: bool,
+    },
+    /// About to watch from `resource_version`.
+    Watch {
+        resource_version: String,
+        pause: bool,
+    },
+    /// Watching.
+    Events {
+        events: BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>,
+        resource_version: String,
+        any: bool,
+    },
+}
+
+/// The persisted objects as an initial list, then watches from their resourceVersion (each
+/// resumed from the last version seen) for as long as the apiserver grants them; ends when
+/// it does not, for kube's watcher to list afresh.
+pub(super) fn resume(
+    api: Api<DynamicObject>,
+    persisted: Persisted,
+    plural: &'static str,
+) -> impl Stream<Item = watcher::Result<watcher::Event<DynamicObject>>> + Send {
+    let first = Step::Seed {
+        objects: persisted.objects.into_iter(),
+        resource_version: persisted.resource_version,
+        begun: false,
+    };
+    futures_util::stream::unfold(Some(first), move |step| {
+        let api = api.clone();
+        async move {
+            let mut step = step?;
+            loop {
+                step = match step {
+                    Step::Seed {
+                        objects,
+                        resource_version,
+                        begun: false,
+                    } => {
+                        let next = Step::Seed {
+                            objects,
+                            resource_version,
+                            begun: true,
+                        };
+                        return Some((Ok(watcher::Event::Init), Some(next)));
+                    }
+                    Step::Seed {
+                        mut objects,
+                        resource_version,
+                        begun: true,
+                    } => match objects.next() {
+                        Some(object) => {
+                            let next = Step::Seed {
+                                objects,
+                                resource_version,
+                                begun: true,
+                            };
+                            return Some((Ok(watcher::Event::InitApply(object)), Some(next)));
+                        }
+                        None => {
+                            tracing::debug!(resource = plural, %resource_version, "resuming from the cache");
+                            let next = Step::Watch {
+                                resource_version,
+                                pause: false,
+                            };
+                            return Some((Ok(watcher::Event::InitDone), Some(next)));
+                        }
+                    },
+                    Step::Watch {
+                        resource_version,
+                        pause,
+                    } => {
+                        if pause {
+                            tokio::time::sleep(REWATCH_AFTER_EMPTY).await;
+                        }
+                        let params = WatchParams::default();
+                        match api.watch(&params, &resource_version).await {
+                            Ok(events) => Step::Events {
+                                events: events.boxed(),
+                                resource_version,
+                                any: false,
+                            },
+                            Err(error) => {
+                                tracing::info!(resource = plural, %error, "cannot resume the watch; listing");
+                                return None;
+                            }
+                        }
+                    }
+                    Step::Events {
+                        mut events,
+                        mut resource_version,
+                        any,
+                    } => {
+                        let event = match events.next().await {
+                            None => {
+                                step = Step::Watch {
+                                    resource_version,
+                                    pause: !any,
+                                };
+                                continue;
+                            }
+                            Some(Ok(event)) => event,
+                            Some(Err(error)) => {
+                                tracing::info!(resource = plural, %error, "the resumed watch failed; listing");
+                                return None;
+                            }
+                        };
+                        let out = match event {
+                            WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                                version_of(&object, &mut resource_version);
+                                watcher::Event::Apply(object)
+                            }
+                            WatchEvent::Deleted(object) => {
+                                version_of(&object, &mut resource_version);
+                                watcher::Event::Delete(object)
+                            }
+                            WatchEvent::Bookmark(bookmark) => {
+                                resource_version = bookmark.metadata.resource_version;
+                                step = Step::Events {
+                                    events,
+                                    resource_version,
+                                    any: true,
+                                };
+                                continue;
+                            }
+                            WatchEvent::Error(status) => {
+                                tracing::info!(resource = plural, code = status.code, message = %status.message, "the persisted version cannot be resumed; listing");
+                                return None;
+                            }
+                        };
+                        let next = Step::Events {
+                            events,
+                            resource_version,
+                            any: true,
+                        };
+                        return Some((Ok(out), Some(next)));
+                    }
+                };
+            }
+        }
+    })
+}
+
+/// Moves `resource_version` to `object`'s, when it has one.
+fn version_of(object: &DynamicObject, resource_version: &mut String) {
+    if let Some(version) = &object.metadata.resource_version {
+        resource_version.clone_from(version);
+    }
+}
+
+#[cfg(test)]
+mod tests;
