@@ -131,7 +131,7 @@ pub fn restarts_while_cut_keep_the_pods_and_rules(testbed: &mut Testbed) -> Resu
     );
     // Checked last, so that kube-proxy's restart is tried whatever kubelet was told.
     let log = testbed.node.log("kubelet");
-    let registration = lines_with(&log[offset..], &["register node"]).join("\n");
+    let registration = lines_with(&log[offset..], &["register node", "registered node"]).join("\n");
 
     testbed.node.kill_kube_proxy();
     testbed.node.flush_proxy_rules()?;
