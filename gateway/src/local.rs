@@ -22,7 +22,7 @@ use std::sync::Arc;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::cache::{Cache, ListQuery, ResourceKey};
+use crate::cache::{Cache, ListQuery, ResourceKey, Scope};
 use crate::reply::{ResponseBody, json, status_response};
 use crate::request::{RequestInfo, Verb};
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
@@ -60,6 +60,15 @@ impl Ask<'_> {
         }
     }
 
+    /// The namespace and selectors the request reads, owned, for a blocking reader.
+    fn read_scope(&self) -> ReadScope {
+        ReadScope {
+            namespace: self.info.namespace.clone(),
+            labels: self.query.labels.clone(),
+            fields: self.query.fields.clone(),
+        }
+    }
+
     /// Whether this is kubelet's own node lease.
     fn is_kubelet_lease(&self) -> bool {
         self.component == "kubelet"
@@ -67,6 +76,24 @@ impl Ask<'_> {
             && self.info.api_group == "coordination.k8s.io"
             && self.info.namespace == NODE_LEASE_NAMESPACE
             && self.info.subresource.is_empty()
+    }
+}
+
+/// What a read covers (namespace, label and field selectors), owned: the store is read on a
+/// blocking thread.
+struct ReadScope {
+    namespace: String,
+    labels: String,
+    fields: String,
+}
+
+impl ReadScope {
+    fn scope(&self) -> Scope<'_> {
+        Scope {
+            namespace: &self.namespace,
+            labels: &self.labels,
+            fields: &self.fields,
+        }
     }
 }
 

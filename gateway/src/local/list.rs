@@ -69,18 +69,9 @@ impl Local {
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let store = self.cache.store().clone();
         let resource = ask.resource();
-        let (namespace, labels, fields) = (
-            ask.info.namespace.clone(),
-            ask.query.labels.clone(),
-            ask.query.fields.clone(),
-        );
+        let scope = ask.read_scope();
         tokio::task::spawn_blocking(move || {
-            let scope = cache::Scope {
-                namespace: &namespace,
-                labels: &labels,
-                fields: &fields,
-            };
-            let listing = cache::list(store.as_ref(), &resource, scope);
+            let listing = cache::list(store.as_ref(), &resource, scope.scope());
             let Listing { meta, items, .. } = match listing {
                 Ok(listing) => listing,
                 Err(error) => {

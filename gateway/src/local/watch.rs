@@ -104,18 +104,9 @@ impl Local {
         let resource = ask.resource();
         let since = ask.query.resource_version.clone().unwrap_or_default();
         let bookmark = ask.query.allow_watch_bookmarks;
-        let (namespace, labels, fields) = (
-            ask.info.namespace.clone(),
-            ask.query.labels.clone(),
-            ask.query.fields.clone(),
-        );
+        let scope = ask.read_scope();
         tokio::task::spawn_blocking(move || {
-            let scope = cache::Scope {
-                namespace: &namespace,
-                labels: &labels,
-                fields: &fields,
-            };
-            match cache::watch_backlog(&store, &resource, scope, &since) {
+            match cache::watch_backlog(&store, &resource, scope.scope(), &since) {
                 Ok(backlog) => {
                     if found_tx.send(Ok(())).is_ok() {
                         produce(backlog, bookmark, &chunks_tx);
