@@ -74,7 +74,6 @@ impl Ask<'_> {
         self.component == "kubelet"
             && self.info.resource == "leases"
             && self.info.api_group == "coordination.k8s.io"
-            && self.info.namespace == NODE_LEASE_NAMESPACE
             && self.info.subresource.is_empty()
     }
 }
@@ -110,6 +109,7 @@ impl Local {
             query: ListQuery::default(),
         };
         ask.is_kubelet_lease()
+            && info.namespace == NODE_LEASE_NAMESPACE
             && match info.verb {
                 Verb::Create => info.name.is_empty(),
                 Verb::Update => info.name == *node,
