@@ -12,9 +12,11 @@
 //! - `watch`: the watch fan-out client (event delivery delay).
 //! - `probes`: idle RSS, LIST memory growth, hot reload time.
 //! - `run`: a whole run. `report`: the Markdown report.
+//! - `node`: the gateway's CPU and memory while it serves a real node (`edgegate-load node`).
 
 pub mod apiserver;
 pub mod measure;
+pub mod node;
 pub mod probes;
 pub mod report;
 pub mod run;

@@ -34,6 +34,21 @@ pub fn status_bytes(pid: u32, field: &str) -> Result<u64> {
     Ok(kib * 1024)
 }
 
+/// A numeric field of `/proc/<pid>/status` without a unit (`Threads:`).
+pub fn status_value(pid: u32, field: &str) -> Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(field))
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?;
+    Ok(line.split_whitespace().nth(1).context("a value")?.parse()?)
+}
+
+/// File descriptors `pid` has open.
+pub fn open_fds(pid: u32) -> Result<usize> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
+}
+
 /// Resident memory now.
 pub fn rss(pid: u32) -> Result<u64> {
     status_bytes(pid, "VmRSS:")
@@ -69,5 +84,8 @@ mod tests {
         assert!(rss(me).unwrap() > 0);
         assert!(peak_rss(me).unwrap() >= rss(me).unwrap() / 2);
         cpu_time(me).unwrap();
+        assert!(status_value(me, "Threads:").unwrap() >= 1);
+        let _held = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(open_fds(me).unwrap() >= 1);
     }
 }

@@ -22,27 +22,9 @@ pub fn start() -> Result<Testbed> {
 /// The pods the scenarios run: (name, host network).
 pub const PODS: &[(&str, bool)] = &[("host", true), ("bridge", false), ("doomed", true)];
 
-/// A pod bound to the node (no scheduler runs) that sleeps in the busybox image.
-pub fn pod(node: &str, name: &str, host_network: bool) -> String {
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": host_network,
-            "dnsPolicy": "Default",
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "main",
-                "image": "edgegate/busybox:test",
-                "imagePullPolicy": "Never",
-                "command": ["/bin/sleep", "100000"],
-            }],
-        },
-    })
-    .to_string()
+/// A pod bound to the node that sleeps in the busybox image.
+pub fn pod(name: &str, host_network: bool) -> String {
+    edgegate_testkit::testbed::sleeper(name, host_network).to_string()
 }
 
 /// `kubectl apply` of `json` in the cloud.

@@ -26,8 +26,13 @@ static SEQUENCE: AtomicUsize = AtomicUsize::new(0);
 
 /// A fresh scratch directory under the system temp dir, removed by its owner.
 pub(crate) fn scratch_dir(kind: &str) -> Result<PathBuf> {
+    crate::sweep::sweep_once();
     let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("edgegate-e2e-{}-{kind}-{n}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "{}{}-{kind}-{n}",
+        crate::sweep::SCRATCH_PREFIX,
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
 }

@@ -116,31 +116,38 @@ impl Containerd {
     /// Kills every container, every shim and containerd, and unmounts what they mounted
     /// under its directory.
     pub fn clean(&mut self) {
-        let runc_root = self.dir.join("runc/k8s.io");
-        if let Ok(ids) = run(Command::new("runc")
-            .arg("--root")
-            .arg(&runc_root)
-            .args(["list", "-q"]))
-        {
-            for id in ids.lines().filter(|id| !id.is_empty()) {
-                let _ = Command::new("runc")
-                    .arg("--root")
-                    .arg(&runc_root)
-                    .args(["delete", "--force", id])
-                    .output();
-            }
-        }
-        let socket = self.socket.display().to_string();
-        for pid in pids_whose_command_line_has(&socket) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .output();
-        }
+        clean_runtime(&self.dir);
         if let Some(mut process) = self.process.take() {
             process.kill();
         }
         unmount_under(&self.dir);
     }
+}
+
+/// Removes what the containerd of `dir` started: its containers (by its runc root), its
+/// shims and anything else naming its socket, and the mounts under `dir`.
+pub(crate) fn clean_runtime(dir: &Path) {
+    let runc_root = dir.join("runc/k8s.io");
+    if let Ok(ids) = run(Command::new("runc")
+        .arg("--root")
+        .arg(&runc_root)
+        .args(["list", "-q"]))
+    {
+        for id in ids.lines().filter(|id| !id.is_empty()) {
+            let _ = Command::new("runc")
+                .arg("--root")
+                .arg(&runc_root)
+                .args(["delete", "--force", id])
+                .output();
+        }
+    }
+    let socket = dir.join("containerd.sock").display().to_string();
+    for pid in pids_whose_command_line_has(&socket) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .output();
+    }
+    unmount_under(dir);
 }
 
 impl Drop for Containerd {

@@ -32,21 +32,24 @@ impl Link {
     /// Creates the namespace and the veth, addresses them and routes the node's traffic to
     /// the host.
     pub fn create() -> Result<Link> {
+        crate::sweep::sweep_once();
         let used = run(Command::new("ip").args(["-4", "-o", "addr", "show"]))?;
         let index = (1..=127u8)
             .find(|n| !used.contains(&format!(" 198.18.{n}.")))
             .context("no free 198.18.N.0/30 for a node link")?;
         let link = Link {
-            name: format!("edgegate-node-{index}"),
+            // The owner's pid, for the sweep after a harness killed outright.
+            name: format!(
+                "{}{index}-{}",
+                crate::sweep::NETNS_PREFIX,
+                std::process::id()
+            ),
             index,
             host_if: format!("egc{index}"),
             node_if: format!("egn{index}"),
             cut: false,
         };
-        // Leftovers of an aborted run under the same name go first.
-        let _ = Command::new("ip")
-            .args(["netns", "del", &link.name])
-            .output();
+        // A host end left without its address (its namespace swept) would block the name.
         let _ = Command::new("ip")
             .args(["link", "del", &link.host_if])
             .output();

@@ -37,6 +37,10 @@ const KERNEL_TUNABLES: &[&str] = &[
     "/proc/sys/kernel/panic_on_oops",
 ];
 
+/// Where a node saves [`KERNEL_TUNABLES`] as they were (`path=value` lines), for a sweep
+/// after a harness that could not put them back.
+pub(crate) const KERNEL_TUNABLES_FILE: &str = "kernel-tunables";
+
 /// The node's processes and files.
 #[derive(Debug)]
 pub struct Node {
@@ -105,10 +109,15 @@ impl Node {
             format!("--filter-dir={}", filter_dir.display()),
             "--log-level=info,edgegate=debug".to_owned(),
         ];
-        let tunables = KERNEL_TUNABLES
+        let tunables: Vec<(&str, String)> = KERNEL_TUNABLES
             .iter()
             .filter_map(|path| Some((*path, std::fs::read_to_string(path).ok()?)))
             .collect();
+        let saved: String = tunables
+            .iter()
+            .map(|(path, value)| format!("{path}={}\n", value.trim()))
+            .collect();
+        std::fs::write(dir.join(KERNEL_TUNABLES_FILE), saved)?;
         let containerd = Containerd::start(link, &dir.join("containerd"))?;
         let mut node = Node {
             name: name.to_owned(),
@@ -226,6 +235,17 @@ impl Node {
         if let Some(mut process) = self.gateway.take() {
             process.kill();
         }
+    }
+
+    /// The process id of a running component (`edgegate`, `kubelet`, `kube-proxy`).
+    pub fn pid(&self, component: &str) -> Option<u32> {
+        let process = match component {
+            "edgegate" => &self.gateway,
+            "kubelet" => &self.kubelet,
+            "kube-proxy" => &self.kube_proxy,
+            _ => return None,
+        };
+        process.as_ref().map(Process::pid)
     }
 
     /// Fails with its log's tail if a component that should run has exited.
@@ -355,33 +375,48 @@ impl Drop for Node {
         self.kill_gateway();
         self.containerd.clean();
         unmount_under(&self.dir);
-        // kubelet writes container logs to /var/log/pods whatever its root: ours go.
-        let ours: Vec<String> = std::fs::read_dir(self.dir.join("kubelet/pods"))
-            .map(|d| {
-                d.filter_map(|e| Some(format!("_{}", e.ok()?.file_name().to_str()?)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut removed = Vec::new();
-        for dir in pod_log_dirs() {
-            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if !self.pod_logs_before.contains(&dir) && ours.iter().any(|uid| name.ends_with(uid)) {
-                let _ = std::fs::remove_dir_all(&dir);
-                removed.push(dir);
-            }
-        }
-        // And links to them in /var/log/containers.
-        for entry in std::fs::read_dir("/var/log/containers")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let path = entry.path();
-            if std::fs::read_link(&path).is_ok_and(|to| removed.iter().any(|d| to.starts_with(d))) {
-                let _ = std::fs::remove_file(&path);
-            }
-        }
+        remove_pod_logs(&self.dir.join("kubelet/pods"), &self.pod_logs_before);
         for (path, value) in &self.tunables {
+            let _ = std::fs::write(path, value);
+        }
+    }
+}
+
+/// Removes the logs kubelet wrote to `/var/log/pods` (whatever its root) for the pods under
+/// `kubelet_pods` (its `pods` directory), but none of `keep`, and the links to them in
+/// `/var/log/containers`.
+pub(crate) fn remove_pod_logs(kubelet_pods: &Path, keep: &[PathBuf]) {
+    let ours: Vec<String> = std::fs::read_dir(kubelet_pods)
+        .map(|d| {
+            d.filter_map(|e| Some(format!("_{}", e.ok()?.file_name().to_str()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut removed = Vec::new();
+    for dir in pod_log_dirs() {
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !keep.contains(&dir) && ours.iter().any(|uid| name.ends_with(uid)) {
+            let _ = std::fs::remove_dir_all(&dir);
+            removed.push(dir);
+        }
+    }
+    for entry in std::fs::read_dir("/var/log/containers")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let path = entry.path();
+        if std::fs::read_link(&path).is_ok_and(|to| removed.iter().any(|d| to.starts_with(d))) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Writes back kernel settings saved in [`KERNEL_TUNABLES_FILE`]'s format; only the
+/// settings of [`KERNEL_TUNABLES`].
+pub(crate) fn restore_kernel_tunables(saved: &str) {
+    for (path, value) in saved.lines().filter_map(|line| line.split_once('=')) {
+        if KERNEL_TUNABLES.contains(&path) {
             let _ = std::fs::write(path, value);
         }
     }

@@ -1,19 +1,20 @@
 //! `edgegate-load`: the side-by-side load harness (`run`, what `benches/load/run` calls), the
 //! two helpers it starts as processes of their own (the static upstream and the watch fan-out
-//! client), and `apiserver`, which keeps the harness's kube-apiserver running for profiling
-//! by hand.
+//! client), `apiserver`, which keeps the harness's kube-apiserver running for profiling by
+//! hand, and `node`, the gateway's CPU and memory while it serves a real node.
 #![allow(clippy::disallowed_methods)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use edgegate_benches::load::apiserver::ApiServer;
 use edgegate_benches::load::run::{self, Settings};
 use edgegate_benches::load::targets::Binaries;
-use edgegate_benches::load::{report, upstream, watch};
+use edgegate_benches::load::{node, report, upstream, watch};
 
 #[derive(Parser)]
 #[command(about = "edgegate's side-by-side load harness")]
@@ -53,6 +54,29 @@ enum Command {
         /// Where the report is written besides stdout.
         #[arg(long)]
         out: PathBuf,
+    },
+    /// Brings up the real node of `tests/node` behind `edgegate` with pods, Services and a
+    /// change from the cloud every sample, and reports the gateway's RSS, CPU, file
+    /// descriptors and threads, sampled from /proc (Markdown).
+    Node {
+        /// The edgegate binary (a release build).
+        #[arg(long)]
+        edgegate: PathBuf,
+        /// Seconds to sample.
+        #[arg(long, default_value_t = 600)]
+        seconds: u64,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 10)]
+        every: u64,
+        /// Pods on the node.
+        #[arg(long, default_value_t = 10)]
+        pods: usize,
+        /// Services selecting them.
+        #[arg(long, default_value_t = 5)]
+        services: usize,
+        /// Where the report is written besides stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Serves the static upstream.
     StaticUpstream {
@@ -113,6 +137,28 @@ fn main() -> Result<()> {
             let report = run::run(&settings)?;
             let text = report::markdown(&report, &settings);
             std::fs::write(out.join("report.md"), &text)?;
+            print!("{text}");
+            Ok(())
+        }
+        Command::Node {
+            edgegate,
+            seconds,
+            every,
+            pods,
+            services,
+            out,
+        } => {
+            let settings = node::Settings {
+                edgegate,
+                duration: Duration::from_secs(seconds),
+                every: Duration::from_secs(every.max(1)),
+                pods,
+                services,
+            };
+            let text = node::markdown(&node::run(&settings)?);
+            if let Some(out) = out {
+                std::fs::write(out, &text)?;
+            }
             print!("{text}");
             Ok(())
         }
