@@ -176,7 +176,7 @@ async fn mutate(
     create_configmaps(client, gateway, ns, &format!("round{round}"), 1).await
 }
 
-fn random_below(window: Duration) -> Duration {
+pub(crate) fn random_below(window: Duration) -> Duration {
     let random = std::collections::hash_map::RandomState::new().hash_one(Instant::now());
     let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
     Duration::from_nanos(random % nanos)

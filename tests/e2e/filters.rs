@@ -661,7 +661,14 @@ pub fn a_perf_map_names_the_filters_code(env: &Env) -> Result<()> {
     let scratch = tempfile::tempdir()?;
     let cache = scratch.path().join("compiled");
     let tagger = edgegate_testkit::filters::built(&["tagger"])?.join("tagger.wasm");
-    let compile = |perf_map: &str| -> Result<PathBuf> {
+    // The maps are written to /tmp by the child: removed on drop, also when a check fails.
+    struct Map(PathBuf);
+    impl Drop for Map {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let compile = |perf_map: &str| -> Result<Map> {
         let child = std::process::Command::new(&env.bin)
             .args(["filter", "compile", "--compiled-cache-dir"])
             .arg(&cache)
@@ -669,15 +676,15 @@ pub fn a_perf_map_names_the_filters_code(env: &Env) -> Result<()> {
             .env(edgegate::filter::PERF_MAP_ENV, perf_map)
             .stdout(std::process::Stdio::null())
             .spawn()?;
-        let map = PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
-        let _ = std::fs::remove_file(&map);
+        let map = Map(PathBuf::from(format!("/tmp/perf-{}.map", child.id())));
+        let _ = std::fs::remove_file(&map.0);
         let output = child.wait_with_output()?;
         ensure!(output.status.success(), "edgegate filter compile failed");
         Ok(map)
     };
     for (round, what) in ["compiled", "loaded from the cache"].iter().enumerate() {
         let map = compile("1")?;
-        let text = std::fs::read_to_string(&map)
+        let text = std::fs::read_to_string(&map.0)
             .with_context(|| format!("no perf map when {what} (round {round})"))?;
         let functions = text
             .lines()
@@ -687,11 +694,10 @@ pub fn a_perf_map_names_the_filters_code(env: &Env) -> Result<()> {
             functions > 10,
             "{functions} guest functions in the map when {what}"
         );
-        std::fs::remove_file(&map)?;
     }
     let map = compile("0")?;
     ensure!(
-        !map.exists(),
+        !map.0.exists(),
         "a perf map was written though none was asked for"
     );
     Ok(())

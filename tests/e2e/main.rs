@@ -7,6 +7,8 @@
 #![allow(clippy::disallowed_methods)]
 
 mod crash;
+mod crash_gc;
+mod crash_watch;
 mod damage;
 mod filters;
 mod offline;
@@ -91,6 +93,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",
         crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new,
+    ),
+    (
+        "crash_watch::kill_nine_during_watch_events_leaves_a_prefix_of_them",
+        crash_watch::kill_nine_during_watch_events_leaves_a_prefix_of_them,
+    ),
+    (
+        "crash_gc::kill_nine_during_gc_removes_a_component_whole_or_not_at_all",
+        crash_gc::kill_nine_during_gc_removes_a_component_whole_or_not_at_all,
     ),
     (
         "damage::a_damaged_cache_is_moved_aside_and_the_gateway_forwards",

@@ -43,7 +43,10 @@ pub struct Etcd {
     process: Mutex<Process>,
     /// The client URL.
     pub url: String,
+    /// Its scratch directory (its log), removed on drop.
     dir: PathBuf,
+    /// Its data, on tmpfs apart from `dir` when there is one; removed on drop.
+    data: PathBuf,
 }
 
 impl Etcd {
@@ -79,7 +82,8 @@ impl Etcd {
         Ok(Etcd {
             process: Mutex::new(process),
             url,
-            dir: data,
+            dir,
+            data,
         })
     }
 }
@@ -89,6 +93,7 @@ impl Drop for Etcd {
         if let Ok(mut p) = self.process.lock() {
             p.kill();
         }
+        let _ = std::fs::remove_dir_all(&self.data);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -327,9 +332,8 @@ impl Drop for Cluster {
         {
             process.kill();
         }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        // Also when a test panicked: runs must not pile up in /tmp.
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

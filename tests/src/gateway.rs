@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cluster::{ADMIN_TOKEN, Cluster, User, kubectl};
 use crate::http;
@@ -100,21 +100,32 @@ impl Gateway {
     /// Starts the process again with the same flags and ports (after [`Gateway::kill`] or
     /// [`Gateway::stop`]), and waits until its hub server answers.
     pub fn restart(&mut self) -> Result<()> {
-        let mut process = Process::spawn(
-            "edgegate",
-            &self.bin,
-            &self.args,
-            &self.dir.join("edgegate.log"),
-        )?;
+        self.spawn()?;
         let hub = self.hub;
         let up = wait_until(Duration::from_secs(30), "edgegate /v1/healthz", || {
             http::get(hub, "/v1/healthz").is_ok_and(|r| r.status == 200)
         });
         if let Err(error) = up {
+            let process = self
+                .process
+                .as_mut()
+                .context("the gateway was just spawned")?;
             process.check_running()?;
             return Err(error.context(process.log_tail(30)));
         }
-        self.process = Some(process);
+        Ok(())
+    }
+
+    /// Starts the process again with the same flags and ports, without waiting for it: to
+    /// kill it at a moment of its start.
+    pub fn spawn(&mut self) -> Result<()> {
+        self.kill();
+        self.process = Some(Process::spawn(
+            "edgegate",
+            &self.bin,
+            &self.args,
+            &self.dir.join("edgegate.log"),
+        )?);
         Ok(())
     }
 

@@ -48,12 +48,15 @@ pub fn collect_garbage(cache: &Cache, after: Duration, cloud_reachable: bool) ->
         }
     };
     let mut removed = Vec::new();
-    for (component, last_used) in components {
+    for (component, written) in components {
+        // The store has its use of up to an hour ago; this run knows the latest.
+        let last_used = written.max(cache.last_served(&component).unwrap_or(0));
         if last_used >= cutoff {
             continue;
         }
         match store.remove_component(&component) {
             Ok(objects) => {
+                cache.forget(&component);
                 tracing::info!(%component, objects, "removed the cache of a component unused for {} s of running time", cutoff.saturating_sub(last_used) + after.as_secs());
                 cache.metrics().collected.inc();
                 removed.push(component);
@@ -117,6 +120,34 @@ mod tests {
             store.running_secs().unwrap() >= 100 + WEEK.as_secs(),
             "the running time is kept for the next start"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_component_served_within_the_period_is_kept_though_its_use_is_recorded_hourly() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(dir.path()).unwrap());
+        let cache = Cache::start(store, CachePolicy::new(&["*"]), CacheMetrics::default());
+        let after = Duration::from_secs(600);
+        cache.touch("kubelet");
+        tokio::time::advance(Duration::from_secs(900)).await;
+        // Served again, within the hour in which its use is not written again.
+        cache.touch("kubelet");
+        tokio::time::advance(Duration::from_secs(300)).await;
+        cache.flush();
+        assert!(
+            collect_garbage(&cache, after, true).is_empty(),
+            "kubelet was served 300 s ago"
+        );
+        tokio::time::advance(Duration::from_secs(301)).await;
+        assert_eq!(collect_garbage(&cache, after, true), ["kubelet"]);
+
+        // Collected, then served again within that hour: the use is written at once, so
+        // the cache it builds anew is collected in turn once unused.
+        cache.touch("kubelet");
+        cache.flush();
+        let components = cache.store().components().unwrap();
+        assert_eq!(components, [("kubelet".to_owned(), 1501)]);
+        cache.close();
     }
 
     #[test]

@@ -93,14 +93,24 @@ pub struct Cache {
     room: Room,
     next_list: AtomicU64,
     pages: Mutex<HashMap<String, PendingPages>>,
-    touched: Mutex<HashMap<String, u64>>,
+    uses: Mutex<HashMap<String, Use>>,
     clock: Arc<RunningClock>,
     metrics: CacheMetrics,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// How often a component's last use is written: GC works in days, so hourly is plenty.
+/// Garbage collection also asks when it was last served in this run ([`Cache::last_served`]),
+/// so a shorter `--cache-gc-after` never collects a component in use.
 const TOUCH_EVERY_SECS: u64 = 3600;
+
+/// When a component was last served in this run, and when its use was last written (seconds
+/// of running time).
+#[derive(Clone, Copy)]
+struct Use {
+    served: u64,
+    written: u64,
+}
 
 impl Cache {
     /// Starts the writer over `store`.
@@ -130,7 +140,7 @@ impl Cache {
             room: Room::default(),
             next_list: AtomicU64::new(1),
             pages: Mutex::new(HashMap::new()),
-            touched: Mutex::new(HashMap::new()),
+            uses: Mutex::new(HashMap::new()),
             clock,
             metrics,
             writer: Mutex::new(writer),
@@ -178,18 +188,40 @@ impl Cache {
     /// Records that `component` was served (for garbage collection).
     pub fn touch(&self, component: &str) {
         let now = self.running_secs();
-        let mut touched = self.touched.lock().unwrap_or_else(|p| p.into_inner());
-        let due = touched
-            .get(component)
-            .is_none_or(|last| now.saturating_sub(*last) >= TOUCH_EVERY_SECS);
+        let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
+        let due = match uses.get_mut(component) {
+            Some(usage) => {
+                usage.served = now;
+                now.saturating_sub(usage.written) >= TOUCH_EVERY_SECS
+            }
+            None => true,
+        };
         if due {
-            touched.insert(component.to_owned(), now);
-            drop(touched);
+            let usage = Use {
+                served: now,
+                written: now,
+            };
+            uses.insert(component.to_owned(), usage);
+            drop(uses);
             self.send(Op::Touch {
                 component: component.to_owned(),
                 at: now,
             });
         }
+    }
+
+    /// When `component` was last served in this run of the gateway (seconds of running
+    /// time), if it was: its use in the store may be up to an hour older.
+    pub(crate) fn last_served(&self, component: &str) -> Option<u64> {
+        let uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
+        uses.get(component).map(|usage| usage.served)
+    }
+
+    /// Forgets `component`'s uses in this run, once its cache is collected: the next one is
+    /// written at once, so that the cache it builds anew is collected in turn.
+    pub(crate) fn forget(&self, component: &str) {
+        let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
+        uses.remove(component);
     }
 
     /// Blocks until everything sent so far is durable. For shutdown and tests.

@@ -146,7 +146,11 @@ mod tests {
 
     #[test]
     fn scan_pairs_wasm_and_toml_and_follows_symlinks() {
-        let dir = std::env::temp_dir().join(format!("edgegate-scan-{}", std::process::id()));
+        let temp = tempfile::Builder::new()
+            .prefix("edgegate-scan-")
+            .tempdir()
+            .unwrap();
+        let dir = temp.path();
         let data = dir.join("..2026_01_01");
         fs::create_dir_all(&data).unwrap();
         fs::write(data.join("a.wasm"), b"A").unwrap();
@@ -156,8 +160,7 @@ mod tests {
         fs::write(dir.join("b.wasm"), b"B").unwrap();
         fs::write(dir.join("b.wasm.tmp"), b"junk").unwrap();
         fs::write(dir.join("orphan.toml"), "").unwrap();
-        let found = scan(&dir).unwrap();
-        fs::remove_dir_all(&dir).unwrap();
+        let found = scan(dir).unwrap();
         assert_eq!(found.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(*found["a"].wasm, b"A");
         assert_eq!(found["a"].toml.as_deref(), Some("priority = 1"));

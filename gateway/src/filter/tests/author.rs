@@ -48,7 +48,6 @@ fn check_prints_the_manifest_and_settings() {
         check(&dir.join("missing.wasm"), None),
         Err(FilterError::Read { .. })
     ));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -147,7 +146,6 @@ fn test_explains_bad_input() {
     )
     .unwrap_err();
     assert!(error.to_string().contains("would fail"), "{error}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// nodestamp's `edgegate filter bench` report on `input`, for pods.

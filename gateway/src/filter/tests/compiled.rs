@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::support::{temp_dir, wasm};
+use super::support::{TempDir, temp_dir, wasm};
 use crate::filter::child::Place;
 use crate::filter::compiled::CompiledStore;
 use crate::filter::dir::sha256;
@@ -31,9 +31,9 @@ fn codes(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A store in a fresh directory holding the tagger, the runtime that compiled it, and its file.
-fn tagger_stored(tag: &str) -> (PathBuf, Arc<Runtime>, PathBuf) {
+fn tagger_stored(tag: &str) -> (TempDir, Arc<Runtime>, PathBuf) {
     let cache = temp_dir(tag);
-    let runtime = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    let runtime = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     runtime
         .compile("tagger", &wasm("tagger"))
         .expect("compiled");
@@ -54,7 +54,7 @@ fn age(path: &Path, age: Duration) {
 #[test]
 fn code_compiled_once_is_mapped_by_the_next_runtime_and_instantiates() {
     let cache = temp_dir("compiled-reuse");
-    let first = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    let first = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     let (_, place) = first.compile("tagger", &wasm("tagger")).expect("compiled");
     assert_eq!(place, Some(Place::Gateway));
     let files = stored(&cache);
@@ -71,7 +71,7 @@ fn code_compiled_once_is_mapped_by_the_next_runtime_and_instantiates() {
     );
     assert_eq!(files[1], cache.join(format!("{digest}.functions")));
 
-    let second = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    let second = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     let (component, place) = second.compile("tagger", &wasm("tagger")).expect("mapped");
     assert_eq!(place, None, "found in the store, not compiled");
     second
@@ -91,7 +91,7 @@ fn damaged_code_is_compiled_again_and_replaced() {
         &[],
     ] {
         fs::write(&file, damaged).expect("damaged");
-        let runtime = Runtime::new(Some(&cache), None).expect("the runtime builds");
+        let runtime = Runtime::new(Some(&*cache), None).expect("the runtime builds");
         let (_, place) = runtime
             .compile("tagger", &wasm("tagger"))
             .expect("compiled again");
@@ -103,7 +103,7 @@ fn damaged_code_is_compiled_again_and_replaced() {
 #[test]
 fn code_of_other_engine_settings_is_not_used() {
     let cache = temp_dir("compiled-foreign");
-    let ours = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    let ours = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     let other_engine = wasmtime::Engine::new(&wasmtime::Config::new()).expect("an engine");
     let other = CompiledStore::open(&cache, &other_engine).expect("the store opens");
     let tagger = wasm("tagger");
@@ -172,7 +172,7 @@ fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
 
 #[test]
 fn loading_marks_code_as_used() {
-    let (_, runtime, file) = tagger_stored("compiled-touch");
+    let (_cache, runtime, file) = tagger_stored("compiled-touch");
     age(&file, Duration::from_secs(7 * 24 * 3600));
     runtime.compile("tagger", &wasm("tagger")).expect("mapped");
     let modified = fs::metadata(&file)
@@ -214,11 +214,11 @@ fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> 
 #[test]
 fn a_new_build_of_a_component_takes_the_functions_compiled_for_the_last() {
     let cache = temp_dir("compiled-functions");
-    let first = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    let first = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     first.compile("tagger", &wasm("tagger")).expect("compiled");
     let rebuilt = with_custom_section(&wasm("tagger"), "build", b"2");
     // A new runtime, as each child process is.
-    let second = Runtime::new(Some(&cache), None).expect("the runtime builds");
+    let second = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     let (component, place) = second.compile("tagger", &rebuilt).expect("compiled");
     assert_eq!(place, Some(Place::Gateway));
     let functions = second.functions().expect("a store has functions");
@@ -231,7 +231,7 @@ fn a_new_build_of_a_component_takes_the_functions_compiled_for_the_last() {
     );
     // The code is what a compile without the cache makes.
     let cold = temp_dir("compiled-functions-cold");
-    let third = Runtime::new(Some(&cold), None).expect("the runtime builds");
+    let third = Runtime::new(Some(&*cold), None).expect("the runtime builds");
     third.compile("tagger", &rebuilt).expect("compiled");
     let digest = sha256(&rebuilt);
     let code = |dir: &Path| {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::support::{TestLookup, configmap, request, temp_dir, wasm};
+use super::support::{TempDir, TestLookup, configmap, request, temp_dir, wasm};
 use crate::filter::{FilterMetrics, FilterSettings, Filters, Limits};
 use crate::stream::{Transform, Verdict};
 
@@ -67,24 +67,25 @@ fn trail(filters: &Filters) -> Option<String> {
     }
 }
 
-/// A filter host on a fresh directory holding tagger `a` (tag "a"), its metrics, and the
-/// directory; `tune` adjusts the settings.
+/// A filter host on a fresh directory holding tagger `a` (tag "a"), its metrics, the
+/// directory and the host's compiled cache; `tune` adjusts the settings.
 async fn tagger_host(
     name: &str,
     tune: impl FnOnce(FilterSettings) -> FilterSettings,
-) -> (Filters, FilterMetrics, PathBuf) {
+) -> (Filters, FilterMetrics, TempDir, TempDir) {
     let dir = temp_dir(name);
     std::fs::write(dir.join("a.toml"), "[config]\ntag = \"a\"").unwrap();
     std::fs::write(dir.join("a.wasm"), wasm("tagger")).unwrap();
     let metrics = FilterMetrics::new();
+    let cache = temp_dir(&format!("{name}-cache"));
     let filters = Filters::start_with(
-        tune(settings(&dir, temp_dir(&format!("{name}-cache")), None)),
+        tune(settings(&dir, cache.to_path_buf(), None)),
         Arc::new(TestLookup::default()),
         metrics.clone(),
     )
     .await
     .unwrap();
-    (filters, metrics, dir)
+    (filters, metrics, dir, cache)
 }
 
 /// Waits until a load has failed.
@@ -104,7 +105,7 @@ async fn add_change_and_remove_each_make_a_generation() {
     std::fs::write(dir.join("a.wasm"), &tagger).unwrap();
     let cache = temp_dir("reload-cache");
     let filters = Filters::start_with(
-        settings(&dir, cache, None),
+        settings(&dir, cache.to_path_buf(), None),
         Arc::new(TestLookup::default()),
         FilterMetrics::new(),
     )
@@ -166,7 +167,6 @@ async fn add_change_and_remove_each_make_a_generation() {
         old.apply(&configmap("c", json!({}))).unwrap(),
         Verdict::Replace(_)
     ));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A rescan reads the whole directory, so it can load a file whose own change was not yet
@@ -176,7 +176,7 @@ async fn add_change_and_remove_each_make_a_generation() {
 /// notify-debouncer-full does within its window) would leave `b` serving for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filter_removed_as_soon_as_it_serves_goes() {
-    let (filters, _metrics, dir) = tagger_host("reload-quick", |s| s).await;
+    let (filters, _metrics, dir, _cache) = tagger_host("reload-quick", |s| s).await;
     let mut numbers = filters.subscribe();
     tokio::time::sleep(Duration::from_millis(300)).await;
     std::fs::write(dir.join("b.toml"), "[config]\ntag = \"b\"").unwrap();
@@ -190,12 +190,11 @@ async fn a_filter_removed_as_soon_as_it_serves_goes() {
     let (_, took) = next_generation(&mut numbers, removed).await;
     println!("b gone {took:?} after its removal");
     assert_eq!(filters.current().names(), ["a"]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_wasm_is_rejected_and_the_previous_generation_keeps_serving() {
-    let (filters, metrics, dir) = tagger_host("reload-bad", |s| s).await;
+    let (filters, metrics, dir, _cache) = tagger_host("reload-bad", |s| s).await;
     let tagger = wasm("tagger");
     let numbers = filters.subscribe();
 
@@ -239,7 +238,6 @@ async fn a_truncated_wasm_is_rejected_and_the_previous_generation_keeps_serving(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(filters.describe()["lastLoadError"].is_null());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 static LOADS_SEEN: AtomicUsize = AtomicUsize::new(0);
@@ -260,7 +258,7 @@ async fn loads_seen(loads: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_after_load_hook_runs_after_each_load_good_or_bad_and_only_then() {
-    let (filters, metrics, dir) = tagger_host("reload-hook", |s| FilterSettings {
+    let (filters, metrics, dir, _cache) = tagger_host("reload-hook", |s| FilterSettings {
         after_load: Some(count_load),
         ..s
     })
@@ -280,12 +278,11 @@ async fn the_after_load_hook_runs_after_each_load_good_or_bad_and_only_then() {
     std::fs::write(dir.join("notes.txt"), "not a filter").unwrap();
     filters.shared.reload();
     assert_eq!(LOADS_SEEN.load(Ordering::SeqCst), 3, "no load, no call");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reverting_a_bad_edit_clears_its_load_error_without_a_generation() {
-    let (filters, metrics, dir) = tagger_host("reload-revert", |s| s).await;
+    let (filters, metrics, dir, _cache) = tagger_host("reload-revert", |s| s).await;
     let numbers = filters.subscribe();
 
     put(&dir, "a.toml", b"[config]\ntag = 7");
@@ -305,7 +302,6 @@ async fn reverting_a_bad_edit_clears_its_load_error_without_a_generation() {
     }
     assert!(!numbers.has_changed().unwrap(), "nothing new to load");
     assert_eq!(trail(&filters).as_deref(), Some("a"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,5 +344,4 @@ async fn the_gateway_config_file_is_watched_and_a_configmap_swap_is_followed() {
     println!("reload after changing the gateway config: {took:?}");
     assert!(filters.current().names().is_empty());
     assert_eq!(filters.describe()["filters"][0]["status"], "disabled");
-    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -1,8 +1,8 @@
 //! What the filter host tests share: the built components, a loader, requests, lookups.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use http::Method;
@@ -45,18 +45,25 @@ pub(super) fn runtime() -> Arc<Runtime> {
     Arc::clone(RUNTIME.get_or_init(|| Runtime::new(None, None).expect("build the runtime")))
 }
 
-/// A fresh empty directory under the system temp dir.
-pub(super) fn temp_dir(tag: &str) -> PathBuf {
-    static NEXT: Mutex<u32> = Mutex::new(0);
-    let n = {
-        let mut next = NEXT.lock().unwrap();
-        *next += 1;
-        *next
-    };
-    let dir = std::env::temp_dir().join(format!("edgegate-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh empty directory under the system temp dir, removed with all it holds when
+/// dropped: at the end of its test, also one that fails.
+pub(super) struct TempDir(tempfile::TempDir);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+/// A fresh [`TempDir`] named after `tag`.
+pub(super) fn temp_dir(tag: &str) -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("edgegate-{tag}-"))
+        .tempdir()
+        .expect("a temporary directory");
+    TempDir(dir)
 }
 
 /// Objects served to filters' `get` and `list`.
