@@ -332,8 +332,11 @@ impl Drop for Cluster {
         {
             process.kill();
         }
-        // Also when a test panicked: runs must not pile up in /tmp.
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // After a panic its logs are kept for diagnosis; the next harness's sweep removes
+        // them once this one is gone.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
