@@ -8,6 +8,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::upstream::LbMode;
 
+mod yurthub;
+
+pub use yurthub::{EDGE_ONLY_FILTERS, WorkingMode, YurtHubArgs, parse_go_duration};
+
 /// edgegate: a node-local gateway for the Kubernetes API on edge nodes.
 ///
 /// Node components (kubelet, kube-proxy, coredns, …) talk to edgegate instead of
@@ -247,9 +251,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub filter_config: Option<PathBuf>,
 
-    /// Components whose responses are cached, comma-separated; `*` caches every component.
-    /// Default: YurtHub's (kubelet, kube-proxy, flanneld, coredns, raven-agent-ds,
-    /// yurt-tunnel-agent, yurt-lb-agent, node-servant, yurthub, edgegate).
+    /// Components whose responses are cached, comma-separated, in addition to YurtHub's
+    /// (kubelet, kube-proxy, flanneld, coredns, raven-agent-ds, yurt-tunnel-agent,
+    /// yurt-lb-agent, node-servant, yurthub, edgegate), as YurtHub's `cache_agents` adds to
+    /// them; `*` caches every component.
     #[arg(long, value_delimiter = ',', value_name = "COMPONENTS")]
     pub cache_agents: Vec<String>,
 
@@ -286,13 +291,28 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub shutdown_grace_seconds: u64,
 
-    /// Log filter in `RUST_LOG` syntax, e.g. `info` or `edgegate=debug`.
-    #[arg(long, default_value = "info", env = "RUST_LOG", value_name = "FILTER")]
-    pub log_level: String,
+    /// Log filter in `RUST_LOG` syntax, e.g. `info` or `edgegate=debug` [default: info, or
+    /// what --v stands for].
+    #[arg(long, env = "RUST_LOG", value_name = "FILTER")]
+    pub log_level: Option<String>,
 
     /// Log output format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// YurtHub's other flags.
+    #[command(flatten)]
+    pub yurthub: YurtHubArgs,
+}
+
+impl RunArgs {
+    /// The log filter: --log-level (or `RUST_LOG`), else what --v stands for, else `info`.
+    pub fn log_filter(&self) -> &str {
+        self.log_level
+            .as_deref()
+            .or(self.yurthub.log_level())
+            .unwrap_or("info")
+    }
 }
 
 /// Accepts an absolute http or https URL with a host and nothing after the authority but `/`.

@@ -158,7 +158,12 @@ pub async fn serve(
     tracing::info!(dir = %config.disk_cache_path.display(), "cache opened");
     let cache = Cache::start(
         Arc::new(store),
-        CachePolicy::new(&config.cache_agents),
+        // Cloud mode: a cloud node needs no answers for when the cloud is gone.
+        CachePolicy::new(if config.cloud {
+            &[]
+        } else {
+            &config.cache_agents[..]
+        }),
         cache_metrics,
     );
     // Informers only serve filters' lookups: without a filter directory there are none.
@@ -192,15 +197,25 @@ pub async fn serve(
 
     let transport = Transport::new(config.credentials.clone(), config.request_timeout);
     let balancer = Arc::new(Balancer::new(config.servers.clone(), config.lb_mode));
-    health::first_verdicts(&balancer, &transport, &config.health, &metrics).await;
-    let (health_tx, health_rx) = watch::channel(balancer.any_healthy());
-    let checker = tokio::spawn(health::run(
-        balancer.clone(),
-        transport.clone(),
-        config.health.clone(),
-        metrics.clone(),
-        health_tx,
-    ));
+    let (health_tx, health_rx) = watch::channel(false);
+    let checker = if config.cloud {
+        // Cloud mode, as YurtHub's: no health checker; every apiserver is taken as up.
+        for server in balancer.servers() {
+            server.set_healthy(true);
+        }
+        health_tx.send_replace(true);
+        tokio::spawn(async move { health_tx.closed().await })
+    } else {
+        health::first_verdicts(&balancer, &transport, &config.health, &metrics).await;
+        health_tx.send_replace(balancer.any_healthy());
+        tokio::spawn(health::run(
+            balancer.clone(),
+            transport.clone(),
+            config.health.clone(),
+            metrics.clone(),
+            health_tx,
+        ))
+    };
     let collector = tokio::spawn(collect_garbage(
         cache.clone(),
         config.cache_gc_after,
@@ -216,6 +231,7 @@ pub async fn serve(
             health: health_rx.clone(),
             node_name: config.node_name.clone(),
             kubelet: config.health.kubelet.clone(),
+            min_request_timeout: config.min_request_timeout,
         },
         health: health_rx,
         cache: cache.clone(),
@@ -318,6 +334,7 @@ fn filter_settings(config: &Config) -> FilterSettings {
         node_pool: config.nodepool_name.clone(),
         limits: Limits::default(),
         debounce: crate::filter::DEFAULT_DEBOUNCE,
+        disabled: config.disabled_filters.clone(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! kubelet's node lease, answered by the gateway; offline reads of subresources.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -25,6 +26,7 @@ fn local(dir: &tempfile::TempDir, node_name: Option<&str>) -> Local {
         health,
         node_name: node_name.map(str::to_owned),
         kubelet: Arc::new(KubeletLease::default()),
+        min_request_timeout: Duration::from_secs(1800),
     }
 }
 
@@ -131,6 +133,7 @@ fn local_with_a_pod() -> (tempfile::TempDir, Local) {
             health,
             node_name: None,
             kubelet: Arc::default(),
+            min_request_timeout: Duration::from_secs(1800),
         },
     )
 }

@@ -30,6 +30,7 @@ fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterS
         node_pool: None,
         limits: Limits::default(),
         debounce: crate::filter::DEFAULT_DEBOUNCE,
+        disabled: Vec::new(),
     }
 }
 
