@@ -3,6 +3,7 @@
 
 mod headers;
 mod hub;
+mod limit;
 mod listener;
 mod metered;
 mod plan;
@@ -84,6 +85,8 @@ pub(crate) struct State {
     /// An upstream answer later than this (the heartbeat's timeout) has the health checker
     /// probe that server at once.
     pub(crate) late_answer: Duration,
+    /// `--max-requests-in-flight`.
+    pub(crate) in_flight: limit::InFlightLimit,
 }
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
@@ -239,6 +242,7 @@ pub async fn serve(
         informers,
         stopping: stopping_rx,
         late_answer: config.health.timeout,
+        in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
     });
 
     tracing::info!(
