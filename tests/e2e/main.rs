@@ -17,6 +17,7 @@ mod rotation;
 mod support;
 mod topology;
 mod upgrade_echo;
+mod yurthub;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -139,6 +140,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "topology::a_lookup_change_ends_only_the_watches_that_read_it",
         topology::a_lookup_change_ends_only_the_watches_that_read_it,
+    ),
+    (
+        "yurthub::yurthubs_own_arguments_start_edgegate",
+        yurthub::yurthubs_own_arguments_start_edgegate,
     ),
 ];
 
