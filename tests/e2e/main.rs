@@ -145,6 +145,10 @@ const TESTS: &[(&str, Test)] = &[
         "yurthub::yurthubs_own_arguments_start_edgegate",
         yurthub::yurthubs_own_arguments_start_edgegate,
     ),
+    (
+        "yurthub::requests_beyond_max_in_flight_get_429",
+        yurthub::requests_beyond_max_in_flight_get_429,
+    ),
 ];
 
 fn main() -> ExitCode {

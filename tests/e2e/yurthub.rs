@@ -1,6 +1,8 @@
 //! An operator swaps YurtHub's image for edgegate's and leaves its static pod manifest as it
 //! is: YurtHub's own argument list starts edgegate, and it serves.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -140,5 +142,122 @@ pub fn yurthubs_own_arguments_start_edgegate(env: &Env) -> Result<()> {
             _ => ensure!(rows.is_empty(), "cloud mode cached {rows:#?}"),
         }
     }
+    Ok(())
+}
+
+/// A stand-in apiserver that answers only when the test says: every request it reads is
+/// handed over with the connection it came on.
+fn held_apiserver() -> Result<(u16, std::sync::mpsc::Receiver<(String, TcpStream)>)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let Ok(writer) = stream.try_clone() else {
+                    return;
+                };
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut first = String::new();
+                    if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    // The rest of the head; the gateway's GETs carry no body.
+                    let mut line = String::new();
+                    while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                        line.clear();
+                    }
+                    let Ok(writer) = writer.try_clone() else {
+                        return;
+                    };
+                    if tx.send((first.trim().to_owned(), writer)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Ok((port, rx))
+}
+
+/// `--max-requests-in-flight=1`: while one short request is being served, the next gets a
+/// `429` Status with `Retry-After`; a watch is still forwarded; once the first is answered,
+/// short requests are forwarded again. (Cloud mode: no health checker probes the stand-in.)
+pub fn requests_beyond_max_in_flight_get_429(env: &Env) -> Result<()> {
+    let (upstream, requests) = held_apiserver()?;
+    let dir = env.cluster.dir.join(format!("in-flight-{}", free_port()?));
+    std::fs::create_dir_all(&dir)?;
+    let (proxy, hub) = (free_port()?, free_port()?);
+    let args = [
+        format!("--server-addr=http://127.0.0.1:{upstream}"),
+        "--working-mode=cloud".to_owned(),
+        "--max-requests-in-flight=1".to_owned(),
+        format!("--proxy-port={proxy}"),
+        format!("--serve-port={hub}"),
+        format!("--disk-cache-path={}", dir.join("cache").display()),
+    ];
+    let mut process = Process::spawn("edgegate", &env.bin, &args, &dir.join("edgegate.log"))?;
+    let hub = std::net::SocketAddr::from(([127, 0, 0, 1], hub));
+    wait_until(Duration::from_secs(30), "edgegate /v1/healthz", || {
+        http::get(hub, "/v1/healthz").is_ok_and(|r| r.status == 200)
+    })
+    .map_err(|e| e.context(process.log_tail(30)))?;
+    let proxy = std::net::SocketAddr::from(([127, 0, 0, 1], proxy));
+    let patience = Duration::from_secs(30);
+    let send = |path: &str| -> Result<TcpStream> {
+        let mut client = TcpStream::connect(proxy)?;
+        write!(
+            client,
+            "GET {path} HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n"
+        )?;
+        Ok(client)
+    };
+    let reached = |what: &str| -> Result<(String, TcpStream)> {
+        let (line, stream) = requests
+            .recv_timeout(patience)
+            .with_context(|| format!("{what} never reached the apiserver"))?;
+        Ok((line, stream))
+    };
+
+    let first = send("/api/v1/namespaces/default")?;
+    let (line, mut held) = reached("the first get")?;
+    ensure!(
+        line.starts_with("GET /api/v1/namespaces/default "),
+        "{line}"
+    );
+
+    let refused = http::get(proxy, "/api/v1/namespaces/kube-system")?;
+    ensure!(refused.status == 429, "{refused:?}");
+    ensure!(
+        refused.head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{}",
+        refused.head
+    );
+    let status: serde_json::Value = serde_json::from_str(&refused.body)?;
+    ensure!(status["reason"] == "TooManyRequests", "{status}");
+
+    let _watch = send("/api/v1/namespaces?watch=true")?;
+    let (line, _watching) = reached("the watch")?;
+    ensure!(line.contains("watch=true"), "{line}");
+
+    let body = r#"{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"default"}}"#;
+    write!(
+        held,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    BufReader::new(first).read_to_string(&mut answer)?;
+    ensure!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let _again = send("/api/v1/namespaces/kube-public")?;
+    let (line, _) = reached("a get after the first was answered")?;
+    ensure!(
+        line.starts_with("GET /api/v1/namespaces/kube-public "),
+        "{line}"
+    );
+    process.terminate(Duration::from_secs(5));
     Ok(())
 }
