@@ -172,3 +172,27 @@ async fn an_offline_get_of_a_subresource_is_never_answered_with_its_parent() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_offline_watch_without_timeout_ends_within_one_to_two_min_request_timeouts() {
+    let (_dir, mut local) = local_with_a_pod();
+    local.min_request_timeout = Duration::from_secs(100);
+    let (_cloud_down, health) = tokio::sync::watch::channel(false);
+    local.health = health;
+    let info = RequestInfo::parse(&Method::GET, "/api/v1/pods", Some("watch=true"));
+    let ask = Ask {
+        info: &info,
+        component: "kubelet",
+        query: ListQuery::parse(Some("watch=true")),
+    };
+    let start = tokio::time::Instant::now();
+    let response = local.read(ask).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    // The paused clock jumps to the watch's end once nothing else is left to run.
+    response.into_body().collect().await.unwrap();
+    let lasted = start.elapsed();
+    assert!(
+        (Duration::from_secs(100)..=Duration::from_secs(200)).contains(&lasted),
+        "{lasted:?}"
+    );
+}
