@@ -351,3 +351,21 @@ async fn the_gateway_config_file_is_watched_and_a_configmap_swap_is_followed() {
     assert_eq!(filters.describe()["filters"][0]["status"], "disabled");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_the_command_line_disables_are_not_loaded() {
+    let (filters, _metrics, _dir) = tagger_host("cli-disabled", |s| FilterSettings {
+        disabled: vec!["A".into()],
+        ..s
+    })
+    .await;
+    assert_eq!(trail(&filters), None);
+    let described = filters.describe().to_string();
+    assert!(described.contains(r#""status":"disabled""#), "{described}");
+    let (filters, _metrics, _dir) = tagger_host("cli-enabled", |s| FilterSettings {
+        disabled: vec!["b".into()],
+        ..s
+    })
+    .await;
+    assert_eq!(trail(&filters).as_deref(), Some("a"));
+}
