@@ -184,7 +184,8 @@ fn held_apiserver() -> Result<(u16, std::sync::mpsc::Receiver<(String, TcpStream
 
 /// `--max-requests-in-flight=1`: while one short request is being served, the next gets a
 /// `429` Status with `Retry-After`; a watch is still forwarded; once the first is answered,
-/// short requests are forwarded again. (Cloud mode: no health checker probes the stand-in.)
+/// short requests are forwarded again. Cloud mode runs no health checker: nothing but these
+/// requests reaches the stand-in (in edge mode its probes would come first).
 pub fn requests_beyond_max_in_flight_get_429(env: &Env) -> Result<()> {
     let (upstream, requests) = held_apiserver()?;
     let dir = env.cluster.dir.join(format!("in-flight-{}", free_port()?));
