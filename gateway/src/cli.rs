@@ -8,6 +8,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::upstream::LbMode;
 
+mod yurthub;
+
+pub use yurthub::{EDGE_ONLY_FILTERS, WorkingMode, YurtHubArgs, parse_go_duration};
+
 /// edgegate: a node-local gateway for the Kubernetes API on edge nodes.
 ///
 /// Node components (kubelet, kube-proxy, coredns, …) talk to edgegate instead of
@@ -247,9 +251,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub filter_config: Option<PathBuf>,
 
-    /// Components whose responses are cached, comma-separated; `*` caches every component.
-    /// Default: YurtHub's (kubelet, kube-proxy, flanneld, coredns, raven-agent-ds,
-    /// yurt-tunnel-agent, yurt-lb-agent, node-servant, yurthub, edgegate).
+    /// Components whose responses are cached, comma-separated, in addition to YurtHub's
+    /// (kubelet, kube-proxy, flanneld, coredns, raven-agent-ds, yurt-tunnel-agent,
+    /// yurt-lb-agent, node-servant, yurthub, edgegate), as YurtHub's `cache_agents` adds to
+    /// them; `*` caches every component.
     #[arg(long, value_delimiter = ',', value_name = "COMPONENTS")]
     pub cache_agents: Vec<String>,
 
@@ -286,13 +291,28 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub shutdown_grace_seconds: u64,
 
-    /// Log filter in `RUST_LOG` syntax, e.g. `info` or `edgegate=debug`.
-    #[arg(long, default_value = "info", env = "RUST_LOG", value_name = "FILTER")]
-    pub log_level: String,
+    /// Log filter in `RUST_LOG` syntax, e.g. `info` or `edgegate=debug` [default: info, or
+    /// what --v stands for].
+    #[arg(long, env = "RUST_LOG", value_name = "FILTER")]
+    pub log_level: Option<String>,
 
     /// Log output format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// YurtHub's other flags.
+    #[command(flatten)]
+    pub yurthub: YurtHubArgs,
+}
+
+impl RunArgs {
+    /// The log filter: --log-level (or `RUST_LOG`), else what --v stands for, else `info`.
+    pub fn log_filter(&self) -> &str {
+        self.log_level
+            .as_deref()
+            .or(self.yurthub.log_level())
+            .unwrap_or("info")
+    }
 }
 
 /// Accepts an absolute http or https URL with a host and nothing after the authority but `/`.
@@ -315,118 +335,4 @@ fn parse_server(value: &str) -> Result<http::Uri, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_addr_takes_a_comma_separated_list() {
-        let cli = Cli::try_parse_from([
-            "edgegate",
-            "--server-addr",
-            "https://10.0.0.1:6443,https://10.0.0.2:6443",
-        ])
-        .unwrap();
-        let hosts: Vec<_> = cli.run.server_addr.iter().map(|u| u.to_string()).collect();
-        assert_eq!(hosts, ["https://10.0.0.1:6443/", "https://10.0.0.2:6443/"]);
-    }
-
-    #[test]
-    fn defaults_are_yurthubs() {
-        let cli = Cli::try_parse_from(["edgegate"]).unwrap();
-        assert_eq!(cli.run.serve_port, 10267);
-        assert_eq!(cli.run.proxy_port, 10261);
-        assert_eq!(cli.run.lb_mode, LbMode::Rr);
-        assert_eq!(cli.run.heartbeat_interval_seconds, 10);
-        assert_eq!(cli.run.heartbeat_healthy_threshold, 2);
-    }
-
-    #[test]
-    fn filter_tools_are_subcommands_and_the_gateway_the_default() {
-        let cli = Cli::try_parse_from(["edgegate", "--proxy-port", "1"]).unwrap();
-        assert!(cli.command.is_none());
-        let request = [
-            "f.wasm",
-            "--component",
-            "kubelet",
-            "--resource",
-            "services",
-            "--verb",
-            "list",
-        ];
-        let tool = |name: &str, extra: &[&str]| {
-            let head = ["edgegate", "filter", name];
-            let args = head.iter().chain(&request).chain(extra);
-            Cli::try_parse_from(args).unwrap().command
-        };
-        let Some(Command::Filter(FilterCommand::Test(args))) =
-            tool("test", &["--version", "v1", "--node-pool", "p"])
-        else {
-            panic!("not filter test");
-        };
-        assert_eq!(
-            (args.resource.as_str(), args.group.as_str()),
-            ("services", "")
-        );
-        assert_eq!(args.node_pool.as_deref(), Some("p"));
-        let Some(Command::Filter(FilterCommand::Bench(args))) =
-            tool("bench", &["--seconds", "0.5"])
-        else {
-            panic!("not filter bench");
-        };
-        assert_eq!(
-            (args.request.component.as_str(), args.seconds),
-            ("kubelet", 0.5)
-        );
-        let cli = Cli::try_parse_from([
-            "edgegate", "filter", "check", "f.wasm", "--config", "f.toml",
-        ]);
-        assert!(matches!(
-            cli.unwrap().command,
-            Some(Command::Filter(FilterCommand::Check(FilterCheckArgs {
-                config: Some(_),
-                ..
-            })))
-        ));
-        for args in [
-            &["edgegate", "filter", "test", "f.wasm"][..],
-            &["edgegate", "filter", "check"],
-            &["edgegate", "filter", "explode"],
-        ] {
-            assert_eq!(
-                Cli::try_parse_from(args).unwrap_err().exit_code(),
-                2,
-                "{args:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_filter_tools_help_says_how_to_profile_filters() {
-        use clap::CommandFactory;
-        let mut cli = Cli::command();
-        let help = cli
-            .find_subcommand_mut("filter")
-            .expect("the filter tools")
-            .render_long_help()
-            .to_string();
-        assert!(help.contains(crate::filter::PERF_MAP_ENV), "{help}");
-    }
-
-    #[test]
-    fn bad_values_are_usage_errors() {
-        for args in [
-            &["edgegate", "--server-addr", "10.0.0.1:6443"][..],
-            &["edgegate", "--server-addr", "https://10.0.0.1:6443/api"],
-            &["edgegate", "--server-addr", "ftp://x"],
-            &["edgegate", "--lb-mode", "random"],
-            &["edgegate", "--proxy-port", "70000"],
-            &["edgegate", "--bind-address", "localhost"],
-            &["edgegate", "--heartbeat-interval-seconds", "0"],
-            &["edgegate", "--no-such-flag"],
-            &["edgegate", "--tls-cert-file", "cert.pem"],
-        ] {
-            let err = Cli::try_parse_from(args).unwrap_err();
-            assert_eq!(err.exit_code(), 2, "{args:?}");
-        }
-    }
-}
+mod tests;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::cli::RunArgs;
+use crate::cli::{EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
 use crate::upstream::{Credentials, CredentialsError, HealthSettings, LbMode};
 
 /// Why the configuration is unusable; every variant is the operator's to fix.
@@ -21,6 +21,12 @@ pub enum ConfigError {
     /// The kubeconfig could not be used.
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
+    /// `--working-mode local`, which edgegate does not have.
+    #[error(
+        "--working-mode local is not supported: edgegate has no local mode (a proxy to a host \
+         cluster's apiservers); use edge or cloud"
+    )]
+    LocalMode,
     /// The HTTPS proxy's certificate or key cannot be used.
     #[error(transparent)]
     Tls(#[from] crate::server::TlsError),
@@ -67,6 +73,16 @@ pub struct Config {
     pub after_start: Option<fn()>,
     /// Components whose responses are cached.
     pub cache_agents: Vec<String>,
+    /// Cloud mode (`--working-mode cloud`): nothing cached, no health checker, every
+    /// apiserver taken as healthy.
+    pub cloud: bool,
+    /// Filters turned off by the command line, by YurtHub's names (`*`: all).
+    pub disabled_filters: Vec<String>,
+    /// The shortest an offline watch without `timeoutSeconds` lasts (it lasts a random
+    /// time between once and twice this).
+    pub min_request_timeout: Duration,
+    /// Non-long-running requests served at once beyond which others get `429`; 0: no limit.
+    pub max_requests_in_flight: usize,
     /// Unused components' caches are removed after this long.
     pub cache_gc_after: Duration,
     /// Upstream health checking.
@@ -80,6 +96,11 @@ pub struct Config {
 impl Config {
     /// Checks the flags and loads the kubeconfig they name.
     pub async fn load(args: &RunArgs) -> Result<Config, ConfigError> {
+        let yurthub = &args.yurthub;
+        if yurthub.working_mode == WorkingMode::Local {
+            return Err(ConfigError::LocalMode);
+        }
+        let cloud = yurthub.working_mode == WorkingMode::Cloud;
         let credentials = match &args.kubeconfig {
             Some(path) => Credentials::from_kubeconfig(path).await?,
             None => Credentials::anonymous()?,
@@ -114,14 +135,11 @@ impl Config {
             filter_helper: None,
             return_freed_memory: None,
             after_start: None,
-            cache_agents: if args.cache_agents.is_empty() {
-                crate::cache::DEFAULT_CACHE_AGENTS
-                    .iter()
-                    .map(|a| (*a).to_owned())
-                    .collect()
-            } else {
-                args.cache_agents.clone()
-            },
+            cache_agents: cache_agents(&args.cache_agents),
+            cloud,
+            disabled_filters: disabled_filters(args),
+            min_request_timeout: yurthub.min_request_timeout,
+            max_requests_in_flight: yurthub.max_requests_in_flight,
             cache_gc_after: args.cache_gc_after,
             health: HealthSettings {
                 interval: Duration::from_secs(args.heartbeat_interval_seconds),
@@ -134,5 +152,92 @@ impl Config {
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         })
+    }
+}
+
+/// YurtHub's default agents and, as its `cache_agents` does, the ones given.
+fn cache_agents(given: &[String]) -> Vec<String> {
+    crate::cache::DEFAULT_CACHE_AGENTS
+        .iter()
+        .map(|a| (*a).to_owned())
+        .chain(given.iter().cloned())
+        .collect()
+}
+
+/// The filters the command line turns off: all without --enable-resource-filter,
+/// --disabled-resource-filters, and in cloud mode the ones YurtHub runs only at the edge.
+fn disabled_filters(args: &RunArgs) -> Vec<String> {
+    let yurthub = &args.yurthub;
+    let mut disabled = yurthub.disabled_resource_filters.clone();
+    if !yurthub.enable_resource_filter {
+        disabled.push("*".to_owned());
+    }
+    if yurthub.working_mode == WorkingMode::Cloud {
+        disabled.extend(EDGE_ONLY_FILTERS.iter().map(|f| (*f).to_owned()));
+    }
+    disabled
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    fn args(flags: &[&str]) -> RunArgs {
+        let head = ["edgegate", "--server-addr", "https://10.0.0.1:6443"];
+        Cli::try_parse_from(head.iter().chain(flags)).unwrap().run
+    }
+
+    async fn load(flags: &[&str]) -> Result<Config, ConfigError> {
+        Config::load(&args(flags)).await
+    }
+
+    #[tokio::test]
+    async fn cache_agents_add_to_yurthubs_defaults() {
+        let config = load(&["--cache-agents", "cilium-agent,calico"])
+            .await
+            .unwrap();
+        let policy = crate::cache::CachePolicy::new(&config.cache_agents);
+        for agent in ["kubelet", "kube-proxy", "coredns", "cilium-agent", "calico"] {
+            assert!(policy.caches_component(agent), "{agent}");
+        }
+        assert!(!policy.caches_component("kubectl"));
+        let all = load(&["--cache-agents", "*"]).await.unwrap();
+        assert!(crate::cache::CachePolicy::new(&all.cache_agents).caches_component("kubectl"));
+    }
+
+    #[tokio::test]
+    async fn local_mode_is_refused_at_start() {
+        let error = load(&["--working-mode", "local"]).await.unwrap_err();
+        assert!(matches!(error, ConfigError::LocalMode), "{error}");
+        assert!(load(&["--working-mode=edge"]).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn cloud_mode_turns_off_the_edge_only_filters_and_the_flags_turn_off_others() {
+        let edge = load(&["--disabled-resource-filters=servicetopology,masterservice"])
+            .await
+            .unwrap();
+        assert!(!edge.cloud);
+        assert_eq!(edge.disabled_filters, ["servicetopology", "masterservice"]);
+        let cloud = load(&["--working-mode=cloud"]).await.unwrap();
+        assert!(cloud.cloud);
+        assert_eq!(cloud.disabled_filters, EDGE_ONLY_FILTERS);
+        let none = load(&["--enable-resource-filter=false"]).await.unwrap();
+        assert_eq!(none.disabled_filters, ["*"]);
+    }
+
+    #[tokio::test]
+    async fn request_limits_come_from_yurthubs_flags() {
+        let config = load(&[]).await.unwrap();
+        assert_eq!(config.min_request_timeout, Duration::from_secs(1800));
+        assert_eq!(config.max_requests_in_flight, 250);
+        let config = load(&["--min-request-timeout=90s", "--max-requests-in-flight=7"])
+            .await
+            .unwrap();
+        assert_eq!(config.min_request_timeout, Duration::from_secs(90));
+        assert_eq!(config.max_requests_in_flight, 7);
     }
 }

@@ -263,6 +263,9 @@ pub struct FilterSettings {
     pub limits: Limits,
     /// How long the directory must be quiet before it is rescanned.
     pub debounce: Duration,
+    /// Filters the command line turns off, over what the config file says (`*`: all);
+    /// `-` and `_` in names are ignored, so YurtHub's names match.
+    pub disabled: Vec<String>,
 }
 
 /// Collapses the bursts of events one copy, rename or ConfigMap swap makes (they come

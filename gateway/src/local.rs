@@ -38,6 +38,9 @@ pub struct Local {
     pub node_name: Option<String>,
     /// kubelet's renewals of that lease, for the heartbeat.
     pub kubelet: Arc<KubeletLease>,
+    /// `--min-request-timeout`: an offline watch without `timeoutSeconds` lasts a random
+    /// time between once and twice this.
+    pub min_request_timeout: std::time::Duration,
 }
 
 /// One request the local proxy is asked to answer.

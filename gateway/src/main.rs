@@ -10,7 +10,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let returns_large_blocks = return_large_blocks_when_freed();
     let cli = Cli::parse();
-    init_tracing(&cli.run.log_level, cli.run.log_format);
+    init_tracing(cli.run.log_filter(), cli.run.log_format);
     if !returns_large_blocks {
         tracing::warn!(
             "glibc refused a fixed mmap threshold; freed memory may stay with the process"
@@ -20,6 +20,9 @@ fn main() -> ExitCode {
         Some(Command::Filter(command)) => return tools::filter(command, &cli.run),
         Some(Command::Cache(command)) => return tools::cache(command, &cli.run),
         None => {}
+    }
+    for warning in cli.run.yurthub.warnings() {
+        tracing::warn!("{warning}");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

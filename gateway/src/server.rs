@@ -3,6 +3,7 @@
 
 mod headers;
 mod hub;
+mod limit;
 mod listener;
 mod metered;
 mod plan;
@@ -84,6 +85,8 @@ pub(crate) struct State {
     /// An upstream answer later than this (the heartbeat's timeout) has the health checker
     /// probe that server at once.
     pub(crate) late_answer: Duration,
+    /// `--max-requests-in-flight`.
+    pub(crate) in_flight: limit::InFlightLimit,
 }
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
@@ -158,7 +161,12 @@ pub async fn serve(
     tracing::info!(dir = %config.disk_cache_path.display(), "cache opened");
     let cache = Cache::start(
         Arc::new(store),
-        CachePolicy::new(&config.cache_agents),
+        // Cloud mode: a cloud node needs no answers for when the cloud is gone.
+        CachePolicy::new(if config.cloud {
+            &[]
+        } else {
+            &config.cache_agents[..]
+        }),
         cache_metrics,
     );
     // Informers only serve filters' lookups: without a filter directory there are none.
@@ -192,15 +200,25 @@ pub async fn serve(
 
     let transport = Transport::new(config.credentials.clone(), config.request_timeout);
     let balancer = Arc::new(Balancer::new(config.servers.clone(), config.lb_mode));
-    health::first_verdicts(&balancer, &transport, &config.health, &metrics).await;
-    let (health_tx, health_rx) = watch::channel(balancer.any_healthy());
-    let checker = tokio::spawn(health::run(
-        balancer.clone(),
-        transport.clone(),
-        config.health.clone(),
-        metrics.clone(),
-        health_tx,
-    ));
+    let (health_tx, health_rx) = watch::channel(false);
+    let checker = if config.cloud {
+        // Cloud mode, as YurtHub's: no health checker; every apiserver is taken as up.
+        for server in balancer.servers() {
+            server.set_healthy(true);
+        }
+        health_tx.send_replace(true);
+        tokio::spawn(async move { health_tx.closed().await })
+    } else {
+        health::first_verdicts(&balancer, &transport, &config.health, &metrics).await;
+        health_tx.send_replace(balancer.any_healthy());
+        tokio::spawn(health::run(
+            balancer.clone(),
+            transport.clone(),
+            config.health.clone(),
+            metrics.clone(),
+            health_tx,
+        ))
+    };
     let collector = tokio::spawn(collect_garbage(
         cache.clone(),
         config.cache_gc_after,
@@ -216,6 +234,7 @@ pub async fn serve(
             health: health_rx.clone(),
             node_name: config.node_name.clone(),
             kubelet: config.health.kubelet.clone(),
+            min_request_timeout: config.min_request_timeout,
         },
         health: health_rx,
         cache: cache.clone(),
@@ -223,6 +242,7 @@ pub async fn serve(
         informers,
         stopping: stopping_rx,
         late_answer: config.health.timeout,
+        in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
     });
 
     tracing::info!(
@@ -318,6 +338,7 @@ fn filter_settings(config: &Config) -> FilterSettings {
         node_pool: config.nodepool_name.clone(),
         limits: Limits::default(),
         debounce: crate::filter::DEFAULT_DEBOUNCE,
+        disabled: config.disabled_filters.clone(),
     }
 }
 

@@ -19,6 +19,7 @@ mod rotation;
 mod support;
 mod topology;
 mod upgrade_echo;
+mod yurthub;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -149,6 +150,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "topology::a_lookup_change_ends_only_the_watches_that_read_it",
         topology::a_lookup_change_ends_only_the_watches_that_read_it,
+    ),
+    (
+        "yurthub::yurthubs_own_arguments_start_edgegate",
+        yurthub::yurthubs_own_arguments_start_edgegate,
+    ),
+    (
+        "yurthub::requests_beyond_max_in_flight_get_429",
+        yurthub::requests_beyond_max_in_flight_get_429,
     ),
 ];
 

@@ -176,6 +176,25 @@ impl GatewayFile {
     pub(crate) fn disables(&self, name: &str) -> bool {
         self.disabled.iter().any(|d| d == "*" || d == name)
     }
+
+    /// Also disables `names` (the command line's), matched with `-` and `_` ignored, as
+    /// YurtHub names `discardcloudservice` what a file may call `discard-cloud-service`.
+    pub(crate) fn disable_also(&mut self, names: &[String], present: &[&str]) {
+        let plain = |name: &str| name.replace(['-', '_'], "").to_ascii_lowercase();
+        for name in names {
+            if name == "*" {
+                self.disabled.push(name.clone());
+                continue;
+            }
+            let wanted = plain(name);
+            self.disabled.extend(
+                present
+                    .iter()
+                    .filter(|p| plain(p) == wanted)
+                    .map(|p| (*p).to_owned()),
+            );
+        }
+    }
 }
 
 /// Everything a loaded filter runs with.
@@ -292,5 +311,20 @@ mod tests {
         assert!(FilterFile::parse("on-error = \"explode\"").is_err());
         assert!(FilterFile::parse("unknown = 1").is_err());
         assert!(FilterFile::parse("enabled = false").unwrap().disabled());
+    }
+
+    #[test]
+    fn the_command_line_disables_filters_by_yurthubs_names() {
+        let mut gateway = GatewayFile::default();
+        let present = ["discard-cloud-service", "service_env_updater", "nodestamp"];
+        gateway.disable_also(
+            &["discardcloudservice".into(), "ServiceEnvUpdater".into()],
+            &present,
+        );
+        assert!(gateway.disables("discard-cloud-service"));
+        assert!(gateway.disables("service_env_updater"));
+        assert!(!gateway.disables("nodestamp"));
+        gateway.disable_also(&["*".into()], &present);
+        assert!(gateway.disables("nodestamp"));
     }
 }

@@ -241,7 +241,7 @@ impl Shared {
             return Ok(None);
         }
         let fail = |error| (Some(snapshot.clone()), error);
-        let gateway = match (&gateway_text, &self.settings.config_file) {
+        let mut gateway = match (&gateway_text, &self.settings.config_file) {
             (Some(text), Some(path)) => GatewayFile::parse(text).map_err(|e| {
                 fail(FilterError::GatewayConfig {
                     path: path.clone(),
@@ -250,6 +250,8 @@ impl Shared {
             })?,
             _ => GatewayFile::default(),
         };
+        let present: Vec<&str> = files.keys().map(String::as_str).collect();
+        gateway.disable_also(&self.settings.disabled, &present);
         let loaded = self
             .loader
             .load_all(&files, &gateway, &state.compiled)

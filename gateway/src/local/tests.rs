@@ -1,6 +1,7 @@
 //! kubelet's node lease, answered by the gateway; offline reads of subresources.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -25,6 +26,7 @@ fn local(dir: &tempfile::TempDir, node_name: Option<&str>) -> Local {
         health,
         node_name: node_name.map(str::to_owned),
         kubelet: Arc::new(KubeletLease::default()),
+        min_request_timeout: Duration::from_secs(1800),
     }
 }
 
@@ -131,6 +133,7 @@ fn local_with_a_pod() -> (tempfile::TempDir, Local) {
             health,
             node_name: None,
             kubelet: Arc::default(),
+            min_request_timeout: Duration::from_secs(1800),
         },
     )
 }
@@ -168,4 +171,28 @@ async fn an_offline_get_of_a_subresource_is_never_answered_with_its_parent() {
             "{message}"
         );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_offline_watch_without_timeout_ends_within_one_to_two_min_request_timeouts() {
+    let (_dir, mut local) = local_with_a_pod();
+    local.min_request_timeout = Duration::from_secs(100);
+    let (_cloud_down, health) = tokio::sync::watch::channel(false);
+    local.health = health;
+    let info = RequestInfo::parse(&Method::GET, "/api/v1/pods", Some("watch=true"));
+    let ask = Ask {
+        info: &info,
+        component: "kubelet",
+        query: ListQuery::parse(Some("watch=true")),
+    };
+    let start = tokio::time::Instant::now();
+    let response = local.read(ask).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    // The paused clock jumps to the watch's end once nothing else is left to run.
+    response.into_body().collect().await.unwrap();
+    let lasted = start.elapsed();
+    assert!(
+        (Duration::from_secs(100)..=Duration::from_secs(200)).contains(&lasted),
+        "{lasted:?}"
+    );
 }

@@ -20,10 +20,6 @@ use crate::reply::ResponseBody;
 use crate::stream::{Event, EventType, Meta, compare_versions, failure_status};
 use crate::upstream::HealthWatch;
 
-/// How long an offline watch lasts when the client gave no `timeoutSeconds`
-/// (kube-apiserver's default minimum request timeout).
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
-
 /// What the backlog reader reports before it streams (whether there is a backlog), and the
 /// chunks it streams.
 type Reader = (
@@ -61,10 +57,11 @@ impl Local {
             Ok(Err(error)) => return self.read_failed(&error),
             Err(_) => (None, false),
         };
-        let timeout = ask
-            .query
-            .timeout_seconds
-            .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+        let timeout = lasts(
+            ask.query.timeout_seconds,
+            self.min_request_timeout,
+            fastrand::f64(),
+        );
         let waiting = Waiting {
             backlog,
             ends,
@@ -123,6 +120,16 @@ impl Local {
 
 /// Writes the backlog's events, then a BOOKMARK when asked for, chunk by chunk, stopping if
 /// the client went away.
+/// How long an offline watch lasts: the client's `timeoutSeconds`, else, as YurtHub's (and
+/// kube-apiserver's), `min` × (1 + `spread`) for a random `spread` in [0, 1), so that the
+/// watches of a node do not all end, and re-list, at once.
+fn lasts(timeout_seconds: Option<u64>, min: Duration, spread: f64) -> Duration {
+    match timeout_seconds {
+        Some(seconds) if seconds > 0 => Duration::from_secs(seconds),
+        _ => min.mul_f64(1.0 + spread.clamp(0.0, 1.0)),
+    }
+}
+
 fn produce(backlog: Backlog, bookmark: bool, tx: &mpsc::Sender<Result<Bytes, BoxError>>) {
     let Backlog { meta, events } = backlog;
     let mut chunk = BytesMut::with_capacity(CHUNK + 4096);
@@ -233,6 +240,15 @@ mod tests {
 
     fn pair(kind: &str, rv: &str) -> (String, String) {
         (kind.to_owned(), rv.to_owned())
+    }
+
+    #[test]
+    fn a_watch_without_timeout_lasts_once_to_twice_min_request_timeout() {
+        let min = Duration::from_secs(100);
+        assert_eq!(lasts(None, min, 0.0), min);
+        assert_eq!(lasts(None, min, 0.5), Duration::from_secs(150));
+        assert_eq!(lasts(Some(0), min, 0.999), Duration::from_secs_f64(199.9));
+        assert_eq!(lasts(Some(7), min, 0.5), Duration::from_secs(7));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use super::metered::{InFlight, Metered};
 use super::plan::{self, Plan};
 use super::status::ProxyError;
-use super::{ResponseBody, State, headers, respond, upgrade};
+use super::{ResponseBody, State, headers, limit, respond, upgrade};
 use crate::cache::ListQuery;
 use crate::local::Ask;
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
@@ -38,9 +38,16 @@ pub async fn handle(
     let in_flight = InFlight::enter(&state.metrics, &labels);
     tracing::trace!(%component, verb = %info.verb, resource = %info.resource, path = %request.uri().path(), "request");
 
-    let response = match forward(&state, request, peer, &info, &component).await {
-        Ok(response) => response,
-        Err(error) => error.into_response(&state.metrics),
+    let upgrading = headers::is_upgrade(request.headers());
+    let response = match state.in_flight.enter(&info, upgrading) {
+        Ok(slot) => {
+            let response = match forward(&state, request, peer, &info, &component).await {
+                Ok(response) => response,
+                Err(error) => error.into_response(&state.metrics),
+            };
+            limit::hold(response, slot)
+        }
+        Err(refused) => refused.into_response(),
     };
     state
         .metrics

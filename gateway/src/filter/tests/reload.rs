@@ -30,6 +30,7 @@ fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterS
         node_pool: None,
         limits: Limits::default(),
         debounce: crate::filter::DEFAULT_DEBOUNCE,
+        disabled: Vec::new(),
     }
 }
 
@@ -344,4 +345,22 @@ async fn the_gateway_config_file_is_watched_and_a_configmap_swap_is_followed() {
     println!("reload after changing the gateway config: {took:?}");
     assert!(filters.current().names().is_empty());
     assert_eq!(filters.describe()["filters"][0]["status"], "disabled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_the_command_line_disables_are_not_loaded() {
+    let (filters, _metrics, _dir) = tagger_host("cli-disabled", |s| FilterSettings {
+        disabled: vec!["A".into()],
+        ..s
+    })
+    .await;
+    assert_eq!(trail(&filters), None);
+    let described = filters.describe().to_string();
+    assert!(described.contains(r#""status":"disabled""#), "{described}");
+    let (filters, _metrics, _dir) = tagger_host("cli-enabled", |s| FilterSettings {
+        disabled: vec!["b".into()],
+        ..s
+    })
+    .await;
+    assert_eq!(trail(&filters).as_deref(), Some("a"));
 }

@@ -61,7 +61,7 @@ fn run() -> anyhow::Result<ExitCode> {
     );
 
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.run.log_level))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(cli.run.log_filter()))
         .init();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {

@@ -21,7 +21,7 @@ pub const GATEWAY: &str = "__gateway";
 pub fn gateway(args: Vec<String>) -> Result<ExitCode> {
     let cli = Cli::parse_from(std::iter::once("edgegate".to_owned()).chain(args));
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.run.log_level))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(cli.run.log_filter()))
         .init();
     tokio::runtime::Runtime::new()?.block_on(async {
         let config = Config::load(&cli.run).await?;
