@@ -102,6 +102,17 @@ fn main() -> ExitCode {
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
+    if let Some(wan) = bed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .testbed
+        .as_ref()
+        .ok()
+        .and_then(|t| t.link.wan())
+    {
+        // What the WAN did to the last node's packets: the loss was real.
+        println!("the WAN's packets: {:?}", wan.stats());
+    }
     drop(bed);
     conclusion.exit_code()
 }
