@@ -263,7 +263,7 @@ fn deliver(
 #[cfg(test)]
 mod tests {
     use std::io::Read;
-    use std::net::{SocketAddr, TcpListener, TcpStream};
+    use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
     use std::path::PathBuf;
     use std::process::Command;
 
@@ -281,6 +281,10 @@ mod tests {
     }
 
     const US: Duration = Duration::from_micros(1);
+
+    /// The size of a datagram of the burst, and the first byte of the one that ends it.
+    const DATAGRAM: usize = 1000;
+    const END: u8 = 0xff;
 
     #[test]
     fn packets_leave_one_after_another_at_the_rate_then_the_delay() {
@@ -401,6 +405,53 @@ mod tests {
             "nothing was lost: {stats:?}"
         );
         assert!(stats.forwarded.load(Ordering::Relaxed) > 360, "{stats:?}");
+
+        // A burst of datagrams: none arrives sooner than the delay after its sending, nor
+        // before the rate limiter has passed it and every one received before it.
+        let (port_tx, port_rx) = mpsc::channel();
+        let burst = in_node(&link, move || {
+            let socket = UdpSocket::bind((node_ip, 0)).expect("bind in the node");
+            socket
+                .set_read_timeout(Some(Duration::from_secs(60)))
+                .expect("a hang guard");
+            port_tx
+                .send(socket.local_addr().expect("address").port())
+                .expect("send the port");
+            let mut arrivals = Vec::new();
+            let mut buffer = [0u8; 2048];
+            loop {
+                let len = socket.recv(&mut buffer).expect("a datagram");
+                arrivals.push((Instant::now(), buffer[0], len));
+                if buffer[0] == END {
+                    return arrivals;
+                }
+            }
+        });
+        let to_node = SocketAddr::from((node_ip, port_rx.recv().expect("the node's port")));
+        let socket = UdpSocket::bind((link.host_ip(), 0)).expect("bind on the host");
+        let first = Instant::now();
+        for i in 0..100u8 {
+            socket.send_to(&[i; DATAGRAM], to_node).expect("send");
+        }
+        // The end marker may be lost too: sent until the node has one.
+        while !burst.is_finished() {
+            socket.send_to(&[END], to_node).expect("send the end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let arrivals = burst.join().expect("the node's datagrams");
+        let per_datagram = (DATAGRAM + 28) as f64 * 8.0 / wan.rate as f64;
+        let data: Vec<_> = arrivals.iter().filter(|(_, tag, _)| *tag != END).collect();
+        assert!(!data.is_empty(), "none of 100 datagrams arrived");
+        for (n, (at, tag, len)) in data.iter().enumerate() {
+            assert_eq!(*len, DATAGRAM, "datagram {tag}");
+            let floor = Duration::from_secs_f64(per_datagram * (n + 1) as f64) + wan.delay;
+            assert!(
+                *at - first >= floor,
+                "datagram {tag}, the {}th received, arrived {:?} after the first was sent",
+                n + 1,
+                *at - first
+            );
+        }
 
         // Cut: the node loses its route to the host; restored, it reaches it again.
         let host = TcpListener::bind((link.host_ip(), 0)).expect("bind on the host");
