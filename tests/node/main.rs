@@ -2,10 +2,13 @@
 //! namespace behind edgegate, the cloud (etcd, kube-apiserver, kube-controller-manager)
 //! across a veth that the tests cut.
 //!
-//! One node serves the whole run and the tests run one at a time, in order: each leaves
-//! the node as the next expects (the link is cut by `outage::*` and restored by
-//! `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`), and each makes sure of
-//! the state it needs. Run with `cargo test -p edgegate --test node [FILTER]`.
+//! Every scenario runs twice: on a node over a LAN link (a veth), then on a node over a WAN
+//! (150 ms RTT, 1 % loss, 5 Mbit/s: `edgegate_testkit::wan`); a trial's name starts with its
+//! link's, `lan::` or `wan::`. One node serves each link's run and the tests run one at a
+//! time, in order: each leaves the node as the next expects (the link is cut by `outage::*`
+//! and restored by `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`), and each
+//! makes sure of the state it needs. Run with `cargo test -p edgegate --test node [FILTER]`
+//! (`wan::` for the WAN's alone).
 #![allow(clippy::disallowed_methods)]
 
 mod join;
@@ -17,6 +20,8 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use edgegate_testkit::Testbed;
+use edgegate_testkit::netns::LinkKind;
+use edgegate_testkit::wan::Wan;
 use libtest_mimic::{Arguments, Failed, Trial};
 
 type Test = fn(&mut Testbed) -> anyhow::Result<()>;
@@ -44,31 +49,70 @@ const TESTS: &[(&str, Test)] = &[
     ),
 ];
 
+/// The links the scenarios run over, in order, each named as its trials' prefix.
+fn links() -> Vec<(&'static str, LinkKind)> {
+    vec![
+        ("lan", LinkKind::Lan),
+        ("wan", LinkKind::Wan(Wan::default())),
+    ]
+}
+
+/// The node of the link whose trials run now: started by its first trial, dropped (the whole
+/// node and its cloud) before the next link's node starts, as one node at a time may run.
+struct Bed {
+    link: Option<&'static str>,
+    testbed: Result<Testbed, String>,
+}
+
+impl Bed {
+    /// The node over `link`, started (or its failure to start kept) on the first call.
+    fn on(&mut self, link: &'static str, kind: &LinkKind) -> Result<&mut Testbed, Failed> {
+        if self.link != Some(link) {
+            self.testbed = Err("not started".to_owned());
+            self.link = Some(link);
+            self.testbed = support::start(kind).map_err(|e| format!("{e:#}"));
+        }
+        self.testbed
+            .as_mut()
+            .map_err(|e| Failed::from(format!("the node did not start: {e}")))
+    }
+}
+
 fn main() -> ExitCode {
     let mut args = Arguments::from_args();
-    // One node, one test at a time: each changes what the next sees.
+    // One node, one test at a time: each changes what the next sees. With one thread,
+    // libtest-mimic runs the trials on the main thread, which lives for the whole run: the
+    // node's child processes die with the thread that spawned them.
     args.test_threads = Some(1);
-    // Started here, on the main thread: child processes die with the thread that spawned
-    // them, and this one lives for the whole run. Listing needs no node.
-    let testbed: Arc<Mutex<Result<Testbed, String>>> = Arc::new(Mutex::new(if args.list {
-        Err("not started for --list".to_owned())
-    } else {
-        support::start().map_err(|e| format!("{e:#}"))
+    let bed = Arc::new(Mutex::new(Bed {
+        link: None,
+        testbed: Err("not started".to_owned()),
     }));
-    let trials = TESTS
-        .iter()
-        .map(|&(name, test)| {
-            let testbed = testbed.clone();
-            Trial::test(name, move || {
-                let mut guard = testbed.lock().unwrap_or_else(|p| p.into_inner());
-                let testbed = guard
-                    .as_mut()
-                    .map_err(|e| Failed::from(format!("the node did not start: {e}")))?;
-                test(testbed).map_err(|e| Failed::from(format!("{e:#}")))
+    let trials = links()
+        .into_iter()
+        .flat_map(|(link, kind)| {
+            let bed = bed.clone();
+            TESTS.iter().map(move |&(name, test)| {
+                let (bed, kind) = (bed.clone(), kind.clone());
+                Trial::test(format!("{link}::{name}"), move || {
+                    let mut guard = bed.lock().unwrap_or_else(|p| p.into_inner());
+                    test(guard.on(link, &kind)?).map_err(|e| Failed::from(format!("{e:#}")))
+                })
             })
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
-    drop(testbed);
+    if let Some(wan) = bed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .testbed
+        .as_ref()
+        .ok()
+        .and_then(|t| t.link.wan())
+    {
+        // What the WAN did to the last node's packets: the loss was real.
+        println!("the WAN's packets: {:?}", wan.stats());
+    }
+    drop(bed);
     conclusion.exit_code()
 }

@@ -5,18 +5,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use edgegate_testkit::netns::LinkKind;
 use edgegate_testkit::node::GatewayCommand;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::{Testbed, Toolchain};
 
-/// Brings up the node with the `edgegate` binary cargo built for this test.
-pub fn start() -> Result<Testbed> {
+/// Brings up the node over a link of `kind` with the `edgegate` binary cargo built for this
+/// test.
+pub fn start(kind: &LinkKind) -> Result<Testbed> {
     let tools = Toolchain::provision()?;
     let gateway = GatewayCommand {
         program: PathBuf::from(env!("CARGO_BIN_EXE_edgegate")),
         args: Vec::new(),
     };
-    Testbed::start(&tools, gateway)
+    Testbed::start_as(&tools, gateway, kind)
 }
 
 /// The pods the scenarios run: (name, host network).

@@ -10,7 +10,8 @@
 //! - [`process`]: child processes that die with the harness; free ports; polling.
 //! - [`http`]: a blocking raw HTTP/1.1 client for probes and malformed-request tests.
 //! - [`relay`]: a TCP relay to cut the gateway off from a running apiserver.
-//! - [`netns`]: a node's network namespace and its cloud link (cut, WAN by `tc netem`).
+//! - [`netns`]: a node's network namespace and its cloud link (cut; a LAN or a WAN).
+//! - [`wan`]: the WAN emulator: TUN devices, delay, loss, a rate limit.
 //! - [`cloud`]: a node's cloud: etcd, kube-apiserver and kube-controller-manager.
 //! - [`image`]: the node's busybox OCI image, made without a registry.
 //! - [`containerd`]: the node's container runtime and its cleanup.
@@ -35,6 +36,7 @@ pub mod relay;
 pub mod sweep;
 pub mod testbed;
 pub mod toolchain;
+pub mod wan;
 
 pub use cluster::{ADMIN_TOKEN, Cluster, Etcd, NOBODY_TOKEN, User};
 pub use gateway::Gateway;

@@ -4,9 +4,13 @@
 //!
 //! Each link gets a free /30 in `198.18.N.0` (the host side `.1`, the node side `.2`) and the
 //! node's pods the range `198.19.N.0/24`; `N` is the first index no interface of the host
-//! uses yet. "The link drops" means the node's end of the veth goes down: the node then
-//! reaches nothing, while the host keeps its own address (the apiserver stays up, as it
-//! would in the cloud).
+//! uses yet. "The link drops" means the node's end goes down: the node then loses its
+//! route and reaches nothing, while the host keeps its own address (the apiserver stays up,
+//! as it would in the cloud).
+//!
+//! A LAN link is a veth pair. A WAN link ([`Wan`]) is a TUN device at each end, the same
+//! names and addresses, with the packets carried between them by a [`Forwarder`] that
+//! delays, loses and rate-limits them (see [`crate::wan`] for why not `tc netem`).
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -14,30 +18,66 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// A network namespace with a veth to the host; deleted (with everything in it) on drop.
+use crate::wan::{Forwarder, Wan, tun_device};
+
+/// What joins the node to the host.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum LinkKind {
+    /// A veth pair: no delay, no loss.
+    #[default]
+    Lan,
+    /// TUN devices joined by a WAN emulator.
+    Wan(Wan),
+}
+
+impl LinkKind {
+    /// `lan`, or `wan` with what it does.
+    pub fn describe(&self) -> String {
+        match self {
+            LinkKind::Lan => "lan (a veth pair)".to_owned(),
+            LinkKind::Wan(wan) => format!(
+                "wan ({:?} each way, {} % loss, {} kbit/s, a {} KiB queue)",
+                wan.delay,
+                wan.loss * 100.0,
+                wan.rate / 1000,
+                wan.queue / 1024
+            ),
+        }
+    }
+}
+
+/// A network namespace joined to the host by a veth or a WAN; deleted (with everything in
+/// it) on drop.
 #[derive(Debug)]
 pub struct Link {
     /// The namespace's name (`/run/netns/NAME`).
     pub name: String,
     /// The index `N` of `198.18.N.0/30` and `198.19.N.0/24`.
     pub index: u8,
-    /// The host's end of the veth.
+    /// The host's end of the link.
     pub host_if: String,
-    /// The node's end of the veth, inside the namespace.
+    /// The node's end of the link, inside the namespace.
     pub node_if: String,
     cut: bool,
+    wan: Option<Forwarder>,
 }
 
 impl Link {
-    /// Creates the namespace and the veth, addresses them and routes the node's traffic to
+    /// Creates the namespace and a veth, addresses them and routes the node's traffic to
     /// the host.
     pub fn create() -> Result<Link> {
+        Link::create_as(&LinkKind::Lan)
+    }
+
+    /// Creates the namespace and a link of `kind`, addresses them and routes the node's
+    /// traffic to the host.
+    pub fn create_as(kind: &LinkKind) -> Result<Link> {
         crate::sweep::sweep_once();
         let used = run(Command::new("ip").args(["-4", "-o", "addr", "show"]))?;
         let index = (1..=127u8)
             .find(|n| !used.contains(&format!(" 198.18.{n}.")))
             .context("no free 198.18.N.0/30 for a node link")?;
-        let link = Link {
+        let mut link = Link {
             // The owner's pid, for the sweep after a harness killed outright.
             name: format!(
                 "{}{index}-{}",
@@ -48,24 +88,37 @@ impl Link {
             host_if: format!("egc{index}"),
             node_if: format!("egn{index}"),
             cut: false,
+            wan: None,
         };
         // A host end left without its address (its namespace swept) would block the name.
         let _ = Command::new("ip")
             .args(["link", "del", &link.host_if])
             .output();
         run(Command::new("ip").args(["netns", "add", &link.name]))?;
-        run(Command::new("ip").args([
-            "link",
-            "add",
-            &link.host_if,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &link.node_if,
-            "netns",
-            &link.name,
-        ]))?;
+        // From here a failure drops `link`, which removes the namespace.
+        match kind {
+            LinkKind::Lan => {
+                run(Command::new("ip").args([
+                    "link",
+                    "add",
+                    &link.host_if,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &link.node_if,
+                    "netns",
+                    &link.name,
+                ]))?;
+            }
+            LinkKind::Wan(wan) => {
+                let host = tun_device(&link.host_if)?;
+                // Made here, bound to this process, then moved into the namespace.
+                let node = tun_device(&link.node_if)?;
+                run(Command::new("ip").args(["link", "set", &link.node_if, "netns", &link.name]))?;
+                link.wan = Some(Forwarder::start(wan, host, node)?);
+            }
+        }
         let host_cidr = format!("{}/30", link.host_ip());
         run(Command::new("ip").args(["addr", "add", &host_cidr, "dev", &link.host_if]))?;
         run(Command::new("ip").args(["link", "set", &link.host_if, "up"]))?;
@@ -131,23 +184,9 @@ impl Link {
         self.cut
     }
 
-    /// Makes the link a WAN both ways with `tc netem` (e.g. `["delay", "75ms", "loss", "1%",
-    /// "rate", "5mbit"]`); an empty `args` removes it.
-    pub fn netem(&self, args: &[&str]) -> Result<()> {
-        let _ = Command::new("tc")
-            .args(["qdisc", "del", "dev", &self.host_if, "root"])
-            .output();
-        let _ = self.run("tc", &["qdisc", "del", "dev", &self.node_if, "root"]);
-        if args.is_empty() {
-            return Ok(());
-        }
-        let mut host = vec!["qdisc", "add", "dev", &self.host_if, "root", "netem"];
-        host.extend_from_slice(args);
-        run(Command::new("tc").args(&host))?;
-        let mut node = vec!["qdisc", "add", "dev", &self.node_if, "root", "netem"];
-        node.extend_from_slice(args);
-        self.run("tc", &node)?;
-        Ok(())
+    /// The WAN emulator, if the link is a WAN.
+    pub fn wan(&self) -> Option<&Forwarder> {
+        self.wan.as_ref()
     }
 
     fn up(&self) -> Result<()> {
@@ -164,6 +203,8 @@ impl Link {
 
 impl Drop for Link {
     fn drop(&mut self) {
+        // The WAN's threads stop and its devices go with their descriptors.
+        drop(self.wan.take());
         // Deleting the namespace deletes the node's end of the veth, and with it the host's.
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])

@@ -186,6 +186,9 @@ impl Node {
             // The only image must never be collected.
             "--image-gc-high-threshold=100".to_owned(),
             "--image-gc-low-threshold=99".to_owned(),
+            // The host's disk is the builds' too: how full it is must not decide whether
+            // pods are admitted (the default evicts under 15 % free), memory still does.
+            "--eviction-hard=memory.available<100Mi".to_owned(),
             "--logtostderr=true".to_owned(),
             "--v=2".to_owned(),
         ];

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use crate::cloud::Cloud;
-use crate::netns::Link;
+use crate::netns::{Link, LinkKind};
 use crate::node::{GatewayCommand, Node};
 use crate::toolchain::Toolchain;
 
@@ -58,11 +58,20 @@ pub struct Testbed {
 }
 
 impl Testbed {
-    /// Brings up the link, the cloud and the node (with `gateway` and [`FILTERS`]), and waits
-    /// until the node is Ready.
+    /// Brings up a LAN link, the cloud and the node (with `gateway` and [`FILTERS`]), and
+    /// waits until the node is Ready.
     pub fn start(tools: &Toolchain, gateway: GatewayCommand) -> Result<Testbed> {
+        Testbed::start_as(tools, gateway, &LinkKind::Lan)
+    }
+
+    /// [`Testbed::start`] over a link of `kind`.
+    pub fn start_as(
+        tools: &Toolchain,
+        gateway: GatewayCommand,
+        kind: &LinkKind,
+    ) -> Result<Testbed> {
         tools.check_node()?;
-        let link = Link::create()?;
+        let link = Link::create_as(kind)?;
         let cloud = Cloud::start(tools, &link, NODE)?;
         let node = Node::start(tools, &link, &cloud, NODE, gateway, FILTERS)?;
         Ok(Testbed { node, cloud, link })

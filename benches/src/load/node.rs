@@ -92,9 +92,13 @@ pub fn run(settings: &Settings) -> Result<Report> {
         settings.pods, settings.services
     );
     let names = workload(&bed, settings)?;
-    wait_until(Duration::from_secs(300), "the pods to run", || {
+    let up = wait_until(Duration::from_secs(300), "the pods to run", || {
         running(&bed).is_ok_and(|running| names.iter().all(|n| running.contains(n)))
-    })?;
+    });
+    if let Err(error) = up {
+        let pods = bed.cloud.kubectl(&["get", "pods", "-n", "default", "-o", "wide"])?;
+        return Err(error.context(format!("{pods}\n{}", bed.node.log_tail("kubelet", 20))));
+    }
 
     eprintln!(
         "edgegate-load node: sampling for {:?}, every {:?}…",

@@ -1,6 +1,7 @@
 //! `cargo dev --node`: the node test bed of `tests/node` (containerd, kubelet and kube-proxy
 //! in a network namespace behind edgegate, the cloud across a veth), kept up for trying
-//! things by hand. Commands on stdin cut and restore the link and restart components.
+//! things by hand. Commands on stdin cut and restore the link and restart components;
+//! `--wan` makes the link a WAN (150 ms RTT, 1 % loss, 5 Mbit/s) instead of a veth.
 
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -10,7 +11,9 @@ use anyhow::Result;
 use clap::Parser;
 use edgegate::cli::Cli;
 use edgegate::{Config, server};
+use edgegate_testkit::netns::LinkKind;
 use edgegate_testkit::node::GatewayCommand;
+use edgegate_testkit::wan::Wan;
 use edgegate_testkit::{Testbed, Toolchain};
 
 /// The hidden first argument that makes this program the node's gateway (run by the node,
@@ -34,9 +37,32 @@ pub fn gateway(args: Vec<String>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Brings the node up (`extra` flags go to edgegate), prints what to try, and follows the
-/// commands typed until `quit`, end of input or Ctrl-C; then removes everything.
-pub fn run(extra: Vec<String>) -> Result<ExitCode> {
+/// What `cargo dev --node --help` prints.
+const USAGE: &str = "\
+usage: cargo dev --node [--wan] [EDGEGATE FLAGS...]
+
+Brings up a real edge node (containerd, kubelet, kube-proxy 1.20.2 and edgegate in a network
+namespace) and its cloud (etcd, kube-apiserver, kube-controller-manager), and follows commands
+typed on stdin: cut | restore | restart kubelet | restart kube-proxy | restart edgegate | quit.
+
+  --wan   join the node to the cloud over an emulated WAN (TUN devices and a forwarder in this
+          process: 75 ms each way, 1 % loss, 5 Mbit/s, a 64 KiB queue) instead of a veth pair
+";
+
+/// Brings the node up (`extra` flags go to edgegate, after `--wan` if given), prints what to
+/// try, and follows the commands typed until `quit`, end of input or Ctrl-C; then removes
+/// everything.
+pub fn run(mut extra: Vec<String>) -> Result<ExitCode> {
+    if extra.first().is_some_and(|a| a == "--help" || a == "-h") {
+        print!("{USAGE}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let kind = if extra.first().is_some_and(|a| a == "--wan") {
+        extra.remove(0);
+        LinkKind::Wan(Wan::default())
+    } else {
+        LinkKind::Lan
+    };
     eprintln!(
         "edgegate-dev: provisioning (the first run builds kube-apiserver, kube-controller-manager, kubelet and kube-proxy: ~20 min)…"
     );
@@ -48,7 +74,7 @@ pub fn run(extra: Vec<String>) -> Result<ExitCode> {
         args,
     };
     eprintln!("edgegate-dev: starting the cloud and the node (about a minute)…");
-    let mut testbed = Testbed::start(&tools, gateway)?;
+    let mut testbed = Testbed::start_as(&tools, gateway, &kind)?;
     let node = &testbed.node;
     let pod = node.dir.join("pod.json");
     std::fs::write(
@@ -56,7 +82,7 @@ pub fn run(extra: Vec<String>) -> Result<ExitCode> {
         r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"sleeper"},"spec":{"nodeName":"edge-1","dnsPolicy":"Default","automountServiceAccountToken":false,"containers":[{"name":"main","image":"edgegate/busybox:test","imagePullPolicy":"Never","command":["/bin/sleep","100000"]}]}}"#,
     )?;
     println!(
-        "\nNode {name} is Ready behind edgegate; the cloud is {cloud}.\n\
+        "\nNode {name} is Ready behind edgegate; the cloud is {cloud}, over a {link}.\n\
          In another shell:\n\n  \
          export KUBECONFIG={kc}\n  alias kubectl={kubectl}\n  \
          kubectl get nodes,pods,endpointslices -A -o wide\n  \
@@ -65,11 +91,12 @@ pub fn run(extra: Vec<String>) -> Result<ExitCode> {
          nsenter --net={netns} iptables-save -t nat | grep KUBE-SVC\n  \
          ctr --address {sock} -n k8s.io tasks ls\n  \
          tail -f {dir}/kubelet.log {dir}/edgegate.log {dir}/kube-proxy.log\n\n\
-         Type here: cut | restore | wan | lan | restart kubelet | restart kube-proxy | restart edgegate | quit\n\
+         Type here: cut | restore | restart kubelet | restart kube-proxy | restart edgegate | quit\n\
          (cut the link, watch the pods keep running and kubelet keep its lease; restart a\n\
          component while cut; restore and watch what changed in the cloud arrive)\n",
         name = node.name,
         cloud = testbed.cloud.cluster.url(),
+        link = kind.describe(),
         kc = testbed.cloud.cluster.admin_kubeconfig.display(),
         kubectl = tools.kubectl.display(),
         pod = pod.display(),
@@ -103,10 +130,6 @@ pub fn run(extra: Vec<String>) -> Result<ExitCode> {
             "quit" | "exit" => break,
             "cut" => testbed.link.cut(),
             "restore" => testbed.link.restore(),
-            "wan" => testbed
-                .link
-                .netem(&["delay", "75ms", "loss", "1%", "rate", "5mbit"]),
-            "lan" => testbed.link.netem(&[]),
             "restart kubelet" => {
                 testbed.node.kill_kubelet();
                 testbed.node.start_kubelet()
