@@ -349,7 +349,7 @@ async fn the_gateway_config_file_is_watched_and_a_configmap_swap_is_followed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_the_command_line_disables_are_not_loaded() {
-    let (filters, _metrics, _dir) = tagger_host("cli-disabled", |s| FilterSettings {
+    let (filters, _metrics, _dir, _cache) = tagger_host("cli-disabled", |s| FilterSettings {
         disabled: vec!["A".into()],
         ..s
     })
@@ -357,7 +357,7 @@ async fn filters_the_command_line_disables_are_not_loaded() {
     assert_eq!(trail(&filters), None);
     let described = filters.describe().to_string();
     assert!(described.contains(r#""status":"disabled""#), "{described}");
-    let (filters, _metrics, _dir) = tagger_host("cli-enabled", |s| FilterSettings {
+    let (filters, _metrics, _dir, _cache) = tagger_host("cli-enabled", |s| FilterSettings {
         disabled: vec!["b".into()],
         ..s
     })
