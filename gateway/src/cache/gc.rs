@@ -119,6 +119,28 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_component_in_use_is_never_collected_however_short_the_gc_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(dir.path()).unwrap());
+        let cache = Cache::start(store, CachePolicy::new(&["*"]), CacheMetrics::default());
+        let after = Duration::from_secs(60);
+        cache.collect_after(after);
+        // Served every 10 s for ten minutes; a collection may come after any request.
+        for _ in 0..60 {
+            cache.touch("kubelet");
+            tokio::time::advance(Duration::from_secs(10)).await;
+            cache.flush();
+            assert_eq!(
+                collect_garbage(&cache, after, true),
+                Vec::<String>::new(),
+                "kubelet is served every 10 s, at {} s of running time",
+                cache.running_secs()
+            );
+        }
+        cache.close();
+    }
+
     #[test]
     fn last_uses_of_a_store_without_a_running_clock_count_from_its_start() {
         let dir = tempfile::tempdir().unwrap();

@@ -94,12 +94,14 @@ pub struct Cache {
     next_list: AtomicU64,
     pages: Mutex<HashMap<String, PendingPages>>,
     touched: Mutex<HashMap<String, u64>>,
+    touch_every: AtomicU64,
     clock: Arc<RunningClock>,
     metrics: CacheMetrics,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-/// How often a component's last use is written: GC works in days, so hourly is plenty.
+/// How often a component's last use is written at most: GC works in days, so hourly is
+/// plenty; [`Cache::collect_after`] makes it more often for a shorter `--cache-gc-after`.
 const TOUCH_EVERY_SECS: u64 = 3600;
 
 impl Cache {
@@ -131,6 +133,7 @@ impl Cache {
             next_list: AtomicU64::new(1),
             pages: Mutex::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
+            touch_every: AtomicU64::new(TOUCH_EVERY_SECS),
             clock,
             metrics,
             writer: Mutex::new(writer),
@@ -175,13 +178,21 @@ impl Cache {
         self.clock.secs()
     }
 
+    /// Tells the cache that components unused for `after` are collected: a component in
+    /// use must have a last use written well within that, however short it is.
+    pub fn collect_after(&self, after: Duration) {
+        let every = (after.as_secs() / 4).clamp(1, TOUCH_EVERY_SECS);
+        self.touch_every.store(every, Ordering::Relaxed);
+    }
+
     /// Records that `component` was served (for garbage collection).
     pub fn touch(&self, component: &str) {
         let now = self.running_secs();
+        let every = self.touch_every.load(Ordering::Relaxed);
         let mut touched = self.touched.lock().unwrap_or_else(|p| p.into_inner());
         let due = touched
             .get(component)
-            .is_none_or(|last| now.saturating_sub(*last) >= TOUCH_EVERY_SECS);
+            .is_none_or(|last| now.saturating_sub(*last) >= every);
         if due {
             touched.insert(component.to_owned(), now);
             drop(touched);
