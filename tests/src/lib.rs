@@ -16,6 +16,7 @@
 //! - [`containerd`]: the node's container runtime and its cleanup.
 //! - [`node`]: containerd, edgegate, kubelet and kube-proxy in the node's namespace.
 //! - [`testbed`]: a node, its cloud and the link between them.
+//! - [`scenario`]: steps the node scenarios and `cargo dev --node --trials` share.
 // The harness is synchronous by design: it drives processes, not a runtime.
 #![allow(clippy::disallowed_methods)]
 
@@ -31,6 +32,7 @@ pub mod node;
 pub mod pki;
 pub mod process;
 pub mod relay;
+pub mod scenario;
 pub mod testbed;
 pub mod toolchain;
 

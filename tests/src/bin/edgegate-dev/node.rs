@@ -34,6 +34,16 @@ pub fn gateway(args: Vec<String>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// This program as the node's gateway, `extra` flags after the node's own.
+pub fn gateway_command(extra: Vec<String>) -> Result<GatewayCommand> {
+    let mut args = vec![GATEWAY.to_owned()];
+    args.extend(extra);
+    Ok(GatewayCommand {
+        program: std::env::current_exe()?,
+        args,
+    })
+}
+
 /// Brings the node up (`extra` flags go to edgegate), prints what to try, and follows the
 /// commands typed until `quit`, end of input or Ctrl-C; then removes everything.
 pub fn run(extra: Vec<String>) -> Result<ExitCode> {
@@ -41,12 +51,7 @@ pub fn run(extra: Vec<String>) -> Result<ExitCode> {
         "edgegate-dev: provisioning (the first run builds kube-apiserver, kube-controller-manager, kubelet and kube-proxy: ~20 min)…"
     );
     let tools = Toolchain::provision()?;
-    let mut args = vec![GATEWAY.to_owned()];
-    args.extend(extra);
-    let gateway = GatewayCommand {
-        program: std::env::current_exe()?,
-        args,
-    };
+    let gateway = gateway_command(extra)?;
     eprintln!("edgegate-dev: starting the cloud and the node (about a minute)…");
     let mut testbed = Testbed::start(&tools, gateway)?;
     let node = &testbed.node;
