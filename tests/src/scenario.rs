@@ -230,7 +230,12 @@ pub fn reconnect(
             .map(|pods| pods.contains_key(pod))
     };
     if !running(testbed)? {
-        bail!("{pod}'s container is not running while cut");
+        let log = testbed.node.log("kubelet");
+        let about: Vec<&str> = log.lines().filter(|l| l.contains(pod)).collect();
+        bail!(
+            "{pod}'s container is not running while cut; kubelet on it:\n{}",
+            about[about.len().saturating_sub(20)..].join("\n")
+        );
     }
     let moved = [to.to_owned()];
     let times = restore_and_time(
