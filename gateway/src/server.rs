@@ -169,6 +169,7 @@ pub async fn serve(
         }),
         cache_metrics,
     );
+    cache.collect_after(config.cache_gc_after);
     // Informers only serve filters' lookups: without a filter directory there are none.
     let informers = match &config.filter_dir {
         Some(_) => {

@@ -19,7 +19,7 @@ pub const LEASE_CONFLICT: &[&str] = &["failed to update lease", "the object has 
 pub fn the_node_joins_through_edgegate_and_runs_pods(testbed: &mut Testbed) -> Result<()> {
     let renewals = requests(testbed, "kubelet", "update", "leases")?;
     for (name, host_network) in PODS {
-        apply(testbed, &pod(name, *host_network))?;
+        apply(testbed, &pod(name, *host_network).to_string())?;
     }
     let names: Vec<&str> = PODS.iter().map(|(name, _)| *name).collect();
     let ids = wait_pods_running(testbed, &names)?;

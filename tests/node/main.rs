@@ -7,12 +7,15 @@
 //! link's, `lan::` or `wan::`. One node serves each link's run and the tests run one at a
 //! time, in order: each leaves the node as the next expects (the link is cut by `outage::*`
 //! and restored by `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`), and each
-//! makes sure of the state it needs. Run with `cargo test -p edgegate --test node [FILTER]`
-//! (`wan::` for the WAN's alone).
+//! makes sure of the state it needs; the last two cut and restore the link themselves, and
+//! the last one powers the whole node off and on. Run with
+//! `cargo test -p edgegate --test node [FILTER]` (`wan::` for the WAN's alone).
 #![allow(clippy::disallowed_methods)]
 
 mod join;
 mod outage;
+mod reboot;
+mod reconnect;
 mod support;
 mod topology;
 
@@ -40,12 +43,24 @@ const TESTS: &[(&str, Test)] = &[
         outage::restarts_while_cut_keep_the_pods_and_rules,
     ),
     (
+        "reboot::an_edgegate_killed_while_cut_serves_the_node_again",
+        reboot::an_edgegate_killed_while_cut_serves_the_node_again,
+    ),
+    (
         "outage::a_pod_deleted_in_the_cloud_stops_after_reconnect",
         outage::a_pod_deleted_in_the_cloud_stops_after_reconnect,
     ),
     (
         "topology::kube_proxy_and_pods_see_the_filtered_cloud",
         topology::kube_proxy_and_pods_see_the_filtered_cloud,
+    ),
+    (
+        "reconnect::what_changed_during_a_cut_reaches_the_node",
+        reconnect::what_changed_during_a_cut_reaches_the_node,
+    ),
+    (
+        "reboot::a_node_powered_off_longer_than_gc_after_boots_on_its_cache",
+        reboot::a_node_powered_off_longer_than_gc_after_boots_on_its_cache,
     ),
 ];
 

@@ -2,19 +2,20 @@
 //! components restart on it, and what changed in the cloud arrives after the reconnect.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
+use edgegate_testkit::scenario::restore_and_time;
 
 use crate::support::{
-    container_id, ensure_cut, lines_with, pod_status, pod_tasks, requests, wait_pods_running,
-    wait_readyz, wait_requests,
+    ensure_cut, lines_with, pod_status, pod_tasks, requests, wait_pods_running, wait_readyz,
+    wait_requests,
 };
 
 /// What kubelet logs when a write (lease, node status, event) gets no answer it accepts.
-const WRITE_ERRORS: &[&str] = &[
+pub const WRITE_ERRORS: &[&str] = &[
     "Error updating node status",
     "failed to update lease",
     "Server rejected event",
@@ -22,7 +23,7 @@ const WRITE_ERRORS: &[&str] = &[
 ];
 
 /// The pods that live through the whole outage.
-const KEPT: &[&str] = &["host", "bridge"];
+pub const KEPT: &[&str] = &["host", "bridge"];
 
 /// (c) With the link cut, for at least 6 lease renewals and 6 node status checks of
 /// kubelet (it reads its Node every 10 s and patches it when something changed, or every
@@ -165,37 +166,48 @@ pub fn restarts_while_cut_keep_the_pods_and_rules(testbed: &mut Testbed) -> Resu
 
 /// (f) A pod deleted in the cloud while the link is cut keeps running (the node cannot
 /// know), and is stopped once the link is back; prints how long that took from the link's
-/// return. The other pods keep their containers, restarted never. Leaves the link up.
+/// return. It then leaves kubelet's cache too. The other pods keep their containers,
+/// restarted never. Leaves the link up.
 pub fn a_pod_deleted_in_the_cloud_stops_after_reconnect(testbed: &mut Testbed) -> Result<()> {
     let ids = wait_pods_running(testbed, KEPT)?;
     ensure_cut(testbed)?;
     let tasks = pod_tasks(testbed, &ids)?;
-    let doomed =
-        container_id(&pod_status(testbed, "doomed")?).context("doomed has no container")?;
-    testbed
-        .cloud
-        .kubectl(&["delete", "pod", "doomed", "-n", "default", "--wait=false"])?;
     let running = |testbed: &Testbed| {
         testbed
             .node
             .containerd
-            .running_tasks()
-            .map(|tasks| tasks.contains_key(&doomed))
+            .pod_containers()
+            .is_ok_and(|pods| pods.contains_key("doomed"))
     };
     ensure!(
-        running(testbed)?,
+        running(testbed),
         "the doomed pod's container is not running while cut"
     );
+    testbed
+        .cloud
+        .kubectl(&["delete", "pod", "doomed", "-n", "default", "--wait=false"])?;
+    ensure!(
+        running(testbed),
+        "the doomed pod's container stopped while cut"
+    );
 
-    testbed.link.restore()?;
-    let restored = Instant::now();
-    wait_until(
-        Duration::from_secs(180),
-        "the deleted pod's container to stop",
-        || running(testbed).is_ok_and(|running| !running),
-    )?;
-    let stopped = restored.elapsed();
+    let stopped = restore_and_time(
+        testbed,
+        &mut [("the deleted pod's container to stop", &mut |t: &Testbed| {
+            !running(t)
+        })],
+    )?[0];
     println!("link restored → deleted pod's container stopped: {stopped:.1?}");
+    wait_until(
+        Duration::from_secs(60),
+        "the deleted pod to leave kubelet's cache",
+        || {
+            testbed
+                .node
+                .hub("/v1/cache/object?component=kubelet&resource=pods&name=default/doomed")
+                .is_ok_and(|(status, _)| status == 404)
+        },
+    )?;
     wait_readyz(testbed, false)?;
     testbed.node.wait_ready(&testbed.cloud)?;
     ensure!(

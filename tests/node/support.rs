@@ -10,6 +10,8 @@ use edgegate_testkit::node::GatewayCommand;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::{Testbed, Toolchain};
 
+pub use edgegate_testkit::scenario::{ensure_cut, pod, wait_readyz};
+
 /// Brings up the node over a link of `kind` with the `edgegate` binary cargo built for this
 /// test.
 pub fn start(kind: &LinkKind) -> Result<Testbed> {
@@ -23,11 +25,6 @@ pub fn start(kind: &LinkKind) -> Result<Testbed> {
 
 /// The pods the scenarios run: (name, host network).
 pub const PODS: &[(&str, bool)] = &[("host", true), ("bridge", false), ("doomed", true)];
-
-/// A pod bound to the node that sleeps in the busybox image.
-pub fn pod(name: &str, host_network: bool) -> String {
-    edgegate_testkit::testbed::sleeper(name, host_network).to_string()
-}
 
 /// `kubectl apply` of `json` in the cloud.
 pub fn apply(testbed: &Testbed, json: &str) -> Result<()> {
@@ -103,33 +100,6 @@ pub fn wait_requests(
     wait_until(timeout, &what, || {
         requests(testbed, component, verb, resource).is_ok_and(|now| now >= from + n)
     })
-}
-
-/// Waits until the gateway's `/v1/readyz` says it serves from its cache (`offline`) or
-/// answers 200.
-pub fn wait_readyz(testbed: &Testbed, offline: bool) -> Result<()> {
-    let what = if offline {
-        "the gateway to serve from its cache"
-    } else {
-        "the gateway to be ready"
-    };
-    wait_until(Duration::from_secs(60), what, || {
-        testbed.node.hub("/v1/readyz").is_ok_and(|(status, body)| {
-            if offline {
-                status == 503 && body.contains("serving the node's components from the local cache")
-            } else {
-                status == 200
-            }
-        })
-    })
-}
-
-/// Cuts the link unless it is cut, and waits until the gateway serves from its cache.
-pub fn ensure_cut(testbed: &mut Testbed) -> Result<()> {
-    if !testbed.link.is_cut() {
-        testbed.link.cut()?;
-    }
-    wait_readyz(testbed, true)
 }
 
 /// The lines of `log` that contain any of `patterns`.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
+use edgegate_testkit::scenario::{self, destinations, service};
 use edgegate_testkit::testbed::NODE;
 
 use crate::support::{apply, environ, pod_status, pod_tasks, wait_pods_running};
@@ -14,60 +15,13 @@ use crate::support::{apply, environ, pod_status, pod_tasks, wait_pods_running};
 /// An endpoint on a node that does not exist here: only the cloud knows it.
 const ELSEWHERE: &str = "198.19.127.7";
 
-/// A Service without a selector, annotated with `openyurt.io/topologyKeys` when `topology`.
-fn service(name: &str, topology: bool) -> String {
-    let annotations = if topology {
-        serde_json::json!({"openyurt.io/topologyKeys": "kubernetes.io/hostname"})
-    } else {
-        serde_json::json!({})
-    };
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
-    })
-    .to_string()
-}
-
 /// A hand-made EndpointSlice of `service`: `local` on this node, [`ELSEWHERE`] on `edge-2`.
 fn slice(service: &str, local: &str) -> String {
-    let endpoint = |ip: &str, node: &str| {
-        serde_json::json!({
-            "addresses": [ip],
-            "conditions": {"ready": true},
-            "topology": {"kubernetes.io/hostname": node},
-        })
-    };
-    serde_json::json!({
-        "apiVersion": "discovery.k8s.io/v1beta1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": format!("{service}-by-hand"),
-            "namespace": "default",
-            "labels": {
-                "kubernetes.io/service-name": service,
-                "endpointslice.kubernetes.io/managed-by": "edgegate-tests",
-            },
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
-        "endpoints": [endpoint(local, NODE), endpoint(ELSEWHERE, "edge-2")],
-    })
-    .to_string()
-}
-
-/// The endpoints kube-proxy sends a Service's traffic to: the DNAT targets of its rules.
-fn destinations(rules: &[String], service: &str) -> Vec<String> {
-    let comment = format!("default/{service}:http");
-    let mut found: Vec<String> = rules
-        .iter()
-        .filter(|r| r.contains(&comment))
-        .filter_map(|r| r.split("--to-destination ").nth(1))
-        .map(|d| d.split(':').next().unwrap_or(d).to_owned())
-        .collect();
-    found.sort();
-    found
+    scenario::slice(
+        service,
+        &format!("{service}-by-hand"),
+        &[(local, NODE), (ELSEWHERE, "edge-2")],
+    )
 }
 
 /// kube-proxy, fed through the gateway, programs both endpoints of a plain Service and

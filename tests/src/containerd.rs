@@ -113,6 +113,25 @@ impl Containerd {
         Ok(tasks)
     }
 
+    /// The running containers of pods (sandboxes left out): pod name → pid.
+    pub fn pod_containers(&self) -> Result<BTreeMap<String, u32>> {
+        let mut pods = BTreeMap::new();
+        for (id, pid) in self.running_tasks()? {
+            // A task may end between the two calls: it is then not running.
+            let Ok(info) = self.ctr(&["containers", "info", &id]) else {
+                continue;
+            };
+            let info: serde_json::Value = serde_json::from_str(&info)?;
+            let labels = &info["Labels"];
+            if labels["io.cri-containerd.kind"] == "container"
+                && let Some(pod) = labels["io.kubernetes.pod.name"].as_str()
+            {
+                pods.insert(pod.to_owned(), pid);
+            }
+        }
+        Ok(pods)
+    }
+
     /// Kills every container, every shim and containerd, and unmounts what they mounted
     /// under its directory.
     pub fn clean(&mut self) {

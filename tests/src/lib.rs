@@ -17,6 +17,7 @@
 //! - [`containerd`]: the node's container runtime and its cleanup.
 //! - [`node`]: containerd, edgegate, kubelet and kube-proxy in the node's namespace.
 //! - [`testbed`]: a node, its cloud and the link between them.
+//! - [`scenario`]: steps the node scenarios and `cargo dev --node --trials` share.
 //! - [`sweep`]: what a harness killed outright left behind, removed by the next one.
 // The harness is synchronous by design: it drives processes, not a runtime.
 #![allow(clippy::disallowed_methods)]
@@ -33,6 +34,7 @@ pub mod node;
 pub mod pki;
 pub mod process;
 pub mod relay;
+pub mod scenario;
 pub mod sweep;
 pub mod testbed;
 pub mod toolchain;

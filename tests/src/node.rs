@@ -56,6 +56,7 @@ pub struct Node {
     tools: Toolchain,
     gateway_command: GatewayCommand,
     gateway_args: Vec<String>,
+    gateway_flags: Vec<String>,
     gateway: Option<Process>,
     kubelet: Option<Process>,
     kube_proxy: Option<Process>,
@@ -129,6 +130,7 @@ impl Node {
             tools: tools.clone(),
             gateway_command: gateway,
             gateway_args,
+            gateway_flags: Vec::new(),
             gateway: None,
             kubelet: None,
             kube_proxy: None,
@@ -146,6 +148,7 @@ impl Node {
     pub fn start_gateway(&mut self) -> Result<()> {
         let mut args = self.gateway_command.args.clone();
         args.extend(self.gateway_args.iter().cloned());
+        args.extend(self.gateway_flags.iter().cloned());
         let program = self.gateway_command.program.clone();
         let mut process = self.spawn("edgegate", &program, &args)?;
         let up = wait_until(Duration::from_secs(60), "edgegate /v1/healthz", || {
@@ -183,6 +186,9 @@ impl Node {
             // Lowering oom_score_adj is refused here.
             "--oom-score-adj=0".to_owned(),
             "--read-only-port=0".to_owned(),
+            // Pods are never evicted for what the host's disk holds (kubelet's defaults
+            // evict below 10-15 % free, a shared build machine's usual state).
+            "--eviction-hard=memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%".to_owned(),
             // The only image must never be collected.
             "--image-gc-high-threshold=100".to_owned(),
             "--image-gc-low-threshold=99".to_owned(),
@@ -249,6 +255,41 @@ impl Node {
             _ => return None,
         };
         process.as_ref().map(Process::pid)
+    }
+
+    /// Stops edgegate with SIGTERM: a clean shutdown, which records its running time.
+    pub fn stop_gateway(&mut self) {
+        if let Some(mut process) = self.gateway.take() {
+            process.terminate(Duration::from_secs(30));
+        }
+    }
+
+    /// Sets edgegate's flags after the node's own (e.g. `--cache-gc-after=30s`), from its
+    /// next start.
+    pub fn set_gateway_flags(&mut self, flags: &[&str]) {
+        self.gateway_flags = flags.iter().map(|f| (*f).to_owned()).collect();
+    }
+
+    /// Powers the node off: edgegate, kubelet and kube-proxy killed, containerd with its
+    /// shims and containers, what they mounted unmounted, and kube-proxy's chains gone (a
+    /// reboot loses iptables). The node's disk (caches, kubelet's and containerd's state)
+    /// stays.
+    pub fn power_off(&mut self) -> Result<()> {
+        self.kill_kube_proxy();
+        self.kill_kubelet();
+        self.kill_gateway();
+        self.containerd.clean();
+        unmount_under(&self.dir);
+        self.flush_proxy_rules()
+    }
+
+    /// Powers the node on after [`Node::power_off`]: containerd, edgegate, kubelet and
+    /// kube-proxy, without waiting for the cloud.
+    pub fn power_on(&mut self) -> Result<()> {
+        self.containerd.restart()?;
+        self.start_gateway()?;
+        self.start_kubelet()?;
+        self.start_kube_proxy()
     }
 
     /// Fails with its log's tail if a component that should run has exited.

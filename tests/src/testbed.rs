@@ -22,29 +22,6 @@ pub const FILTERS: &[&str] = &[
 /// The node's name.
 pub const NODE: &str = "edge-1";
 
-/// A pod bound to [`NODE`] (no scheduler runs) that sleeps in the node's busybox image,
-/// labelled `app: <name>`, in `default`.
-pub fn sleeper(name: &str, host_network: bool) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
-        "spec": {
-            "nodeName": NODE,
-            "hostNetwork": host_network,
-            "dnsPolicy": "Default",
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "main",
-                "image": crate::image::IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["/bin/sleep", "100000"],
-            }],
-        },
-    })
-}
-
 /// A node, its cloud and the link between them. Dropped in that order: the node's processes,
 /// mounts and containers first, then the cloud, then the namespace.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use edgegate_testkit::node::GatewayCommand;
 use edgegate_testkit::process::wait_until;
-use edgegate_testkit::{Testbed, Toolchain, testbed};
+use edgegate_testkit::{Testbed, Toolchain, scenario};
 
 use crate::proc;
 
@@ -206,7 +206,7 @@ fn config_map(generation: usize) -> serde_json::Value {
 }
 
 fn pod(name: &str, host_network: bool, group: usize) -> serde_json::Value {
-    let mut pod = testbed::sleeper(name, host_network);
+    let mut pod = scenario::pod(name, host_network);
     pod["metadata"]["labels"]["group"] = format!("g{group}").into();
     pod["spec"]["volumes"] = serde_json::json!([
         {"name": "config", "configMap": {"name": "load-config"}}

@@ -150,6 +150,31 @@ mod tests {
         cache.close();
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_component_in_use_has_a_recent_use_stored_however_short_the_gc_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(dir.path()).unwrap());
+        let cache = Cache::start(store, CachePolicy::new(&["*"]), CacheMetrics::default());
+        let after = Duration::from_secs(60);
+        cache.collect_after(after);
+        // Served every 10 s for ten minutes; the gateway may restart after any request, and
+        // then only the stored use tells GC that kubelet is in use.
+        for _ in 0..60 {
+            cache.touch("kubelet");
+            tokio::time::advance(Duration::from_secs(10)).await;
+            cache.flush();
+            let now = cache.running_secs();
+            let stored = cache.store().components().unwrap();
+            let written = stored.iter().find(|(c, _)| c == "kubelet").map(|(_, at)| *at);
+            assert!(
+                written.is_some_and(|at| now.saturating_sub(at) < after.as_secs()),
+                "kubelet is served every 10 s, yet its stored use is {written:?} at {now} s"
+            );
+            assert!(collect_garbage(&cache, after, true).is_empty());
+        }
+        cache.close();
+    }
+
     #[test]
     fn last_uses_of_a_store_without_a_running_clock_count_from_its_start() {
         let dir = tempfile::tempdir().unwrap();

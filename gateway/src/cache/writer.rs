@@ -94,14 +94,16 @@ pub struct Cache {
     next_list: AtomicU64,
     pages: Mutex<HashMap<String, PendingPages>>,
     uses: Mutex<HashMap<String, Use>>,
+    touch_every: AtomicU64,
     clock: Arc<RunningClock>,
     metrics: CacheMetrics,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-/// How often a component's last use is written: GC works in days, so hourly is plenty.
-/// Garbage collection also asks when it was last served in this run ([`Cache::last_served`]),
-/// so a shorter `--cache-gc-after` never collects a component in use.
+/// How often a component's last use is written at most: GC works in days, so hourly is
+/// plenty; [`Cache::collect_after`] makes it more often for a shorter `--cache-gc-after`
+/// (so a restarted gateway finds a recent use), and garbage collection also asks when it
+/// was last served in this run ([`Cache::last_served`]).
 const TOUCH_EVERY_SECS: u64 = 3600;
 
 /// When a component was last served in this run, and when its use was last written (seconds
@@ -141,6 +143,7 @@ impl Cache {
             next_list: AtomicU64::new(1),
             pages: Mutex::new(HashMap::new()),
             uses: Mutex::new(HashMap::new()),
+            touch_every: AtomicU64::new(TOUCH_EVERY_SECS),
             clock,
             metrics,
             writer: Mutex::new(writer),
@@ -185,14 +188,22 @@ impl Cache {
         self.clock.secs()
     }
 
+    /// Tells the cache that components unused for `after` are collected: a component in
+    /// use must have a last use written well within that, however short it is.
+    pub fn collect_after(&self, after: Duration) {
+        let every = (after.as_secs() / 4).clamp(1, TOUCH_EVERY_SECS);
+        self.touch_every.store(every, Ordering::Relaxed);
+    }
+
     /// Records that `component` was served (for garbage collection).
     pub fn touch(&self, component: &str) {
         let now = self.running_secs();
+        let every = self.touch_every.load(Ordering::Relaxed);
         let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
         let due = match uses.get_mut(component) {
             Some(usage) => {
                 usage.served = now;
-                now.saturating_sub(usage.written) >= TOUCH_EVERY_SECS
+                now.saturating_sub(usage.written) >= every
             }
             None => true,
         };

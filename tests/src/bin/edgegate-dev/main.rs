@@ -1,9 +1,11 @@
 //! `cargo dev`: a local control plane (etcd and kube-apiserver on loopback) with edgegate in
 //! front of it, for trying the gateway out. Extra arguments are passed to edgegate.
 //!
-//! `cargo dev --node`: a real edge node behind edgegate (see `node.rs`).
+//! `cargo dev --node`: a real edge node behind edgegate (see `node.rs`);
+//! `cargo dev --node --trials N`: reconnect times measured on it (see `trials.rs`).
 
 mod node;
+mod trials;
 
 use std::process::ExitCode;
 
@@ -15,7 +17,10 @@ use edgegate_testkit::{ADMIN_TOKEN, Cluster, Etcd, Toolchain, User};
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1).peekable();
     let result = match args.peek().map(String::as_str) {
-        Some("--node") => node::run(args.skip(1).collect()),
+        Some("--node") => match args.nth(1) {
+            Some(flag) if flag == "--trials" => trials::run(args.collect()),
+            first => node::run(first.into_iter().chain(args).collect()),
+        },
         Some(node::GATEWAY) => node::gateway(args.skip(1).collect()),
         _ => run(),
     };

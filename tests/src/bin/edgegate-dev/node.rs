@@ -37,6 +37,16 @@ pub fn gateway(args: Vec<String>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// This program as the node's gateway, `extra` flags after the node's own.
+pub fn gateway_command(extra: Vec<String>) -> Result<GatewayCommand> {
+    let mut args = vec![GATEWAY.to_owned()];
+    args.extend(extra);
+    Ok(GatewayCommand {
+        program: std::env::current_exe()?,
+        args,
+    })
+}
+
 /// What `cargo dev --node --help` prints.
 const USAGE: &str = "\
 usage: cargo dev --node [--wan] [EDGEGATE FLAGS...]
@@ -67,12 +77,7 @@ pub fn run(mut extra: Vec<String>) -> Result<ExitCode> {
         "edgegate-dev: provisioning (the first run builds kube-apiserver, kube-controller-manager, kubelet and kube-proxy: ~20 min)…"
     );
     let tools = Toolchain::provision()?;
-    let mut args = vec![GATEWAY.to_owned()];
-    args.extend(extra);
-    let gateway = GatewayCommand {
-        program: std::env::current_exe()?,
-        args,
-    };
+    let gateway = gateway_command(extra)?;
     eprintln!("edgegate-dev: starting the cloud and the node (about a minute)…");
     let mut testbed = Testbed::start_as(&tools, gateway, &kind)?;
     let node = &testbed.node;

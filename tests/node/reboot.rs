@@ -1,0 +1,177 @@
+//! (d, e) The node's own failures while cut: edgegate killed and started again, and the
+//! whole node powered off for longer than `--cache-gc-after` and booted without the cloud.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use edgegate_testkit::Testbed;
+use edgegate_testkit::process::wait_until;
+use edgegate_testkit::scenario::wait_pod_containers;
+
+use crate::outage::{KEPT, WRITE_ERRORS};
+use crate::support::{
+    ensure_cut, lines_with, pod_tasks, requests, wait_pods_running, wait_readyz, wait_requests,
+};
+
+/// How long the node stays off: longer than the [`GC_AFTER`] it boots with.
+const OFF: Duration = Duration::from_secs(15);
+
+/// The gateway's `--cache-gc-after` when the node boots after [`OFF`].
+const GC_AFTER: &str = "--cache-gc-after=10s";
+
+/// (d) Still cut: edgegate killed (SIGKILL) and started again serves the node from its
+/// store: the pods keep their containers, kubelet's writes are answered again (3 lease
+/// renewals, no write error logged after the first), kube-proxy's rules stay as they were.
+/// Leaves the link cut.
+pub fn an_edgegate_killed_while_cut_serves_the_node_again(testbed: &mut Testbed) -> Result<()> {
+    let ids = wait_pods_running(testbed, KEPT)?;
+    ensure_cut(testbed)?;
+    let tasks = pod_tasks(testbed, &ids)?;
+    let rules = testbed.node.proxy_rules()?;
+
+    testbed.node.kill_gateway();
+    testbed.node.start_gateway()?;
+    wait_readyz(testbed, true)?;
+    // Its counters start from zero again; the writes kubelet had in flight at the kill, or
+    // made while no gateway listened, failed (and kubelet said so).
+    let lease = ("kubelet", "update", "leases");
+    wait_requests(testbed, lease, 0.0, 1.0, Duration::from_secs(60))?;
+    let offset = testbed.node.log("kubelet").len();
+    let leases = requests(testbed, "kubelet", "update", "leases")?;
+    wait_requests(testbed, lease, leases, 3.0, Duration::from_secs(90))?;
+
+    testbed.node.check_running()?;
+    ensure!(
+        pod_tasks(testbed, &ids)? == tasks,
+        "edgegate restarted while cut changed the pods' containers: before {tasks:?}"
+    );
+    let after = testbed.node.proxy_rules()?;
+    ensure!(
+        after == rules,
+        "kube-proxy's rules changed over edgegate's restart:\nbefore\n{}\nafter\n{}",
+        rules.join("\n"),
+        after.join("\n")
+    );
+    let log = testbed.node.log("kubelet");
+    let errors = lines_with(&log[offset..], WRITE_ERRORS);
+    ensure!(
+        errors.is_empty(),
+        "kubelet logged {} write errors after edgegate's restart, e.g.:\n{}",
+        errors.len(),
+        errors
+            .iter()
+            .take(3)
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Ok(())
+}
+
+/// The sets the gateway's store holds: (component, resource, namespace, selectors).
+fn cached_sets(testbed: &Testbed) -> Result<BTreeSet<String>> {
+    let (status, body) = testbed.node.hub("/v1/cache")?;
+    ensure!(status == 200, "/v1/cache answered {status}: {body}");
+    let sets: Vec<serde_json::Value> = serde_json::from_str(&body)?;
+    Ok(sets
+        .iter()
+        .map(|set| {
+            [
+                "component",
+                "resource",
+                "namespace",
+                "label_selector",
+                "field_selector",
+            ]
+            .map(|field| set[field].as_str().unwrap_or_default())
+            .join(" ")
+        })
+        .collect())
+}
+
+/// (d, e) Cut, the node is powered off (every process killed, containerd with its shims
+/// and containers, kube-proxy's chains gone) for longer than `--cache-gc-after`, and boots
+/// still cut with a gateway that collects after 10 s: nothing is collected (every cached
+/// set is still there), the pods run again (new containers, from the cache), kube-proxy's
+/// rules come back as they were, kubelet's node registration is answered. Then the link
+/// is restored and the node is Ready. Leaves the link up; later starts of the gateway get
+/// its usual flags.
+pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
+    testbed: &mut Testbed,
+) -> Result<()> {
+    wait_pods_running(testbed, KEPT)?;
+    ensure_cut(testbed)?;
+    let rules = testbed.node.proxy_rules()?;
+    let before = wait_pod_containers(testbed, KEPT)?;
+    let sets = cached_sets(testbed)?;
+    ensure!(
+        ["kubelet ", "kube-proxy "]
+            .iter()
+            .all(|c| sets.iter().any(|set| set.starts_with(c))),
+        "kubelet and kube-proxy have nothing cached: {sets:?}"
+    );
+
+    testbed.node.power_off()?;
+    ensure!(
+        testbed.node.proxy_rules()? != rules,
+        "the power-off left kube-proxy's rules in place"
+    );
+    // Not an assertion on time: the node must stay off for longer than GC_AFTER.
+    std::thread::sleep(OFF);
+    testbed.node.set_gateway_flags(&[GC_AFTER]);
+    let offset = testbed.node.log("kubelet").len();
+    let booted = testbed.node.power_on();
+    testbed.node.set_gateway_flags(&[]);
+    booted?;
+    wait_readyz(testbed, true)?;
+
+    let after = wait_pod_containers(testbed, KEPT)?;
+    for pod in KEPT {
+        ensure!(
+            before.get(*pod) != after.get(*pod),
+            "{pod} runs the same process as before the power-off: {before:?}"
+        );
+    }
+    let back = wait_until(
+        Duration::from_secs(90),
+        "kube-proxy's rules to come back",
+        || testbed.node.proxy_rules().is_ok_and(|now| now == rules),
+    );
+    if let Err(error) = back {
+        testbed.node.check_running()?;
+        let now = testbed.node.proxy_rules()?;
+        return Err(error.context(format!(
+            "before\n{}\nnow\n{}",
+            rules.join("\n"),
+            now.join("\n")
+        )));
+    }
+    wait_until(
+        Duration::from_secs(60),
+        "kubelet's node registration to be answered",
+        || testbed.node.log("kubelet")[offset..].contains("Successfully registered node"),
+    )
+    .with_context(|| testbed.node.log_tail("kubelet", 30))?;
+    let now = cached_sets(testbed)?;
+    let lost: Vec<&String> = sets.difference(&now).collect();
+    ensure!(
+        lost.is_empty(),
+        "the store lost sets over the power-off: {lost:?}"
+    );
+    let (_, metrics) = testbed.node.hub("/metrics")?;
+    let collected = metrics
+        .lines()
+        .find(|l| l.starts_with("edgegate_cache_collected_components_total"))
+        .context("no edgegate_cache_collected_components_total")?;
+    ensure!(
+        collected.ends_with(" 0"),
+        "the gateway collected caches after the power-off: {collected}"
+    );
+    testbed.node.check_running()?;
+
+    testbed.link.restore()?;
+    wait_readyz(testbed, false)?;
+    testbed.node.wait_ready(&testbed.cloud)?;
+    Ok(())
+}
