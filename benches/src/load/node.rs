@@ -96,7 +96,9 @@ pub fn run(settings: &Settings) -> Result<Report> {
         running(&bed).is_ok_and(|running| names.iter().all(|n| running.contains(n)))
     });
     if let Err(error) = up {
-        let pods = bed.cloud.kubectl(&["get", "pods", "-n", "default", "-o", "wide"])?;
+        let pods = bed
+            .cloud
+            .kubectl(&["get", "pods", "-n", "default", "-o", "wide"])?;
         return Err(error.context(format!("{pods}\n{}", bed.node.log_tail("kubelet", 20))));
     }
 

@@ -165,7 +165,10 @@ mod tests {
             cache.flush();
             let now = cache.running_secs();
             let stored = cache.store().components().unwrap();
-            let written = stored.iter().find(|(c, _)| c == "kubelet").map(|(_, at)| *at);
+            let written = stored
+                .iter()
+                .find(|(c, _)| c == "kubelet")
+                .map(|(_, at)| *at);
             assert!(
                 written.is_some_and(|at| now.saturating_sub(at) < after.as_secs()),
                 "kubelet is served every 10 s, yet its stored use is {written:?} at {now} s"
