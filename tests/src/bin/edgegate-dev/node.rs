@@ -50,6 +50,7 @@ pub fn gateway_command(extra: Vec<String>) -> Result<GatewayCommand> {
 /// What `cargo dev --node --help` prints.
 const USAGE: &str = "\
 usage: cargo dev --node [--wan] [EDGEGATE FLAGS...]
+       cargo dev --node --trials N [EDGEGATE FLAGS...]
 
 Brings up a real edge node (containerd, kubelet, kube-proxy 1.20.2 and edgegate in a network
 namespace) and its cloud (etcd, kube-apiserver, kube-controller-manager), and follows commands
@@ -57,6 +58,9 @@ typed on stdin: cut | restore | restart kubelet | restart kube-proxy | restart e
 
   --wan   join the node to the cloud over an emulated WAN (TUN devices and a forwarder in this
           process: 75 ms each way, 1 % loss, 5 Mbit/s, a 64 KiB queue) instead of a veth pair
+  --trials N   instead, N times: cut the link, delete a pod and move a Service's endpoints in
+          the cloud, restore, and time the pod stopped and kube-proxy's rules updated; prints
+          each trial, p50 and max
 ";
 
 /// Brings the node up (`extra` flags go to edgegate, after `--wan` if given), prints what to
