@@ -36,7 +36,7 @@ pub struct Wan {
 }
 
 impl Default for Wan {
-    /// Issue 34's WAN: 150 ms RTT (75 ms each way), 1 % loss, 5 Mbit/s, and a 64 KiB queue
+    /// The node scenarios' WAN: 150 ms RTT (75 ms each way), 1 % loss, 5 Mbit/s, and a 64 KiB queue
     /// (about 100 ms at that rate).
     fn default() -> Wan {
         Wan {
