@@ -36,8 +36,8 @@ pub struct Wan {
 }
 
 impl Default for Wan {
-    /// The node scenarios' WAN: 150 ms RTT (75 ms each way), 1 % loss, 5 Mbit/s, and a 64 KiB queue
-    /// (about 100 ms at that rate).
+    /// The node scenarios' WAN: 150 ms RTT (75 ms each way), 1 % loss, 5 Mbit/s, and a
+    /// 64 KiB queue (about 100 ms at that rate).
     fn default() -> Wan {
         Wan {
             delay: Duration::from_millis(75),
