@@ -7,7 +7,8 @@ use anyhow::{Result, ensure};
 use edgegate_testkit::Testbed;
 
 use crate::support::{
-    PODS, apply, lines_with, pod, pod_status, pod_tasks, requests, wait_pods_running, wait_requests,
+    PODS, apply, ensure_kubelet_logged_none, pod, pod_status, pod_tasks, requests,
+    wait_pods_running, wait_requests,
 };
 
 /// What kubelet logs when its lease renewal is refused because someone else renewed it.
@@ -52,17 +53,6 @@ pub fn the_node_joins_through_edgegate_and_runs_pods(testbed: &mut Testbed) -> R
         Duration::from_secs(90),
     )?;
     let log = testbed.node.log("kubelet");
-    let conflicts = lines_with(&log, LEASE_CONFLICT);
-    ensure!(
-        conflicts.is_empty(),
-        "kubelet's lease renewals conflicted {} times, e.g.:\n{}",
-        conflicts.len(),
-        conflicts
-            .iter()
-            .take(3)
-            .copied()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    ensure_kubelet_logged_none(&log, LEASE_CONFLICT, "lease conflicts")?;
     Ok(())
 }

@@ -10,8 +10,8 @@ use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::restore_and_time;
 
 use crate::support::{
-    ensure_cut, lines_with, pod_status, pod_tasks, requests, wait_pods_running, wait_readyz,
-    wait_requests,
+    ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, lines_with, pod_status,
+    pod_tasks, requests, wait_pods_running, wait_readyz, wait_requests,
 };
 
 /// What kubelet logs when a write (lease, node status, event) gets no answer it accepts.
@@ -61,30 +61,9 @@ pub fn a_cut_link_keeps_the_node_running(testbed: &mut Testbed) -> Result<()> {
         Duration::from_secs(180),
     )?;
 
-    ensure!(
-        pod_tasks(testbed, &ids)? == tasks,
-        "the pods' containers changed while cut: before {tasks:?}"
-    );
-    let after = testbed.node.proxy_rules()?;
-    ensure!(
-        after == rules,
-        "kube-proxy's rules changed while cut:\nbefore\n{}\nafter\n{}",
-        rules.join("\n"),
-        after.join("\n")
-    );
+    ensure_pods_and_rules_kept(testbed, &ids, &tasks, &rules, "while cut")?;
     let log = testbed.node.log("kubelet");
-    let errors = lines_with(&log[kubelet_log..], WRITE_ERRORS);
-    ensure!(
-        errors.is_empty(),
-        "kubelet logged {} write errors while cut, e.g.:\n{}",
-        errors.len(),
-        errors
-            .iter()
-            .take(3)
-            .copied()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    ensure_kubelet_logged_none(&log[kubelet_log..], WRITE_ERRORS, "write errors while cut")?;
     Ok(())
 }
 

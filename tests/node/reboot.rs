@@ -11,7 +11,8 @@ use edgegate_testkit::scenario::wait_pod_containers;
 
 use crate::outage::{KEPT, WRITE_ERRORS};
 use crate::support::{
-    ensure_cut, lines_with, pod_tasks, requests, wait_pods_running, wait_readyz, wait_requests,
+    ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, pod_tasks, requests,
+    wait_pods_running, wait_readyz, wait_requests,
 };
 
 /// How long the node stays off: longer than the [`GC_AFTER`] it boots with.
@@ -42,30 +43,13 @@ pub fn an_edgegate_killed_while_cut_serves_the_node_again(testbed: &mut Testbed)
     wait_requests(testbed, lease, leases, 3.0, Duration::from_secs(90))?;
 
     testbed.node.check_running()?;
-    ensure!(
-        pod_tasks(testbed, &ids)? == tasks,
-        "edgegate restarted while cut changed the pods' containers: before {tasks:?}"
-    );
-    let after = testbed.node.proxy_rules()?;
-    ensure!(
-        after == rules,
-        "kube-proxy's rules changed over edgegate's restart:\nbefore\n{}\nafter\n{}",
-        rules.join("\n"),
-        after.join("\n")
-    );
+    ensure_pods_and_rules_kept(testbed, &ids, &tasks, &rules, "over edgegate's restart")?;
     let log = testbed.node.log("kubelet");
-    let errors = lines_with(&log[offset..], WRITE_ERRORS);
-    ensure!(
-        errors.is_empty(),
-        "kubelet logged {} write errors after edgegate's restart, e.g.:\n{}",
-        errors.len(),
-        errors
-            .iter()
-            .take(3)
-            .copied()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    ensure_kubelet_logged_none(
+        &log[offset..],
+        WRITE_ERRORS,
+        "write errors after edgegate's restart",
+    )?;
     Ok(())
 }
 

@@ -109,6 +109,42 @@ pub fn lines_with<'a>(log: &'a str, patterns: &[&str]) -> Vec<&'a str> {
         .collect()
 }
 
+/// Fails if kubelet's `log` has lines with any of `patterns`, quoting up to three; `what`
+/// names them in the message (e.g. "write errors while cut").
+pub fn ensure_kubelet_logged_none(log: &str, patterns: &[&str], what: &str) -> Result<()> {
+    let found = lines_with(log, patterns);
+    anyhow::ensure!(
+        found.is_empty(),
+        "kubelet logged {} {what}, e.g.:\n{}",
+        found.len(),
+        found.iter().take(3).copied().collect::<Vec<_>>().join("\n")
+    );
+    Ok(())
+}
+
+/// Fails if the pods' containers are not the processes of `tasks`, or kube-proxy's rules
+/// are not `rules`; `over` says over what (e.g. "while cut").
+pub fn ensure_pods_and_rules_kept(
+    testbed: &Testbed,
+    ids: &BTreeMap<String, String>,
+    tasks: &BTreeMap<String, u32>,
+    rules: &[String],
+    over: &str,
+) -> Result<()> {
+    anyhow::ensure!(
+        pod_tasks(testbed, ids)? == *tasks,
+        "the pods' containers changed {over}: before {tasks:?}"
+    );
+    let after = testbed.node.proxy_rules()?;
+    anyhow::ensure!(
+        after == rules,
+        "kube-proxy's rules changed {over}:\nbefore\n{}\nafter\n{}",
+        rules.join("\n"),
+        after.join("\n")
+    );
+    Ok(())
+}
+
 /// The running tasks of the pods' containers: container id → pid.
 pub fn pod_tasks(
     testbed: &Testbed,
