@@ -7,34 +7,73 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use bytes::Bytes;
 use edgegate::cache::{RedbStore, ResourceKey, Store};
+use edgegate_testkit::Gateway;
 use http_body_util::BodyExt;
 
 use crate::support::{
-    Env, client, create_configmaps, get, get_as, list_as, namespace, request, runtime, versions,
+    Env, Plain, client, create_configmaps, get, get_as, list_as, namespace, request, runtime,
+    versions,
 };
 
 const OBJECTS: usize = 5000;
 const ROUNDS: usize = 20;
 const CACHER: &str = "e2e-cacher/v1";
 
+/// What each kill -9 test starts from: a namespace of ConfigMaps in the cloud, a gateway
+/// straight to it (`admin`), and the `victim`, which caches one agent's responses.
+pub(crate) struct Bed {
+    /// The namespace.
+    pub ns: String,
+    /// A gateway caching nothing the tests ask, to read and write the cloud's truth.
+    pub admin: Gateway,
+    /// The gateway that is killed.
+    pub victim: Gateway,
+    /// The namespace's ConfigMaps through `admin`.
+    pub direct: String,
+    /// The namespace's ConfigMaps through `victim`.
+    pub cached: String,
+}
+
+impl Bed {
+    /// A fresh namespace named after `tag` with `objects` ConfigMaps (`<tag>-<i>`), and a
+    /// victim caching `agent`.
+    pub fn seeded(
+        env: &Env,
+        rt: &tokio::runtime::Runtime,
+        client: &Plain,
+        tag: &str,
+        agent: &str,
+        objects: usize,
+    ) -> Result<Bed> {
+        let ns = namespace(&env.cluster, tag)?;
+        let admin = env.gateway(&[])?;
+        let victim = env.gateway(&[&format!("--cache-agents={agent}")])?;
+        rt.block_on(create_configmaps(client, &admin.url(), &ns, tag, objects))?;
+        let direct = format!("{}/api/v1/namespaces/{ns}/configmaps", admin.url());
+        let cached = format!("{}/api/v1/namespaces/{ns}/configmaps", victim.url());
+        Ok(Bed {
+            ns,
+            admin,
+            victim,
+            direct,
+            cached,
+        })
+    }
+}
+
 /// kill -9 the gateway at random moments during a LIST of 5 000 ConfigMaps, 20 times:
 /// afterwards the store opens and holds either the complete old set or the complete new
 /// set, never a mix.
 pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Result<()> {
-    let ns = namespace(&env.cluster, "crash")?;
-    let admin = env.gateway(&[])?;
-    let mut victim = env.gateway(&["--cache-agents=e2e-cacher"])?;
     let rt = runtime();
     let client = client();
-    rt.block_on(create_configmaps(
-        &client,
-        &admin.url(),
-        &ns,
-        "crash",
-        OBJECTS,
-    ))?;
-    let direct = format!("{}/api/v1/namespaces/{ns}/configmaps", admin.url());
-    let cached = format!("{}/api/v1/namespaces/{ns}/configmaps", victim.url());
+    let Bed {
+        ns,
+        admin,
+        mut victim,
+        direct,
+        cached,
+    } = Bed::seeded(env, &rt, &client, "crash", "e2e-cacher", OBJECTS)?;
 
     // A complete first list, to measure how long one takes and to have an "old" set.
     let started = Instant::now();

@@ -11,13 +11,13 @@ use bytes::Bytes;
 use edgegate::cache::{RedbStore, ResourceKey, SetKey, Store};
 use http_body_util::BodyExt;
 
-use crate::crash::random_below;
-use crate::support::{
-    Env, Plain, Watch, client, create_configmaps, list_as, namespace, request, runtime, versions,
-};
+use crate::crash::{Bed, random_below};
+use crate::support::{Env, Plain, Watch, client, list_as, request, runtime, versions};
 
 const ROUNDS: usize = 20;
 const SEEDED: usize = 200;
+/// The namespace's name's start and the seeded ConfigMaps' (`<SEED>-<i>`).
+const SEED: &str = "crash-watch";
 /// Clients creating, updating and deleting ConfigMaps at once.
 const WRITERS: usize = 4;
 /// The kill lands this long at most after the churn starts: past the writer's 1 s flush, so
@@ -31,20 +31,15 @@ const WATCHER: &str = "e2e-watcher/v1";
 /// exactly the objects the list and the events up to that one make: never a version
 /// advanced over a hole, never less than the committed list. The restarted gateway serves.
 pub fn kill_nine_during_watch_events_leaves_a_prefix_of_them(env: &Env) -> Result<()> {
-    let ns = namespace(&env.cluster, "crash-watch")?;
-    let admin = env.gateway(&[])?;
-    let mut victim = env.gateway(&["--cache-agents=e2e-watcher"])?;
     let rt = runtime();
     let client = client();
-    rt.block_on(create_configmaps(
-        &client,
-        &admin.url(),
-        &ns,
-        "seed",
-        SEEDED,
-    ))?;
-    let direct = format!("{}/api/v1/namespaces/{ns}/configmaps", admin.url());
-    let cached = format!("{}/api/v1/namespaces/{ns}/configmaps", victim.url());
+    let Bed {
+        ns,
+        admin: _admin,
+        mut victim,
+        direct,
+        cached,
+    } = Bed::seeded(env, &rt, &client, SEED, "e2e-watcher", SEEDED)?;
 
     let mut kept = Vec::new();
     let mut slowest_restart = Duration::ZERO;
@@ -80,7 +75,7 @@ pub fn kill_nine_during_watch_events_leaves_a_prefix_of_them(env: &Env) -> Resul
         let _ = rt.block_on(reader);
 
         // Every event the cloud sent up to a last write of ours, in order.
-        let last = rt.block_on(write(&client, &format!("{direct}/seed-0"), Write::Patch))?;
+        let last = rt.block_on(write(&client, &format!("{direct}/{SEED}-0"), Write::Patch))?;
         let mut events = Vec::new();
         loop {
             let event = rt
@@ -154,7 +149,7 @@ async fn churn(client: &Plain, url: &str, prefix: &str, stop: &AtomicBool) -> Re
         if i >= 2 {
             write(client, &name(i - 2), Write::Delete).await?;
         }
-        let seeded = format!("{url}/seed-{}", fastrand::usize(1..SEEDED));
+        let seeded = format!("{url}/{SEED}-{}", fastrand::usize(1..SEEDED));
         write(client, &seeded, Write::Patch).await?;
         i += 1;
     }
