@@ -11,7 +11,7 @@ use edgegate_testkit::scenario::restore_and_time;
 
 use crate::support::{
     ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, lines_with, pod_status,
-    pod_tasks, requests, wait_pods_running, wait_readyz, wait_requests,
+    pod_tasks, requests, wait_pods_running, wait_readyz, wait_requests, wait_rules_back,
 };
 
 /// What kubelet logs when a write (lease, node status, event) gets no answer it accepts.
@@ -121,21 +121,7 @@ pub fn restarts_while_cut_keep_the_pods_and_rules(testbed: &mut Testbed) -> Resu
         "flushing left kube-proxy's rules in place"
     );
     testbed.node.start_kube_proxy()?;
-    let back = wait_until(
-        Duration::from_secs(60),
-        "kube-proxy's rules to come back",
-        || testbed.node.proxy_rules().is_ok_and(|now| now == rules),
-    );
-    if let Err(error) = back {
-        testbed.node.check_running()?;
-        let now = testbed.node.proxy_rules()?;
-        return Err(error.context(format!(
-            "before\n{}\nnow\n{}\n{}",
-            rules.join("\n"),
-            now.join("\n"),
-            testbed.node.log_tail("kube-proxy", 20)
-        )));
-    }
+    wait_rules_back(testbed, &rules, Duration::from_secs(60))?;
     ensure!(
         registration.contains("Successfully registered node"),
         "kubelet restarted while cut had no answer to its node registration:\n{registration}"

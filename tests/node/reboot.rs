@@ -12,7 +12,7 @@ use edgegate_testkit::scenario::wait_pod_containers;
 use crate::outage::{KEPT, WRITE_ERRORS};
 use crate::support::{
     ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, pod_tasks, requests,
-    wait_pods_running, wait_readyz, wait_requests,
+    wait_pods_running, wait_readyz, wait_requests, wait_rules_back,
 };
 
 /// How long the node stays off: longer than the [`GC_AFTER`] it boots with.
@@ -117,20 +117,7 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
             "{pod} runs the same process as before the power-off: {before:?}"
         );
     }
-    let back = wait_until(
-        Duration::from_secs(90),
-        "kube-proxy's rules to come back",
-        || testbed.node.proxy_rules().is_ok_and(|now| now == rules),
-    );
-    if let Err(error) = back {
-        testbed.node.check_running()?;
-        let now = testbed.node.proxy_rules()?;
-        return Err(error.context(format!(
-            "before\n{}\nnow\n{}",
-            rules.join("\n"),
-            now.join("\n")
-        )));
-    }
+    wait_rules_back(testbed, &rules, Duration::from_secs(90))?;
     wait_until(
         Duration::from_secs(60),
         "kubelet's node registration to be answered",

@@ -145,6 +145,25 @@ pub fn ensure_pods_and_rules_kept(
     Ok(())
 }
 
+/// Waits until kube-proxy's rules are `rules` again; on timeout, fails with both and
+/// kube-proxy's log tail.
+pub fn wait_rules_back(testbed: &mut Testbed, rules: &[String], timeout: Duration) -> Result<()> {
+    let back = wait_until(timeout, "kube-proxy's rules to come back", || {
+        testbed.node.proxy_rules().is_ok_and(|now| now == rules)
+    });
+    if let Err(error) = back {
+        testbed.node.check_running()?;
+        let now = testbed.node.proxy_rules()?;
+        return Err(error.context(format!(
+            "before\n{}\nnow\n{}\n{}",
+            rules.join("\n"),
+            now.join("\n"),
+            testbed.node.log_tail("kube-proxy", 20)
+        )));
+    }
+    Ok(())
+}
+
 /// The running tasks of the pods' containers: container id → pid.
 pub fn pod_tasks(
     testbed: &Testbed,
