@@ -186,9 +186,6 @@ impl Node {
             // Lowering oom_score_adj is refused here.
             "--oom-score-adj=0".to_owned(),
             "--read-only-port=0".to_owned(),
-            // Pods are never evicted for what the host's disk holds (kubelet's defaults
-            // evict below 10-15 % free, a shared build machine's usual state).
-            "--eviction-hard=memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%".to_owned(),
             // The only image must never be collected.
             "--image-gc-high-threshold=100".to_owned(),
             "--image-gc-low-threshold=99".to_owned(),
