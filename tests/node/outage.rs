@@ -163,6 +163,16 @@ pub fn a_pod_deleted_in_the_cloud_stops_after_reconnect(testbed: &mut Testbed) -
         })],
     )?[0];
     println!("link restored → deleted pod's container stopped: {stopped:.1?}");
+    wait_until(
+        Duration::from_secs(60),
+        "the deleted pod to leave kubelet's cache",
+        || {
+            testbed
+                .node
+                .hub("/v1/cache/object?component=kubelet&resource=pods&name=default/doomed")
+                .is_ok_and(|(status, _)| status == 404)
+        },
+    )?;
     wait_readyz(testbed, false)?;
     testbed.node.wait_ready(&testbed.cloud)?;
     ensure!(

@@ -129,8 +129,12 @@ impl RedbStore {
                     object,
                     resource_version,
                 } => keeps(
-                    &objects,
-                    &digests,
+                    &Stored {
+                        objects: &objects,
+                        digests: &digests,
+                        history: &history,
+                        sets: &sets,
+                    },
                     key,
                     digest::of(object),
                     resource_version,
@@ -345,7 +349,13 @@ impl Store for RedbStore {
                         // The watches of one set tee the same events: an object stored
                         // as it is now is not written again.
                         let digest = digest::of(object);
-                        if !keeps(&objects, &digests, key, digest, resource_version)? {
+                        let stored = Stored {
+                            objects: &objects,
+                            digests: &digests,
+                            history: &history,
+                            sets: &sets,
+                        };
+                        if !keeps(&stored, key, digest, resource_version)? {
                             put(&mut objects, &mut digests, key, object, digest)?;
                         }
                     }
@@ -452,28 +462,44 @@ fn put(
     Ok(())
 }
 
+/// The tables an upsert reads to decide whether it writes.
+struct Stored<'a, O, D, H, S> {
+    objects: &'a O,
+    digests: &'a D,
+    history: &'a H,
+    sets: &'a S,
+}
+
 /// Whether an upsert of an object whose digest is `digest`, at `resource_version`, leaves
-/// the object stored under `key` in place: it is the same object (by digest, without
-/// reading it), or a newer version of it. The watches of one set tee the same events, and a GET mostly brings back what the
-/// store holds.
-fn keeps(
-    objects: &impl ReadableTable<&'static str, &'static [u8]>,
-    digests: &impl ReadableTable<&'static str, Digest>,
+/// the store as it is: the same object is stored (by digest, without reading it), or a
+/// newer version of it, or none because it was deleted at that version or later. The
+/// watches of one set tee the same events, a GET mostly brings back what the store holds,
+/// and the response to a GET or a write can reach the writer after the watch event that
+/// deleted its object.
+fn keeps<O, D, H, S>(
+    stored: &Stored<'_, O, D, H, S>,
     key: &str,
     digest: Digest,
     resource_version: &str,
-) -> Result<bool, StoreError> {
-    if digests
+) -> Result<bool, StoreError>
+where
+    O: ReadableTable<&'static str, &'static [u8]>,
+    D: ReadableTable<&'static str, Digest>,
+    H: ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    S: ReadableTable<&'static str, &'static [u8]>,
+{
+    if stored
+        .digests
         .get(key)
         .map_err(engine)?
         .is_some_and(|stored| stored.value() == digest)
     {
         return Ok(true);
     }
-    Ok(objects
-        .get(key)
-        .map_err(engine)?
-        .is_some_and(|stored| newer_than(stored.value(), resource_version)))
+    match stored.objects.get(key).map_err(engine)? {
+        Some(object) => Ok(newer_than(object.value(), resource_version)),
+        None => history::deleted_since(stored.history, stored.sets, key, resource_version),
+    }
 }
 
 /// Whether the stored object has a newer resourceVersion than `incoming`. The stored object

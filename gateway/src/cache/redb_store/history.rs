@@ -11,10 +11,10 @@ use redb::{ReadableTable, Table, TableDefinition};
 
 use super::digest::Digest;
 use super::{encoding, engine};
-use crate::cache::key::SetKey;
+use crate::cache::key::{ResourceKey, SetKey};
 use crate::cache::selection::Selection;
 use crate::cache::store::{History, SetMeta, StoreError};
-use crate::stream::Meta;
+use crate::stream::{Meta, compare_versions};
 
 /// The histories: (encoded set key, object key) → an [`Entry`] as bytes.
 pub(super) const HISTORY: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("history");
@@ -66,6 +66,47 @@ pub(super) fn has_left(
         return Ok(false);
     };
     Ok(decode(entry.value()).is_some_and(|entry| entry.hides(object)))
+}
+
+/// Whether the object under `key` was deleted at `resource_version` or later: a set of its
+/// resource recorded its departure with a last state the set still selects. A departure
+/// whose last state the set no longer selects only says the object stopped matching; it
+/// still exists.
+pub(super) fn deleted_since(
+    history: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    sets: &impl ReadableTable<&'static str, &'static [u8]>,
+    key: &str,
+    resource_version: &str,
+) -> Result<bool, StoreError> {
+    let Some(resource) = key
+        .match_indices('/')
+        .nth(1)
+        .and_then(|(end, _)| ResourceKey::parse(&key[..end]))
+    else {
+        return Ok(false);
+    };
+    let prefix = SetKey::resource_prefix(&resource);
+    let end = super::prefix_end(&prefix);
+    for entry in sets.range(prefix.as_str()..end.as_str()).map_err(engine)? {
+        let (encoded, _) = entry.map_err(engine)?;
+        let encoded = encoded.value();
+        let Some(History::Left(last)) = history
+            .get((encoded, key))
+            .map_err(engine)?
+            .and_then(|entry| decode(entry.value()))
+        else {
+            continue;
+        };
+        let deleted = SetKey::decode(encoded)
+            .is_some_and(|set| Selection::of_set(&set).is_ok_and(|s| s.matches(&last)));
+        let at_or_after = Meta::parse(&last).is_ok_and(|m| {
+            compare_versions(&m.resource_version, resource_version).is_some_and(|o| o.is_ge())
+        });
+        if deleted && at_or_after {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Records that `key` entered `set` at `resource_version`, if the set was ever listed.

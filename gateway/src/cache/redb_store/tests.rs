@@ -237,6 +237,58 @@ fn an_older_deleted_never_removes_a_newer_object() {
 }
 
 #[test]
+fn a_response_older_than_a_deletion_does_not_bring_the_object_back() {
+    let web = SetKey::new(services(), "a", "app=web", "");
+    let (_dir, store) = store_with(&[
+        stage(1, "a", "x", 1, r#""app":"web""#),
+        stage(1, "a", "y", 1, r#""app":"web""#),
+        commit(1, &web, "1"),
+    ]);
+    let upsert = |name: &str, rv: u32, labels: &str| WriteOp::Upsert {
+        key: services().object_key("a", name),
+        object: svc("a", name, rv, labels),
+        resource_version: rv.to_string(),
+    };
+    let names = |store: &RedbStore| {
+        let prefix = services().namespace_prefix("a");
+        let keys = names(store, &prefix);
+        keys.iter()
+            .map(|k| k[prefix.len()..].to_owned())
+            .collect::<Vec<_>>()
+    };
+    let remove = |name: &str, rv: u32, labels: &str| WriteOp::Remove {
+        set: web.clone(),
+        key: services().object_key("a", name),
+        object: svc("a", name, rv, labels),
+        resource_version: rv.to_string(),
+    };
+    // x is deleted at 5; the response to a write of it at 4 arrives after.
+    store
+        .apply(&[remove("x", 5, r#""app":"web""#)], true)
+        .unwrap();
+    store
+        .apply(&[upsert("x", 4, r#""app":"web""#)], true)
+        .unwrap();
+    assert_eq!(names(&store), ["y"]);
+    // Created again under the same name, it is a newer object and is stored.
+    store
+        .apply(&[upsert("x", 7, r#""app":"web""#)], true)
+        .unwrap();
+    assert_eq!(names(&store), ["x", "y"]);
+
+    // y only stops matching the selector at 5: it still exists, and a GET of it is kept.
+    store
+        .apply(&[remove("y", 5, r#""app":"db""#)], true)
+        .unwrap();
+    assert_eq!(names(&store), ["x"]);
+    store
+        .apply(&[upsert("y", 5, r#""app":"db""#)], true)
+        .unwrap();
+    assert_eq!(names(&store), ["x", "y"]);
+    assert_digests_agree(&store);
+}
+
+#[test]
 fn a_lost_event_keeps_the_set_at_its_last_consistent_version_until_it_is_listed_again() {
     let dir = tempfile::tempdir().unwrap();
     let all = SetKey::new(services(), "", "", "");
