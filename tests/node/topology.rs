@@ -191,8 +191,8 @@ fn join_pool(testbed: &Testbed) -> Result<()> {
 /// hub address; inclusterconfig — a pod's volume of `kube-system/kube-proxy` has its
 /// `kubeconfig:` line commented out (the cloud's copy unchanged); serviceenvupdater — a
 /// container that sets `KUBERNETES_SERVICE_HOST`/`_PORT` itself runs with the hub's. Every
-/// filter's verdict is reported, not only the first failing one. Leaves the node in
-/// [`POOL`] and the pod deleted.
+/// filter's verdict is reported, not only the first failing one. Leaves the node as it
+/// found it.
 pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> Result<()> {
     if testbed.link.is_cut() {
         testbed.link.restore()?;
@@ -277,9 +277,43 @@ pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> 
         ));
     }
 
-    testbed
-        .cloud
-        .kubectl(&["delete", "pod", REWRITTEN, "-n", "kube-system"])?;
+    leave_as_found(testbed)?;
     ensure!(failures.is_empty(), "{}", failures.join("\n"));
     Ok(())
+}
+
+/// Deletes what [`the_other_filters_reach_kubelet_and_kube_proxy`] made and takes the node
+/// out of [`POOL`]: a gateway restarted later (the power-off) must not serve kube-proxy a
+/// Service the pool hid, before it knows the pool again. Waits until kube-proxy dropped the
+/// open node port.
+fn leave_as_found(testbed: &Testbed) -> Result<()> {
+    let cloud = &testbed.cloud;
+    cloud.kubectl(&["delete", "pod", REWRITTEN, "-n", "kube-system"])?;
+    cloud.kubectl(&[
+        "delete",
+        "service",
+        "np-isolated",
+        "np-open",
+        "-n",
+        "default",
+    ])?;
+    cloud.kubectl(&[
+        "delete",
+        "endpointslice",
+        "np-isolated-by-hand",
+        "np-open-by-hand",
+        "-n",
+        "default",
+    ])?;
+    cloud.kubectl(&["label", "node", NODE, "apps.openyurt.io/nodepool-"])?;
+    wait_until(
+        Duration::from_secs(90),
+        "kube-proxy to close np-open's node port",
+        || {
+            testbed
+                .node
+                .proxy_rules()
+                .is_ok_and(|rules| !opens_node_port(&rules, "np-open"))
+        },
+    )
 }
