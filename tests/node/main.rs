@@ -55,6 +55,10 @@ const TESTS: &[(&str, Test)] = &[
         topology::kube_proxy_and_pods_see_the_filtered_cloud,
     ),
     (
+        "topology::the_other_filters_reach_kubelet_and_kube_proxy",
+        topology::the_other_filters_reach_kubelet_and_kube_proxy,
+    ),
+    (
         "reconnect::what_changed_during_a_cut_reaches_the_node",
         reconnect::what_changed_during_a_cut_reaches_the_node,
     ),

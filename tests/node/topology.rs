@@ -1,13 +1,14 @@
 //! (b) What the node's components receive is the filtered cloud: kube-proxy programs only
 //! this node's endpoints of a Service that asks for it (servicetopology), and kubelet gives
-//! pods the gateway as their apiserver (masterservice).
+//! pods the gateway as their apiserver (masterservice); then each of the other four
+//! filters, once, on what kubelet or kube-proxy received.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
-use edgegate_testkit::scenario::{self, destinations, service};
+use edgegate_testkit::scenario::{self, destinations, service, wait_pod_containers};
 use edgegate_testkit::testbed::NODE;
 
 use crate::support::{apply, environ, pod_status, pod_tasks, wait_pods_running};
@@ -76,4 +77,243 @@ pub fn kube_proxy_and_pods_see_the_filtered_cloud(testbed: &mut Testbed) -> Resu
         );
     }
     Ok(())
+}
+
+/// The pool this node is put in (its `apps.openyurt.io/nodepool` label), which
+/// nodeportisolation reads.
+const POOL: &str = "pool-a";
+
+/// Where the node's filters send pods and kube-proxy: their default hub address, as the
+/// node's filter dir holds no `NAME.toml` (README "The YurtHub filters").
+const HUB: (&str, &str) = ("169.254.2.1", "10268");
+
+/// The pod that mounts kube-proxy's ConfigMap and sets the apiserver's address itself.
+const REWRITTEN: &str = "rewritten";
+
+/// The address [`REWRITTEN`] sets as `KUBERNETES_SERVICE_HOST`/`_PORT` (a CNI plugin would).
+const SELF_SET: (&str, &str) = ("198.19.127.30", "6443");
+
+/// kube-proxy's config in `kube-system/kube-proxy`, as kubeadm writes it.
+const PROXY_CONFIG: &str = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\n\
+    clientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\nmode: iptables\n";
+
+/// [`PROXY_CONFIG`] as inclusterconfig leaves it: the `kubeconfig:` line commented out.
+const PROXY_CONFIG_IN_CLUSTER: &str = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\n\
+    clientConnection:\n  #kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\nmode: iptables\n";
+
+/// A NodePort Service without a selector, annotated `nodeport.openyurt.io/listen: listen`
+/// if some.
+fn node_port(name: &str, listen: Option<&str>) -> String {
+    let annotations = match listen {
+        Some(pools) => serde_json::json!({"nodeport.openyurt.io/listen": pools}),
+        None => serde_json::json!({}),
+    };
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"type": "NodePort", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+    })
+    .to_string()
+}
+
+/// A host-network pod in `kube-system` with kube-proxy's ConfigMap at `/etc/kube-proxy`,
+/// setting `KUBERNETES_SERVICE_HOST`/`_PORT` to [`SELF_SET`].
+fn rewritten() -> String {
+    let mut pod = scenario::pod(REWRITTEN, true);
+    pod["metadata"]["namespace"] = "kube-system".into();
+    pod["spec"]["volumes"] =
+        serde_json::json!([{"name": "proxy", "configMap": {"name": "kube-proxy"}}]);
+    let container = &mut pod["spec"]["containers"][0];
+    container["volumeMounts"] =
+        serde_json::json!([{"name": "proxy", "mountPath": "/etc/kube-proxy"}]);
+    container["env"] = serde_json::json!([
+        {"name": "KUBERNETES_SERVICE_HOST", "value": SELF_SET.0},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": SELF_SET.1},
+    ]);
+    pod.to_string()
+}
+
+/// The ConfigMap `kube-system/kube-proxy` holding [`PROXY_CONFIG`].
+fn proxy_config_map() -> String {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+        "data": {"config.conf": PROXY_CONFIG},
+    })
+    .to_string()
+}
+
+/// Whether kube-proxy opens `service`'s node port (a KUBE-NODEPORTS rule for it).
+fn opens_node_port(rules: &[String], service: &str) -> bool {
+    let comment = format!("\"default/{service}:http\"");
+    rules
+        .iter()
+        .any(|r| r.starts_with("-A KUBE-NODEPORTS ") && r.contains(&comment))
+}
+
+/// Where kube-proxy sends `default/kubernetes`: the DNAT targets (address:port) of its
+/// endpoint chains, sorted.
+fn kubernetes_destinations(rules: &[String]) -> Vec<String> {
+    let mut found: Vec<String> = rules
+        .iter()
+        .filter(|r| r.starts_with("-A KUBE-SEP-") && r.contains("\"default/kubernetes:https\""))
+        .filter_map(|r| r.split("--to-destination ").nth(1))
+        .map(|d| d.split(' ').next().unwrap_or(d).to_owned())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Puts the node in [`POOL`] and waits until the gateway's filters know it.
+fn join_pool(testbed: &Testbed) -> Result<()> {
+    let label = format!("apps.openyurt.io/nodepool={POOL}");
+    testbed
+        .cloud
+        .kubectl(&["label", "node", NODE, &label, "--overwrite"])?;
+    let quoted = format!("\"{POOL}\"");
+    wait_until(
+        Duration::from_secs(60),
+        "the gateway to learn the node's pool",
+        || {
+            let log = testbed.node.log("edgegate");
+            log.lines()
+                .any(|l| l.contains("this node's pool") && l.contains(&quoted))
+        },
+    )
+}
+
+/// The other four filters, each on what the real component receives:
+/// nodeportisolation — kube-proxy opens no node port for a NodePort Service annotated
+/// `nodeport.openyurt.io/listen` with another pool than the node's, but does for an
+/// unannotated one; forwardkubesvctraffic — kube-proxy sends `default/kubernetes` to the
+/// hub address; inclusterconfig — a pod's volume of `kube-system/kube-proxy` has its
+/// `kubeconfig:` line commented out (the cloud's copy unchanged); serviceenvupdater — a
+/// container that sets `KUBERNETES_SERVICE_HOST`/`_PORT` itself runs with the hub's. Every
+/// filter's verdict is reported, not only the first failing one. Leaves the node as it
+/// found it.
+pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> Result<()> {
+    if testbed.link.is_cut() {
+        testbed.link.restore()?;
+    }
+    join_pool(testbed)?;
+    apply(testbed, &proxy_config_map())?;
+    apply(testbed, &rewritten())?;
+    // The isolated Service and its slice first: each reaches kube-proxy on its stream before
+    // the open one's, so kube-proxy has both when it programs the open one.
+    for (name, listen, address) in [
+        ("np-isolated", Some("other-pool"), "198.19.127.31"),
+        ("np-open", None, "198.19.127.32"),
+    ] {
+        apply(testbed, &node_port(name, listen))?;
+        apply(
+            testbed,
+            &scenario::slice(name, &format!("{name}-by-hand"), &[(address, NODE)]),
+        )?;
+    }
+    wait_until(
+        Duration::from_secs(90),
+        "kube-proxy to open np-open's node port",
+        || {
+            testbed
+                .node
+                .proxy_rules()
+                .is_ok_and(|rules| opens_node_port(&rules, "np-open"))
+        },
+    )?;
+
+    let mut failures = Vec::new();
+    let rules = testbed.node.proxy_rules()?;
+    if opens_node_port(&rules, "np-isolated") {
+        failures.push("nodeportisolation: kube-proxy opened np-isolated's node port".to_owned());
+    }
+    let hub = format!("{}:{}", HUB.0, HUB.1);
+    let kubernetes = kubernetes_destinations(&rules);
+    if kubernetes != [hub.clone()] {
+        failures.push(format!(
+            "forwardkubesvctraffic: kube-proxy sends default/kubernetes to {kubernetes:?}, not {hub}"
+        ));
+    }
+
+    let pid = wait_pod_containers(testbed, &[REWRITTEN])?[REWRITTEN];
+    let env = (
+        environ(pid, "KUBERNETES_SERVICE_HOST")?,
+        environ(pid, "KUBERNETES_SERVICE_PORT")?,
+    );
+    if env != (Some(HUB.0.to_owned()), Some(HUB.1.to_owned())) {
+        failures.push(format!(
+            "serviceenvupdater: the container runs with KUBERNETES_SERVICE_HOST, _PORT = {env:?}"
+        ));
+    }
+
+    let uid = testbed.cloud.kubectl(&[
+        "get",
+        "pod",
+        REWRITTEN,
+        "-n",
+        "kube-system",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ])?;
+    let file = testbed.node.dir.join(format!(
+        "kubelet/pods/{}/volumes/kubernetes.io~configmap/proxy/config.conf",
+        uid.trim()
+    ));
+    let volume =
+        std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let cloud = testbed.cloud.kubectl(&[
+        "get",
+        "configmap",
+        "kube-proxy",
+        "-n",
+        "kube-system",
+        "-o",
+        "jsonpath={.data.config\\.conf}",
+    ])?;
+    if volume != PROXY_CONFIG_IN_CLUSTER || cloud != PROXY_CONFIG {
+        failures.push(format!(
+            "inclusterconfig: the pod's volume holds {volume:?}, the cloud's copy {cloud:?}"
+        ));
+    }
+
+    leave_as_found(testbed)?;
+    ensure!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// Deletes what [`the_other_filters_reach_kubelet_and_kube_proxy`] made and takes the node
+/// out of [`POOL`]: a gateway restarted later (the power-off) must not serve kube-proxy a
+/// Service the pool hid, before it knows the pool again. Waits until kube-proxy dropped the
+/// open node port.
+fn leave_as_found(testbed: &Testbed) -> Result<()> {
+    let cloud = &testbed.cloud;
+    cloud.kubectl(&["delete", "pod", REWRITTEN, "-n", "kube-system"])?;
+    cloud.kubectl(&[
+        "delete",
+        "service",
+        "np-isolated",
+        "np-open",
+        "-n",
+        "default",
+    ])?;
+    cloud.kubectl(&[
+        "delete",
+        "endpointslice",
+        "np-isolated-by-hand",
+        "np-open-by-hand",
+        "-n",
+        "default",
+    ])?;
+    cloud.kubectl(&["label", "node", NODE, "apps.openyurt.io/nodepool-"])?;
+    wait_until(
+        Duration::from_secs(90),
+        "kube-proxy to close np-open's node port",
+        || {
+            testbed
+                .node
+                .proxy_rules()
+                .is_ok_and(|rules| !opens_node_port(&rules, "np-open"))
+        },
+    )
 }
