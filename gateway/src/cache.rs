@@ -19,6 +19,7 @@ mod selection;
 mod selector;
 mod store;
 mod tee;
+mod usage;
 mod writer;
 
 pub use gc::collect_garbage;

@@ -49,19 +49,19 @@ pub fn collect_garbage(cache: &Cache, after: Duration, cloud_reachable: bool) ->
     };
     let mut removed = Vec::new();
     for (component, written) in components {
-        // The store has its use of up to an hour ago; this run knows the latest.
-        let last_used = written.max(cache.last_served(&component).unwrap_or(0));
-        if last_used >= cutoff {
-            continue;
-        }
-        match store.remove_component(&component) {
-            Ok(objects) => {
-                cache.forget(&component);
-                tracing::info!(%component, objects, "removed the cache of a component unused for {} s of running time", cutoff.saturating_sub(last_used) + after.as_secs());
+        // The store has its use of up to an hour ago; this run knows the latest, and
+        // whether a response to it is being served.
+        let outcome = cache.collect_unused(&component, written, cutoff, || {
+            store.remove_component(&component)
+        });
+        match outcome {
+            None => {}
+            Some(Ok(objects)) => {
+                tracing::info!(%component, objects, "removed the cache of a component unused for over {} s of running time", after.as_secs());
                 cache.metrics().collected.inc();
                 removed.push(component);
             }
-            Err(error) => {
+            Some(Err(error)) => {
                 tracing::warn!(%component, error = %crate::error_chain(&error), "cannot remove a component's cache");
             }
         }
@@ -75,7 +75,7 @@ mod tests {
 
     use super::*;
     use crate::cache::CacheMetrics;
-    use crate::cache::policy::CachePolicy;
+    use crate::cache::policy::{CachePolicy, CacheTarget};
     use crate::cache::redb_store::RedbStore;
     use crate::cache::store::WriteOp;
 
@@ -175,6 +175,43 @@ mod tests {
             );
             assert!(collect_garbage(&cache, after, true).is_empty());
         }
+        cache.close();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_component_served_by_a_long_watch_is_not_collected_while_it_lasts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(dir.path()).unwrap());
+        let cache = Cache::start(store, CachePolicy::new(&["*"]), CacheMetrics::default());
+        let after = Duration::from_secs(60);
+        cache.collect_after(after);
+        let set = crate::cache::SetKey::new(
+            crate::cache::ResourceKey {
+                component: "kube-proxy".into(),
+                resource: "services".into(),
+                version: "v1".into(),
+                group: String::new(),
+            },
+            "",
+            "",
+            "",
+        );
+        let watch = cache.tee("kube-proxy", CacheTarget::Watch(set)).unwrap();
+        cache.flush();
+        // A quiet watch of ten minutes: no event, no other request.
+        tokio::time::advance(Duration::from_secs(600)).await;
+        assert!(
+            collect_garbage(&cache, after, true).is_empty(),
+            "kube-proxy is being served"
+        );
+        drop(watch);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert!(
+            collect_garbage(&cache, after, true).is_empty(),
+            "its watch ended 60 s ago: its last use"
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(collect_garbage(&cache, after, true), ["kube-proxy"]);
         cache.close();
     }
 

@@ -46,6 +46,8 @@ struct Pacing {
 pub struct CacheTee {
     cache: Arc<Cache>,
     state: State,
+    /// The component the response is served to, in use until the tee is dropped.
+    serving: Option<String>,
 }
 
 impl CacheTee {
@@ -71,7 +73,17 @@ impl CacheTee {
                 resource: Arc::new(resource),
             },
         };
-        Some(CacheTee { cache, state })
+        Some(CacheTee {
+            cache,
+            state,
+            serving: None,
+        })
+    }
+
+    /// This tee's response is served to `component`, in use until the tee is dropped.
+    pub(crate) fn serving(mut self, component: &str) -> CacheTee {
+        self.serving = Some(component.to_owned());
+        self
     }
 
     fn give_up(&mut self, reason: &str) {
@@ -253,6 +265,9 @@ impl Drop for CacheTee {
     fn drop(&mut self) {
         // A list that never reached its end (the client went away) is not committed.
         self.give_up("the response ended early");
+        if let Some(component) = self.serving.take() {
+            self.cache.note_use(&component, -1);
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use super::policy::{CachePolicy, CacheTarget};
 use super::room::{Room, RoomWait};
 use super::store::{SetMeta, Store, WriteOp};
 use super::tee::CacheTee;
+use super::usage::Usage;
 use crate::stream::{Event, EventType, ListEnd, Meta};
 
 /// Writes applied in one transaction at most.
@@ -93,25 +94,10 @@ pub struct Cache {
     room: Room,
     next_list: AtomicU64,
     pages: Mutex<HashMap<String, PendingPages>>,
-    uses: Mutex<HashMap<String, Use>>,
-    touch_every: AtomicU64,
+    usage: Usage,
     clock: Arc<RunningClock>,
     metrics: CacheMetrics,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-/// How often a component's last use is written at most: GC works in days, so hourly is
-/// plenty; [`Cache::collect_after`] makes it more often for a shorter `--cache-gc-after`
-/// (so a restarted gateway finds a recent use), and garbage collection also asks when it
-/// was last served in this run ([`Cache::last_served`]).
-const TOUCH_EVERY_SECS: u64 = 3600;
-
-/// When a component was last served in this run, and when its use was last written (seconds
-/// of running time).
-#[derive(Clone, Copy)]
-struct Use {
-    served: u64,
-    written: u64,
 }
 
 impl Cache {
@@ -142,8 +128,7 @@ impl Cache {
             room: Room::default(),
             next_list: AtomicU64::new(1),
             pages: Mutex::new(HashMap::new()),
-            uses: Mutex::new(HashMap::new()),
-            touch_every: AtomicU64::new(TOUCH_EVERY_SECS),
+            usage: Usage::new(),
             clock,
             metrics,
             writer: Mutex::new(writer),
@@ -165,10 +150,14 @@ impl Cache {
         &self.metrics
     }
 
-    /// A tee for one response to `component`.
+    /// A tee for one response to `component`, which is in use until the tee is dropped.
     pub fn tee(self: &Arc<Self>, component: &str, target: CacheTarget) -> Option<CacheTee> {
-        self.touch(component);
-        CacheTee::new(self.clone(), target)
+        self.note_use(component, 1);
+        let tee = CacheTee::new(self.clone(), target);
+        if tee.is_none() {
+            self.note_use(component, -1);
+        }
+        tee.map(|tee| tee.serving(component))
     }
 
     /// A response for `target` that is not cached after all (an error, a protobuf answer):
@@ -191,48 +180,37 @@ impl Cache {
     /// Tells the cache that components unused for `after` are collected: a component in
     /// use must have a last use written well within that, however short it is.
     pub fn collect_after(&self, after: Duration) {
-        let every = (after.as_secs() / 4).clamp(1, TOUCH_EVERY_SECS);
-        self.touch_every.store(every, Ordering::Relaxed);
+        self.usage.collect_after(after);
     }
 
     /// Records that `component` was served (for garbage collection).
     pub fn touch(&self, component: &str) {
-        let now = self.running_secs();
-        let every = self.touch_every.load(Ordering::Relaxed);
-        let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
-        let due = match uses.get_mut(component) {
-            Some(usage) => {
-                usage.served = now;
-                now.saturating_sub(usage.written) >= every
-            }
-            None => true,
-        };
-        if due {
-            let usage = Use {
-                served: now,
-                written: now,
-            };
-            uses.insert(component.to_owned(), usage);
-            drop(uses);
+        self.note_use(component, 0);
+    }
+
+    /// Records that `component` was served, with `change` responses more (or fewer) to it
+    /// being served now; writes its use when due.
+    pub(crate) fn note_use(&self, component: &str, change: i32) {
+        if let Some(at) = self.usage.served(component, self.running_secs(), change) {
             self.send(Op::Touch {
                 component: component.to_owned(),
-                at: now,
+                at,
             });
         }
     }
 
-    /// When `component` was last served in this run of the gateway (seconds of running
-    /// time), if it was: its use in the store may be up to an hour older.
-    pub(crate) fn last_served(&self, component: &str) -> Option<u64> {
-        let uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
-        uses.get(component).map(|usage| usage.served)
-    }
-
-    /// Forgets `component`'s uses in this run, once its cache is collected: the next one is
-    /// written at once, so that the cache it builds anew is collected in turn.
-    pub(crate) fn forget(&self, component: &str) {
-        let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
-        uses.remove(component);
+    /// Runs `remove` (which removes `component`'s cache) if the component is not being
+    /// served and was last used before `cutoff`, by the store's record (`written`) and by
+    /// this run's; a response to it that starts meanwhile waits until it is done.
+    pub(crate) fn collect_unused<R>(
+        &self,
+        component: &str,
+        written: u64,
+        cutoff: u64,
+        remove: impl FnOnce() -> R,
+    ) -> Option<R> {
+        self.usage
+            .collect_unused(component, written, cutoff, remove)
     }
 
     /// Blocks until everything sent so far is durable. For shutdown and tests.
