@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
-use edgegate_testkit::scenario::restore_and_time;
+use edgegate_testkit::scenario::{self, restore_and_time};
 
 use crate::support::{
     ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, lines_with, pod_status,
@@ -131,8 +131,8 @@ pub fn restarts_while_cut_keep_the_pods_and_rules(testbed: &mut Testbed) -> Resu
 
 /// (f) A pod deleted in the cloud while the link is cut keeps running (the node cannot
 /// know), and is stopped once the link is back; prints how long that took from the link's
-/// return. It then leaves kubelet's cache too. The other pods keep their containers,
-/// restarted never. Leaves the link up.
+/// return. Once kubelet has finished deleting it in the cloud, it leaves kubelet's cache.
+/// The other pods keep their containers, restarted never. Leaves the link up.
 pub fn a_pod_deleted_in_the_cloud_stops_after_reconnect(testbed: &mut Testbed) -> Result<()> {
     let ids = wait_pods_running(testbed, KEPT)?;
     ensure_cut(testbed)?;
@@ -163,16 +163,8 @@ pub fn a_pod_deleted_in_the_cloud_stops_after_reconnect(testbed: &mut Testbed) -
         })],
     )?[0];
     println!("link restored → deleted pod's container stopped: {stopped:.1?}");
-    wait_until(
-        Duration::from_secs(60),
-        "the deleted pod to leave kubelet's cache",
-        || {
-            testbed
-                .node
-                .hub("/v1/cache/object?component=kubelet&resource=pods&name=default/doomed")
-                .is_ok_and(|(status, _)| status == 404)
-        },
-    )?;
+    let left = scenario::wait_gone_from_cache(testbed, "default", "doomed")?;
+    println!("deleted pod gone from the cloud → from kubelet's cache: {left:.1?}");
     wait_readyz(testbed, false)?;
     testbed.node.wait_ready(&testbed.cloud)?;
     ensure!(

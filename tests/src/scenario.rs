@@ -157,6 +157,41 @@ pub fn wait_readyz(testbed: &Testbed, offline: bool) -> Result<()> {
     })
 }
 
+/// Waits until kubelet has finished deleting pod `namespace/name` in the cloud (a pod
+/// deleted there stays, terminating, until its node's kubelet confirms it stopped: at its
+/// own pace, over a minute at times), then until the pod is gone from kubelet's cache on
+/// the node; returns the time from the one to the other.
+pub fn wait_gone_from_cache(testbed: &Testbed, namespace: &str, name: &str) -> Result<Duration> {
+    wait_until(ARRIVAL_GUARD, "kubelet to finish deleting the pod", || {
+        testbed
+            .cloud
+            .kubectl(&[
+                "get",
+                "pod",
+                name,
+                "-n",
+                namespace,
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ])
+            .is_ok_and(|out| out.trim().is_empty())
+    })?;
+    let gone = Instant::now();
+    let path = format!("/v1/cache/object?component=kubelet&resource=pods&name={namespace}/{name}");
+    wait_until(
+        ARRIVAL_GUARD,
+        "the deleted pod to leave kubelet's cache",
+        || {
+            testbed
+                .node
+                .hub(&path)
+                .is_ok_and(|(status, _)| status == 404)
+        },
+    )?;
+    Ok(gone.elapsed())
+}
+
 /// Cuts the link unless it is cut, and waits until the gateway serves from its cache.
 pub fn ensure_cut(testbed: &mut Testbed) -> Result<()> {
     if !testbed.link.is_cut() {
