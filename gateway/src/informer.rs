@@ -59,6 +59,29 @@ enum Reads {
     LabelsAndMembers,
 }
 
+/// A client of the gateway itself, through its proxy at `proxy`, as component `edgegate`
+/// (`user_agent` starts with it): its requests are balanced, health-checked and cached as
+/// any component's, and answered from the cache while the cloud is away.
+pub fn self_client(
+    proxy: SocketAddr,
+    user_agent: &'static str,
+) -> Result<kube::Client, kube::Error> {
+    let host = if proxy.ip().is_unspecified() {
+        SocketAddr::from(([127, 0, 0, 1], proxy.port()))
+    } else {
+        proxy
+    };
+    let uri: http::Uri = format!("http://{host}")
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
+    let mut config = kube::Config::new(uri);
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(user_agent),
+    ));
+    kube::Client::try_from(config)
+}
+
 /// The gateway's informers.
 pub struct Informers {
     kinds: Vec<Kind>,
@@ -74,24 +97,10 @@ impl Informers {
         proxy: SocketAddr,
         cache: Option<Arc<dyn CacheStore>>,
     ) -> Result<Informers, kube::Error> {
-        let host = if proxy.ip().is_unspecified() {
-            SocketAddr::from(([127, 0, 0, 1], proxy.port()))
-        } else {
-            proxy
-        };
-        let uri: http::Uri = format!("http://{host}")
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
-        let mut config = kube::Config::new(uri);
-        config.headers.push((
-            http::header::USER_AGENT,
-            http::HeaderValue::from_static(concat!(
-                "edgegate/",
-                env!("CARGO_PKG_VERSION"),
-                " informer"
-            )),
-        ));
-        let client = kube::Client::try_from(config)?;
+        let client = self_client(
+            proxy,
+            concat!("edgegate/", env!("CARGO_PKG_VERSION"), " informer"),
+        )?;
 
         let (synced_tx, synced) = watch::channel(false);
         let (digest_tx, digest) = watch::channel(Digests::default());

@@ -7,6 +7,7 @@
 //! A request travels top to bottom; each module imports only those below it.
 //! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
 //! - [`local`]: answers from the cache while no apiserver is reachable.
+//! - [`autonomy`]: the node's `NodeAutonomy` condition, kept through the gateway itself.
 //! - [`informer`]: the objects filters look up, kept by the gateway's own informers.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
 //! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
@@ -17,6 +18,7 @@
 //! - [`config`] and [`cli`]: the command line and the checked configuration; [`tools`]: the
 //!   `filter` and `cache` subcommands.
 
+pub mod autonomy;
 pub mod cache;
 pub mod cli;
 pub mod config;

@@ -225,6 +225,16 @@ pub async fn serve(
         config.cache_gc_after,
         health_rx.clone(),
     ));
+    // The node's NodeAutonomy condition, at the edge (a cloud node has no autonomy).
+    let autonomy = match (&config.node_name, config.cloud, listeners.proxy_addr()) {
+        (Some(node), false, Ok(proxy)) => Some(tokio::spawn(crate::autonomy::run(
+            proxy,
+            node.clone(),
+            cache.metrics().clone(),
+            health_rx.clone(),
+        ))),
+        _ => None,
+    };
     let (stopping_tx, stopping_rx) = watch::channel(false);
     let state = Arc::new(State {
         metrics,
@@ -285,8 +295,8 @@ pub async fn serve(
     for task in upkeep {
         task.abort();
     }
-    if let Some(follower) = pool_follower {
-        follower.abort();
+    for task in [pool_follower, autonomy].into_iter().flatten() {
+        task.abort();
     }
     if tokio::time::timeout(config.shutdown_grace, graceful.shutdown())
         .await

@@ -6,6 +6,7 @@
 //! name filter as with any test binary.
 #![allow(clippy::disallowed_methods)]
 
+mod autonomy;
 mod crash;
 mod crash_gc;
 mod crash_watch;
@@ -118,6 +119,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "operator::node_lease_is_the_heartbeat",
         operator::node_lease_is_the_heartbeat,
+    ),
+    (
+        "autonomy::the_node_autonomy_condition_follows_the_node",
+        autonomy::the_node_autonomy_condition_follows_the_node,
     ),
     (
         "filters::hostile_filters_never_stop_the_service",

@@ -1,0 +1,283 @@
+//! The node's `NodeAutonomy` condition, kept as YurtHub v1.6+ keeps it: `True` when the node
+//! is autonomous (annotated `node.beta.openyurt.io/autonomy: "true"`, or
+//! `node.openyurt.io/autonomy-duration`, which YurtHub's yurt-manager honours and YurtHub
+//! itself overlooks) and its cache works; `False` when autonomy is off or the node is not an
+//! edge worker (`openyurt.io/is-edge-worker: "false"`); `Unknown` when the cache has failed
+//! at more than three checks in a row. yurt-manager reads it to decide whether the node's
+//! pods may keep their endpoints while it is unreachable.
+//!
+//! The gateway watches its own Node through itself (component `edgegate`, so the watch is
+//! cached and resumed like the informers') and patches the condition's status when it
+//! changes, only while the cloud is reachable.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+use crate::cache::CacheMetrics;
+use crate::upstream::HealthWatch;
+
+/// The condition's type.
+pub const CONDITION: &str = "NodeAutonomy";
+/// The annotation that turns autonomy on (YurtHub's, deprecated in favour of the next).
+pub const AUTONOMY_ANNOTATION: &str = "node.beta.openyurt.io/autonomy";
+/// The annotation that turns autonomy on with a duration (`0` for unlimited).
+pub const AUTONOMY_DURATION_ANNOTATION: &str = "node.openyurt.io/autonomy-duration";
+/// The label that says a node is not an edge worker when `"false"`.
+pub const EDGE_WORKER_LABEL: &str = "openyurt.io/is-edge-worker";
+
+/// Checks of the cache that must fail in a row before the condition says it failed.
+const MAX_CACHE_FAILURES: u32 = 3;
+/// How often the condition is checked: kubelet's node status period.
+const CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// What the condition should say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+    /// The condition's reason.
+    pub reason: &'static str,
+    /// The condition's message.
+    pub message: String,
+}
+
+/// Whether the cache works, judged from its failure counters at each check.
+#[derive(Debug, Default)]
+pub struct CacheHealth {
+    failures_seen: u64,
+    failing_checks: u32,
+}
+
+impl CacheHealth {
+    /// Takes the cache's failures so far (failed store transactions and damaged stores
+    /// replaced); `Err` with a message once they grew at more than three checks in a row,
+    /// `Ok(true)` while none grew at the last check, `Ok(false)` in between.
+    pub fn check(&mut self, failures: u64) -> Result<bool, String> {
+        let grew = failures > self.failures_seen;
+        self.failures_seen = failures;
+        if !grew {
+            self.failing_checks = 0;
+            return Ok(true);
+        }
+        self.failing_checks += 1;
+        if self.failing_checks > MAX_CACHE_FAILURES {
+            return Err(format!(
+                "the cache failed at {} checks in a row ({failures} failures since start)",
+                self.failing_checks
+            ));
+        }
+        Ok(false)
+    }
+}
+
+/// The condition `node` should carry, given the cache's health at this check; `None` to
+/// leave it as it is (the cache failing, but not yet for long).
+pub fn verdict(node: &Node, cache: &Result<bool, String>) -> Option<Verdict> {
+    let annotations = node.metadata.annotations.as_ref();
+    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
+    let autonomous = annotation(AUTONOMY_ANNOTATION) == Some("true")
+        || annotation(AUTONOMY_DURATION_ANNOTATION).is_some_and(|d| !d.is_empty());
+    let edge_worker = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(EDGE_WORKER_LABEL))
+        .is_none_or(|v| v != "false");
+    if !autonomous || !edge_worker {
+        return Some(Verdict {
+            status: "False",
+            reason: "autonomy disabled",
+            message: "The autonomy is disabled or this node is not edge node".to_owned(),
+        });
+    }
+    match cache {
+        Ok(true) => Some(Verdict {
+            status: "True",
+            reason: "autonomy enabled successfully",
+            message: "The autonomy is enabled and it works fine".to_owned(),
+        }),
+        Ok(false) => None,
+        Err(message) => Some(Verdict {
+            status: "Unknown",
+            reason: "cache failed",
+            message: message.clone(),
+        }),
+    }
+}
+
+/// Whether `node` lacks `verdict`: it has no such condition, or one of another status.
+pub fn differs(node: &Node, verdict: &Verdict) -> bool {
+    let current = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION));
+    current.is_none_or(|c| c.status != verdict.status)
+}
+
+/// The strategic merge patch of the node's status that sets `verdict` (conditions merge by
+/// type), stamped `now` (RFC 3339).
+pub fn patch(verdict: &Verdict, now: &str) -> serde_json::Value {
+    json!({"status": {"conditions": [{
+        "type": CONDITION,
+        "status": verdict.status,
+        "reason": verdict.reason,
+        "message": verdict.message,
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }]}})
+}
+
+/// Keeps `node`'s condition, through the gateway's proxy at `proxy`, while the process runs.
+pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: HealthWatch) {
+    let client = match crate::informer::self_client(
+        proxy,
+        concat!("edgegate/", env!("CARGO_PKG_VERSION"), " autonomy"),
+    ) {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::warn!(error = %crate::error_chain(&error), "no client for the node's autonomy condition");
+            return;
+        }
+    };
+    let nodes: Api<Node> = Api::all(client);
+    let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let mut events = watcher(nodes.clone(), config).applied_objects().boxed();
+    let mut current: Option<Node> = None;
+    let mut health_of_cache = CacheHealth::default();
+    let mut every = tokio::time::interval(CHECK_EVERY);
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(object)) => current = Some(object),
+                Some(Err(error)) => tracing::debug!(error = %crate::error_chain(&error), "watching this node"),
+                None => return,
+            },
+            _ = every.tick() => {
+                let failures = cache.write_errors.get() + cache.store_resets.get();
+                let judged = health_of_cache.check(failures);
+                let Some(object) = &current else { continue };
+                let Some(verdict) = verdict(object, &judged) else { continue };
+                if !*health.borrow() || !differs(object, &verdict) {
+                    continue;
+                }
+                let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+                let params = PatchParams::default();
+                match nodes.patch_status(&node, &params, &Patch::Strategic(patch(&verdict, &now))).await {
+                    Ok(updated) => {
+                        tracing::info!(%node, status = verdict.status, reason = verdict.reason, "set the node's {CONDITION} condition");
+                        current = Some(updated);
+                    }
+                    Err(error) => tracing::warn!(%node, error = %crate::error_chain(&error), "cannot set the node's {CONDITION} condition"),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+
+    use super::*;
+
+    fn node(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Node {
+        let map = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        let mut node = Node::default();
+        node.metadata.annotations = map(annotations);
+        node.metadata.labels = map(labels);
+        node
+    }
+
+    #[test]
+    fn autonomy_is_on_with_either_annotation_on_an_edge_worker() {
+        let healthy = Ok(true);
+        let status = |n: &Node| verdict(n, &healthy).map(|v| v.status);
+        assert_eq!(status(&node(&[], &[])), Some("False"));
+        assert_eq!(
+            status(&node(&[(AUTONOMY_ANNOTATION, "true")], &[])),
+            Some("True")
+        );
+        assert_eq!(
+            status(&node(&[(AUTONOMY_ANNOTATION, "false")], &[])),
+            Some("False")
+        );
+        assert_eq!(
+            status(&node(&[(AUTONOMY_DURATION_ANNOTATION, "0")], &[])),
+            Some("True"),
+            "0 is unlimited autonomy"
+        );
+        assert_eq!(
+            status(&node(&[(AUTONOMY_DURATION_ANNOTATION, "")], &[])),
+            Some("False")
+        );
+        assert_eq!(
+            status(&node(
+                &[(AUTONOMY_DURATION_ANNOTATION, "10m")],
+                &[(EDGE_WORKER_LABEL, "false")]
+            )),
+            Some("False")
+        );
+    }
+
+    #[test]
+    fn a_cache_failing_at_more_than_three_checks_in_a_row_makes_it_unknown() {
+        let autonomous = node(&[(AUTONOMY_DURATION_ANNOTATION, "10m")], &[]);
+        let mut health = CacheHealth::default();
+        assert_eq!(health.check(0), Ok(true));
+        for failures in 1..=3 {
+            let judged = health.check(failures);
+            assert_eq!(judged, Ok(false));
+            assert_eq!(verdict(&autonomous, &judged), None, "left as it was");
+        }
+        let judged = health.check(4);
+        let unknown = verdict(&autonomous, &judged).unwrap();
+        assert_eq!(
+            (unknown.status, unknown.reason),
+            ("Unknown", "cache failed")
+        );
+        // A check without a new failure: it works again.
+        assert_eq!(health.check(4), Ok(true));
+        assert_eq!(health.check(5), Ok(false), "one failure starts a new count");
+    }
+
+    #[test]
+    fn only_a_missing_condition_or_another_status_is_patched() {
+        let mut autonomous = node(&[(AUTONOMY_ANNOTATION, "true")], &[]);
+        let verdict = verdict(&autonomous, &Ok(true)).unwrap();
+        assert!(differs(&autonomous, &verdict));
+        let condition = |status: &str| NodeCondition {
+            type_: CONDITION.to_owned(),
+            status: status.to_owned(),
+            ..NodeCondition::default()
+        };
+        autonomous.status = Some(NodeStatus {
+            conditions: Some(vec![condition("False")]),
+            ..NodeStatus::default()
+        });
+        assert!(differs(&autonomous, &verdict));
+        autonomous.status = Some(NodeStatus {
+            conditions: Some(vec![condition("True")]),
+            ..NodeStatus::default()
+        });
+        assert!(!differs(&autonomous, &verdict));
+        let body = patch(&verdict, "2026-11-26T08:00:00Z");
+        assert_eq!(body["status"]["conditions"][0]["type"], CONDITION);
+        assert_eq!(body["status"]["conditions"][0]["status"], "True");
+    }
+}
