@@ -43,23 +43,30 @@ pub fn the_node_autonomy_condition_follows_the_node(env: &Env) -> Result<()> {
         )
     };
     wait("True", "with an autonomy duration")?;
-    env.cluster.kubectl(&[
-        "annotate",
-        "node",
-        &node,
-        "node.openyurt.io/autonomy-duration-",
-    ])?;
-    wait("False", "without an autonomy annotation")?;
-    env.cluster.kubectl(&[
-        "annotate",
-        "node",
-        &node,
-        "node.beta.openyurt.io/autonomy=true",
-    ])?;
-    wait("True", "with node.beta.openyurt.io/autonomy")?;
-    env.cluster
-        .kubectl(&["label", "node", &node, "openyurt.io/is-edge-worker=false"])?;
-    wait("False", "on a node that is not an edge worker")?;
+    let steps = [
+        (
+            "annotate",
+            "node.openyurt.io/autonomy-duration-",
+            "False",
+            "without an autonomy annotation",
+        ),
+        (
+            "annotate",
+            "node.beta.openyurt.io/autonomy=true",
+            "True",
+            "with node.beta.openyurt.io/autonomy",
+        ),
+        (
+            "label",
+            "openyurt.io/is-edge-worker=false",
+            "False",
+            "on a node that is not an edge worker",
+        ),
+    ];
+    for (verb, change, status, after) in steps {
+        env.cluster.kubectl(&[verb, "node", &node, change])?;
+        wait(status, after)?;
+    }
     env.cluster.kubectl(&["delete", "node", &node])?;
     Ok(())
 }
