@@ -153,14 +153,21 @@ fn jwt_claims(token: &str) -> Option<(String, String, Option<u64>)> {
 /// `401`): offline, only they are answered from the cache.
 #[derive(Debug, Default)]
 pub struct KnownCredentials {
-    seen: Mutex<(HashSet<[u8; 32]>, VecDeque<[u8; 32]>)>,
+    seen: Mutex<Seen>,
+}
+
+/// Credential digests, and the order they came in.
+#[derive(Debug, Default)]
+struct Seen {
+    set: HashSet<[u8; 32]>,
+    order: VecDeque<[u8; 32]>,
 }
 
 impl KnownCredentials {
     /// Notes that the apiserver accepted `own`.
     pub fn accepted(&self, own: &OwnCredentials) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let (set, order) = &mut *seen;
+        let Seen { set, order } = &mut *seen;
         if set.insert(own.credential) {
             order.push_back(own.credential);
             if order.len() > KNOWN_CAP
@@ -180,7 +187,7 @@ impl KnownCredentials {
             .seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .0
+            .set
             .contains(&own.credential);
         if known && own.expires.is_none_or(|exp| exp > now) {
             Ok(())
