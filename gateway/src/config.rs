@@ -1,6 +1,6 @@
 //! The gateway's checked configuration, built from the command line and the kubeconfig.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +30,18 @@ pub enum ConfigError {
     /// The HTTPS proxy's certificate or key cannot be used.
     #[error(transparent)]
     Tls(#[from] crate::server::TlsError),
+    /// The hub interface's name or address is not one YurtHub accepts.
+    #[error("{0}")]
+    HubInterface(String),
+}
+
+/// The hub interface (`--enable-dummy-if`): a dummy link and its address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubInterfaceSettings {
+    /// `--hub-interface-name`.
+    pub name: String,
+    /// `--hub-interface-ip`.
+    pub ip: IpAddr,
 }
 
 /// Everything the gateway needs to run.
@@ -51,6 +63,9 @@ pub struct Config {
     pub proxy_addr: SocketAddr,
     /// Where the HTTPS proxy listens, and its TLS settings, when it is served.
     pub secure_proxy: Option<(SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
+    /// The hub interface, made when the HTTPS proxy is served: it also listens on its
+    /// address.
+    pub hub_interface: Option<HubInterfaceSettings>,
     /// Directory of the local cache.
     pub disk_cache_path: PathBuf,
     /// Directory of the Wasm filters.
@@ -105,6 +120,10 @@ impl Config {
             Some(path) => Credentials::from_kubeconfig(path).await?,
             None => Credentials::anonymous()?,
         };
+        let hub_interface = yurthub
+            .enable_dummy_if
+            .then(|| hub_interface(args))
+            .transpose()?;
         let servers = if args.server_addr.is_empty() {
             credentials
                 .default_server
@@ -114,6 +133,13 @@ impl Config {
         } else {
             args.server_addr.clone()
         };
+        let secure_proxy = match (&args.tls_cert_file, &args.tls_private_key_file) {
+            (Some(cert), Some(key)) => Some((
+                SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port),
+                crate::server::server_config(cert, key, credentials.cluster_ca())?,
+            )),
+            _ => None,
+        };
         Ok(Config {
             servers,
             credentials,
@@ -122,13 +148,8 @@ impl Config {
             nodepool_name: args.nodepool_name.clone(),
             hub_addr: SocketAddr::new(args.bind_address, args.serve_port),
             proxy_addr: SocketAddr::new(args.bind_proxy_address, args.proxy_port),
-            secure_proxy: match (&args.tls_cert_file, &args.tls_private_key_file) {
-                (Some(cert), Some(key)) => Some((
-                    SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port),
-                    crate::server::server_config(cert, key)?,
-                )),
-                _ => None,
-            },
+            secure_proxy,
+            hub_interface,
             disk_cache_path: args.disk_cache_path.clone(),
             filter_dir: args.filter_dir.clone(),
             filter_config: args.filter_config.clone(),
@@ -153,6 +174,24 @@ impl Config {
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         })
     }
+}
+
+/// The hub interface of the flags: YurtHub's default address is IPv6 when the hub server's
+/// is.
+fn hub_interface(args: &RunArgs) -> Result<HubInterfaceSettings, ConfigError> {
+    let yurthub = &args.yurthub;
+    let ip = yurthub
+        .hub_interface_ip
+        .unwrap_or(if args.bind_address.is_ipv6() {
+            IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 2, 1])
+        } else {
+            IpAddr::V4(crate::interface::DEFAULT_IP)
+        });
+    crate::interface::check(&yurthub.hub_interface_name, ip).map_err(ConfigError::HubInterface)?;
+    Ok(HubInterfaceSettings {
+        name: yurthub.hub_interface_name.clone(),
+        ip,
+    })
 }
 
 /// YurtHub's default agents and, as its `cache_agents` does, the ones given.
@@ -227,6 +266,32 @@ mod tests {
         assert_eq!(cloud.disabled_filters, EDGE_ONLY_FILTERS);
         let none = load(&["--enable-resource-filter=false"]).await.unwrap();
         assert_eq!(none.disabled_filters, ["*"]);
+    }
+
+    #[tokio::test]
+    async fn the_hub_interface_is_yurthubs_and_checked() {
+        let config = load(&[]).await.unwrap();
+        let hub = config.hub_interface.unwrap();
+        assert_eq!(
+            (hub.name.as_str(), hub.ip.to_string().as_str()),
+            ("yurthub-dummy0", "169.254.2.1")
+        );
+        let v6 = load(&["--bind-address=::1"]).await.unwrap();
+        assert_eq!(v6.hub_interface.unwrap().ip.to_string(), "fd00::2:1");
+        assert!(
+            load(&["--enable-dummy-if=false"])
+                .await
+                .unwrap()
+                .hub_interface
+                .is_none()
+        );
+        let error = load(&["--dummy-if-ip=169.254.31.1"]).await.unwrap_err();
+        assert!(matches!(error, ConfigError::HubInterface(_)), "{error}");
+        assert!(
+            load(&["--hub-interface-name=a-name-too-long-for-linux"])
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test]

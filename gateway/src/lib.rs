@@ -10,6 +10,7 @@
 //! - [`autonomy`]: the node's `NodeAutonomy` condition, kept through the gateway itself.
 //! - [`informer`]: the objects filters look up, kept by the gateway's own informers.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
+//! - [`interface`]: the hub interface (a dummy link with the address pods reach).
 //! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
 //! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod config;
 pub mod filter;
 pub mod informer;
+pub mod interface;
 pub mod local;
 pub mod metrics;
 pub mod reply;

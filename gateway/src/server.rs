@@ -1,6 +1,7 @@
 //! The gateway's servers: the proxy listener, the hub listener, and the state each request
 //! is served with. [`run`] is the whole gateway.
 
+mod caller;
 mod headers;
 mod hub;
 mod limit;
@@ -27,6 +28,7 @@ use crate::Config;
 use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
 use crate::filter::{FilterError, FilterSettings, Filters, Limits, Lookup, NoLookup};
 use crate::informer::Informers;
+use crate::interface::HubInterface;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::upstream::{Balancer, HealthWatch, Transport, health};
@@ -87,14 +89,19 @@ pub(crate) struct State {
     pub(crate) late_answer: Duration,
     /// `--max-requests-in-flight`.
     pub(crate) in_flight: limit::InFlightLimit,
+    /// The HTTPS proxy's callers' credentials the apiserver accepted.
+    pub(crate) known: caller::KnownCredentials,
 }
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
 pub struct Listeners {
     proxy: TcpListener,
-    /// The HTTPS proxy, when served.
-    secure: Option<(TcpListener, tokio_rustls::TlsAcceptor)>,
+    /// The HTTPS proxy, when served: on --bind-proxy-address, and on the hub interface's
+    /// address when it was made.
+    secure: Vec<(TcpListener, tokio_rustls::TlsAcceptor)>,
     hub: TcpListener,
+    /// The hub interface, to be kept while the gateway runs (when it was made).
+    hub_interface: Option<HubInterface>,
 }
 
 impl Listeners {
@@ -105,17 +112,31 @@ impl Listeners {
                 .await
                 .map_err(|source| ServerError::Bind { addr, source })
         };
-        let secure = match &config.secure_proxy {
-            Some((addr, tls)) => Some((
-                bind(*addr).await?,
-                tokio_rustls::TlsAcceptor::from(tls.clone()),
-            )),
-            None => None,
-        };
+        let mut secure = Vec::new();
+        let mut hub_interface = None;
+        if let Some((addr, tls)) = &config.secure_proxy {
+            let tls = tokio_rustls::TlsAcceptor::from(tls.clone());
+            secure.push((bind(*addr).await?, tls.clone()));
+            hub_interface = make_hub_interface(config);
+            if let Some(made) = &hub_interface
+                // A wildcard --bind-proxy-address already covers the hub's address.
+                && !addr.ip().is_unspecified()
+                && addr.ip() != made.ip()
+            {
+                let on_hub = SocketAddr::new(made.ip(), addr.port());
+                secure.push((bind(on_hub).await?, tls));
+            }
+        } else if let Some(settings) = &config.hub_interface {
+            tracing::info!(
+                name = %settings.name,
+                "no hub interface: the HTTPS proxy is not served (no --tls-cert-file)"
+            );
+        }
         Ok(Listeners {
             proxy: bind(config.proxy_addr).await?,
             secure,
             hub: bind(config.hub_addr).await?,
+            hub_interface,
         })
     }
 
@@ -124,16 +145,44 @@ impl Listeners {
         self.proxy.local_addr()
     }
 
-    /// The address the HTTPS proxy listens on, when it is served.
+    /// The address the HTTPS proxy listens on (on --bind-proxy-address), when it is served.
     pub fn secure_proxy_addr(&self) -> Option<std::io::Result<SocketAddr>> {
         self.secure
-            .as_ref()
+            .first()
             .map(|(listener, _)| listener.local_addr())
     }
 
     /// The address the hub server listens on.
     pub fn hub_addr(&self) -> std::io::Result<SocketAddr> {
         self.hub.local_addr()
+    }
+}
+
+/// Makes the hub interface of `config`, if asked for; a failure (no `CAP_NET_ADMIN`) is
+/// logged and leaves the HTTPS proxy on --bind-proxy-address alone.
+fn make_hub_interface(config: &Config) -> Option<HubInterface> {
+    let settings = config.hub_interface.as_ref()?;
+    let made = HubInterface::open(&settings.name, settings.ip).and_then(|hub| {
+        let ensured = hub.ensure();
+        ensured.map(|ensured| (hub, ensured))
+    });
+    match made {
+        Ok((hub, ensured)) => {
+            tracing::info!(
+                name = %settings.name, ip = %settings.ip,
+                made = ensured.link_created, address_added = ensured.address_added,
+                "hub interface ready"
+            );
+            Some(hub)
+        }
+        Err(error) => {
+            tracing::error!(
+                error = %crate::error_chain(&error),
+                "no hub interface (it needs CAP_NET_ADMIN): pods cannot reach the gateway at \
+                 its address; the HTTPS proxy serves on --bind-proxy-address only"
+            );
+            None
+        }
     }
 }
 
@@ -197,6 +246,9 @@ pub async fn serve(
         ))),
         _ => None,
     };
+    if let Some(hub_interface) = &listeners.hub_interface {
+        hub_interface.register(metrics.registry_mut());
+    }
     let metrics = Arc::new(metrics);
 
     let transport = Transport::new(config.credentials.clone(), config.request_timeout);
@@ -254,6 +306,7 @@ pub async fn serve(
         stopping: stopping_rx,
         late_answer: config.health.timeout,
         in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
+        known: caller::KnownCredentials::default(),
     });
 
     tracing::info!(
@@ -264,18 +317,23 @@ pub async fn serve(
         "edgegate is serving"
     );
     let upkeep = spawn_upkeep(&config, state.informers.clone());
+    // Dropped at exit, which leaves the link in place.
+    let hub_interface = listeners.hub_interface.map(|hub| tokio::spawn(hub.keep()));
     let graceful = GracefulShutdown::new();
     {
         let proxy_state = state.clone();
         let proxy_handler = move |request, peer| proxy::handle(proxy_state.clone(), request, peer);
-        let proxy = listener::serve(listeners.proxy, None, &graceful, proxy_handler.clone());
+        let proxy = listener::serve(listeners.proxy, None, &graceful, proxy_handler);
+        let secure_state = state.clone();
+        let secure_handler =
+            move |request, peer| proxy::handle_secure(secure_state.clone(), request, peer);
+        let secure =
+            futures_util::future::join_all(listeners.secure.into_iter().map(|(listener, tls)| {
+                listener::serve(listener, Some(tls), &graceful, secure_handler.clone())
+            }));
         let secure = async {
-            match listeners.secure {
-                Some((listener, tls)) => {
-                    listener::serve(listener, Some(tls), &graceful, proxy_handler).await
-                }
-                None => std::future::pending().await,
-            }
+            secure.await;
+            std::future::pending::<()>().await
         };
         let hub_state = state.clone();
         let hub = listener::serve(listeners.hub, None, &graceful, move |request, _peer| {
@@ -292,6 +350,9 @@ pub async fn serve(
     stopping_tx.send_replace(true);
     checker.abort();
     collector.abort();
+    if let Some(keeper) = hub_interface {
+        keeper.abort();
+    }
     for task in upkeep {
         task.abort();
     }

@@ -13,4 +13,4 @@ pub use cert_files::{CHECK_EVERY as CERT_CHECK_EVERY, CertFiles, CertFilesError}
 pub use credentials::{Credentials, CredentialsError};
 pub use health::{HealthSettings, HealthWatch};
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};
-pub use transport::{BoxError, RequestBody, Transport, TransportError};
+pub use transport::{BoxError, CallerOnly, RequestBody, Transport, TransportError};

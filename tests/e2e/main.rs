@@ -12,6 +12,7 @@ mod crash_gc;
 mod crash_watch;
 mod damage;
 mod filters;
+mod hub_interface;
 mod offline;
 mod operator;
 mod proxy;
@@ -59,6 +60,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "proxy::https_proxy_serves_like_the_apiserver",
         proxy::https_proxy_serves_like_the_apiserver,
+    ),
+    (
+        "hub_interface::pods_reach_the_api_at_the_hub_address_on_their_own_tokens",
+        hub_interface::pods_reach_the_api_at_the_hub_address_on_their_own_tokens,
     ),
     (
         "resilience::upstream_outage_is_a_status_then_recovers",

@@ -75,6 +75,9 @@ impl Gateway {
             format!("--serve-port={hub_port}"),
             format!("--disk-cache-path={}", dir.join("cache").display()),
             "--log-level=info,edgegate=debug".to_owned(),
+            // The harness's gateways share the host's network: none makes a hub interface
+            // there (a test that wants one runs its gateway in a namespace of its own).
+            "--enable-dummy-if=false".to_owned(),
         ];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         let url = format!("http://127.0.0.1:{proxy_port}");

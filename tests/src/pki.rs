@@ -34,7 +34,8 @@ pub struct Pki {
     pub rotated_cert: PathBuf,
     /// Its key.
     pub rotated_key: PathBuf,
-    /// A serving certificate for the gateway's HTTPS proxy (IP SAN 127.0.0.1), from the CA.
+    /// A serving certificate for the gateway's HTTPS proxy (IP SANs 127.0.0.1 and the hub
+    /// interface's default 169.254.2.1), from the CA.
     pub gateway_serving_cert: PathBuf,
     /// Its key.
     pub gateway_serving_key: PathBuf,
@@ -103,7 +104,8 @@ impl Pki {
         let rotated_cert = write("rotated.crt", rotated_signed.pem())?;
         let rotated_key = write("rotated.key", rotated_key_pair.serialize_pem())?;
 
-        let mut gateway_serving = CertificateParams::new(vec!["127.0.0.1".to_owned()])?;
+        let mut gateway_serving =
+            CertificateParams::new(vec!["127.0.0.1".to_owned(), "169.254.2.1".to_owned()])?;
         gateway_serving.distinguished_name = name("edgegate", None);
         gateway_serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let gateway_serving_pair = KeyPair::generate()?;

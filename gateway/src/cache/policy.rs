@@ -31,6 +31,12 @@ const NEVER_CACHED: &[&str] = &[
     "events",
 ];
 
+/// Separates a component from the identity its partition belongs to
+/// ([`CachePolicy::partition`]).
+const PARTITION_SEPARATOR: char = '@';
+/// Hex digits of a partition's identity digest.
+const PARTITION_DIGEST_LEN: usize = 16;
+
 /// Where a response goes in the cache.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CacheTarget {
@@ -69,9 +75,25 @@ impl CachePolicy {
         }
     }
 
-    /// Whether responses to `component` are cached.
+    /// Whether responses to `component` are cached (a partition's, when its component's are).
     pub fn caches_component(&self, component: &str) -> bool {
-        !component.is_empty() && (self.all || self.agents.contains(component))
+        let agent = agent_of(component);
+        !agent.is_empty() && (self.all || self.agents.contains(agent))
+    }
+
+    /// The cache component of `component`'s requests made on the identity whose digest is
+    /// `identity` (the HTTPS proxy's callers with their own tokens): `<component>@<16 hex
+    /// digits of the digest>`, cached when `component` is, and apart from what anyone else
+    /// was served. The digest's fixed length at the end keeps two partitions apart whatever
+    /// a client puts in its `User-Agent`.
+    pub fn partition(component: &str, identity: &[u8; 32]) -> String {
+        let mut name = String::with_capacity(component.len() + 1 + PARTITION_DIGEST_LEN);
+        name.push_str(component);
+        name.push(PARTITION_SEPARATOR);
+        for byte in &identity[..PARTITION_DIGEST_LEN / 2] {
+            name.push_str(&format!("{byte:02x}"));
+        }
+        name
     }
 
     /// Where the response to this request goes in the cache, if anywhere.
@@ -111,6 +133,29 @@ impl CachePolicy {
                 })
             }
             Verb::Delete | Verb::DeleteCollection | Verb::Proxy | Verb::Unknown => None,
+        }
+    }
+}
+
+/// The component a cache component stands for: a partition's own, or itself.
+fn agent_of(component: &str) -> &str {
+    match component.rsplit_once(PARTITION_SEPARATOR) {
+        Some((agent, digest))
+            if digest.len() == PARTITION_DIGEST_LEN
+                && digest.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            agent
+        }
+        _ => component,
+    }
+}
+
+impl CacheTarget {
+    /// The component it is cached for.
+    pub fn component(&self) -> &str {
+        match self {
+            CacheTarget::List { set, .. } | CacheTarget::Watch(set) => &set.resource.component,
+            CacheTarget::Object(resource) => &resource.component,
         }
     }
 }
@@ -187,6 +232,23 @@ mod tests {
             target("kubelet", Method::GET, "/api/v1/pods", Some("watch=true&fieldSelector=spec.nodeName%3Dedge")),
             Some(CacheTarget::Watch(set)) if set.field_selector == "spec.nodeName=edge"
         ));
+    }
+
+    #[test]
+    fn a_partition_is_cached_as_its_component_under_a_name_of_its_own() {
+        let partition = CachePolicy::partition("coredns", &[0xab; 32]);
+        assert_eq!(partition, "coredns@abababababababab");
+        let Some(CacheTarget::List { set, .. }) =
+            target(&partition, Method::GET, "/api/v1/services", None)
+        else {
+            panic!("a coredns partition's list is cached");
+        };
+        assert_eq!(set.resource.component, partition);
+        let policy = CachePolicy::new(DEFAULT_CACHE_AGENTS);
+        assert!(!policy.caches_component(&CachePolicy::partition("kubectl", &[1; 32])));
+        // A component that merely looks like a partition is not one.
+        assert!(!policy.caches_component("coredns@abc"));
+        assert!(!policy.caches_component(&CachePolicy::partition("coredns@x", &[1; 32])));
     }
 
     #[test]

@@ -1,8 +1,7 @@
 //! The rest of YurtHub v1.7's flags (`cmd/yurthub/app/options`, plus klog's `--v` and
 //! `--vmodule` and component-base's `--log-flush-frequency`), so that YurtHub's static pod
 //! manifest starts edgegate unchanged. Some have their YurtHub meaning here; the others
-//! belong to features edgegate does not have (certificate manager, dummy interface,
-//! multiplexer, leader hub) or that YurtHub deprecated: they are accepted and, when given,
+//! belong to features edgegate does not have (certificate manager, multiplexer, leader hub) or that YurtHub deprecated: they are accepted and, when given,
 //! named once at start by [`YurtHubArgs::warnings`] with what edgegate does instead.
 //!
 //! Boolean flags take Go's forms: `--flag`, `--flag=true`, `--flag=false`.
@@ -121,19 +120,23 @@ pub struct YurtHubArgs {
     #[arg(long, value_name = "DIR")]
     pub root_dir: Option<String>,
 
-    /// Dummy interface for pods: accepted, not used; the HTTPS proxy serves on
-    /// --bind-proxy-address.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub enable_dummy_if: Option<bool>,
+    /// Make the hub interface: a dummy link (--hub-interface-name) with the address
+    /// (--hub-interface-ip) where pods reach the HTTPS proxy; re-made if removed, left in
+    /// place on exit. Only while the HTTPS proxy is served (it needs a serving certificate).
+    #[arg(long, default_value_t = true, value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_dummy_if: bool,
 
-    /// The dummy interface's address: accepted, not used (see --enable-dummy-if).
-    #[arg(long, value_name = "IP")]
-    pub dummy_if_ip: Option<String>,
+    /// The hub interface's address (YurtHub's --dummy-if-ip): in 169.254.0.0/16, outside
+    /// 169.254.31.0/24 and not 169.254.1.1, or IPv6 [default: 169.254.2.1, or fd00::2:1 when
+    /// --bind-address is IPv6].
+    #[arg(long, alias = "dummy-if-ip", value_name = "IP")]
+    pub hub_interface_ip: Option<std::net::IpAddr>,
 
-    /// The dummy interface's name: accepted, not used (see --enable-dummy-if).
-    #[arg(long, value_name = "NAME")]
-    pub dummy_if_name: Option<String>,
+    /// The hub interface's name (YurtHub's --dummy-if-name), at most 15 bytes.
+    #[arg(long, alias = "dummy-if-name", default_value = crate::interface::DEFAULT_NAME,
+          value_name = "NAME")]
+    pub hub_interface_name: String,
 
     /// iptables rules for the hub (deprecated in YurtHub): accepted, not used.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -192,14 +195,6 @@ impl YurtHubArgs {
              --hub-cert-organizations, --root-dir ignored",
             "edgegate has no certificate manager; it uses the credentials of --kubeconfig \
              (or EDGEGATE_KUBECONFIG)",
-        );
-        note(
-            self.enable_dummy_if == Some(true)
-                || self.dummy_if_ip.is_some()
-                || self.dummy_if_name.is_some(),
-            "--enable-dummy-if, --dummy-if-ip, --dummy-if-name ignored",
-            "edgegate creates no dummy interface; the HTTPS proxy serves on \
-             --bind-proxy-address:--proxy-secure-port",
         );
         note(
             self.multiplexer_port.is_some()

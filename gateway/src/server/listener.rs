@@ -1,9 +1,12 @@
 //! Accepting connections: HTTP/1.1 (with upgrades) and HTTP/2, in the clear or over TLS,
-//! each connection on its own task and registered for graceful shutdown.
+//! each connection on its own task and registered for graceful shutdown. A TLS client's
+//! verified certificate is handed to each of its requests as an extension
+//! (`Arc<PeerCertificate>`).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -17,6 +20,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use super::ResponseBody;
+use super::caller::PeerCertificate;
 
 /// How long a client may take to send its request headers (or finish its TLS handshake):
 /// a slow or stuck client does not hold a connection slot forever.
@@ -59,10 +63,20 @@ pub async fn serve<F, Fut>(
         );
         tokio::spawn(async move {
             match tls {
-                None => connection(builder, stream, peer, handler, watcher).await,
+                None => connection(builder, stream, peer, None, handler, watcher).await,
                 Some(tls) => {
                     match tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream)).await {
-                        Ok(Ok(stream)) => connection(builder, stream, peer, handler, watcher).await,
+                        Ok(Ok(stream)) => {
+                            // Present only when the handshake verified it.
+                            let certificate = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(<[_]>::first)
+                                .and_then(|der| PeerCertificate::of(der))
+                                .map(Arc::new);
+                            connection(builder, stream, peer, certificate, handler, watcher).await;
+                        }
                         Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }
@@ -77,6 +91,7 @@ async fn connection<I, F, Fut>(
     builder: auto::Builder<TokioExecutor>,
     io: I,
     peer: SocketAddr,
+    certificate: Option<Arc<PeerCertificate>>,
     handler: F,
     watcher: Watcher,
 ) where
@@ -84,7 +99,10 @@ async fn connection<I, F, Fut>(
     F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
 {
-    let service = service_fn(move |request| {
+    let service = service_fn(move |mut request: Request<Incoming>| {
+        if let Some(certificate) = &certificate {
+            request.extensions_mut().insert(certificate.clone());
+        }
         let response = handler(request, peer);
         async move { Ok::<_, Infallible>(response.await) }
     });

@@ -40,13 +40,15 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan of a resource request (`None` for others). Nothing filters or caches the
-    /// response when the client cannot take JSON (a protobuf-only client is passed through
-    /// uncached) or asks for a server-side table.
+    /// The plan of a resource request (`None` for others): filtered for `component`,
+    /// cached for `cache_component` (the component, or its caller's partition). Nothing
+    /// filters or caches the response when the client cannot take JSON (a protobuf-only
+    /// client is passed through uncached) or asks for a server-side table.
     pub fn of(
         state: &Arc<State>,
         info: &RequestInfo,
         component: &str,
+        cache_component: &str,
         query: Option<&str>,
         headers: &HeaderMap,
     ) -> Option<Plan> {
@@ -68,7 +70,7 @@ impl Plan {
         let session = generation.session(info, component);
         Some(Plan {
             session,
-            cache: state.cache.policy().target(component, info, query),
+            cache: state.cache.policy().target(cache_component, info, query),
             fingerprint,
             json: true,
             watch,

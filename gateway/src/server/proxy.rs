@@ -10,6 +10,7 @@ use http::{Method, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use super::caller::{Caller, PeerCertificate};
 use super::metered::{InFlight, Metered};
 use super::plan::{self, Plan};
 use super::status::ProxyError;
@@ -18,13 +19,39 @@ use crate::cache::ListQuery;
 use crate::local::Ask;
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
 use crate::request::{RequestInfo, Verb, component_of};
-use crate::upstream::{RequestBody, Server, TransportError};
+use crate::upstream::{CallerOnly, RequestBody, Server, TransportError};
 
-/// Serves one proxied request; errors become `Status` responses here.
+/// Serves one request of the plain proxy (the node's components); errors become `Status`
+/// responses here.
 pub async fn handle(
     state: Arc<State>,
     request: Request<Incoming>,
     peer: SocketAddr,
+) -> Response<ResponseBody> {
+    handle_as(state, request, peer, Ok(Caller::Node)).await
+}
+
+/// Serves one request of the HTTPS proxy, where pods arrive: on the caller's own
+/// credentials, or this node's certificate (see [`super::caller`]).
+pub async fn handle_secure(
+    state: Arc<State>,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<ResponseBody> {
+    let certificate = request.extensions().get::<Arc<PeerCertificate>>().cloned();
+    let caller = Caller::of_secure(
+        request.headers(),
+        certificate.as_deref(),
+        state.local.node_name.as_deref(),
+    );
+    handle_as(state, request, peer, caller).await
+}
+
+async fn handle_as(
+    state: Arc<State>,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+    caller: Result<Caller, ProxyError>,
 ) -> Response<ResponseBody> {
     let info = RequestInfo::parse(
         request.method(),
@@ -39,15 +66,17 @@ pub async fn handle(
     tracing::trace!(%component, verb = %info.verb, resource = %info.resource, path = %request.uri().path(), "request");
 
     let upgrading = headers::is_upgrade(request.headers());
-    let response = match state.in_flight.enter(&info, upgrading) {
-        Ok(slot) => {
-            let response = match forward(&state, request, peer, &info, &component).await {
+    let response = match caller.map(|caller| (caller, state.in_flight.enter(&info, upgrading))) {
+        Err(refused) => refused.into_response(&state.metrics),
+        Ok((caller, Ok(slot))) => {
+            let forwarded = forward(&state, request, peer, &info, &component, &caller).await;
+            let response = match forwarded {
                 Ok(response) => response,
                 Err(error) => error.into_response(&state.metrics),
             };
             limit::hold(response, slot)
         }
-        Err(refused) => refused.into_response(),
+        Ok((_, Err(refused))) => refused.into_response(),
     };
     state
         .metrics
@@ -68,6 +97,7 @@ async fn forward(
     peer: SocketAddr,
     info: &RequestInfo,
     component: &str,
+    caller: &Caller,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     if request.method() == Method::CONNECT {
         return Err(ProxyError::MethodNotAllowed(Method::CONNECT));
@@ -76,15 +106,24 @@ async fn forward(
         return Err(ProxyError::BadRequest("the request target must be a path"));
     }
     let query = request.uri().query().map(str::to_owned);
+    // Filters see the component; the cache, its caller's partition.
+    let cache_component = caller.cache_component(component);
     let ask = || Ask {
         info,
-        component,
+        component: &cache_component,
         query: ListQuery::parse(query.as_deref()),
     };
-    if state.local.answers_kubelet_lease(info, component) {
+    // Offline, a caller with its own credentials is answered only on a token the apiserver
+    // was seen to accept.
+    let offline = || match caller {
+        Caller::Node => Ok(()),
+        Caller::Own(own) => state.known.answers_offline(own),
+    };
+    if state.local.answers_kubelet_lease(info, &cache_component) {
         return Ok(state.local.kubelet_lease(info, request).await);
     }
     if !state.balancer.any_healthy() {
+        offline()?;
         return Ok(state.local.serve(ask(), request).await);
     }
     let server = state
@@ -98,7 +137,14 @@ async fn forward(
     let plan = if upgrading {
         None
     } else {
-        Plan::of(state, info, component, query.as_deref(), request.headers())
+        Plan::of(
+            state,
+            info,
+            component,
+            &cache_component,
+            query.as_deref(),
+            request.headers(),
+        )
     };
     if plan.as_ref().is_some_and(Plan::frames) {
         plan::ask_for_json(request.headers_mut());
@@ -112,12 +158,23 @@ async fn forward(
     if let Some(path_and_query) = request.uri().path_and_query().cloned() {
         *request.uri_mut() = http::Uri::from(path_and_query);
     }
+    if let Caller::Own(_) = caller {
+        // Whatever happened to its headers on the way, never the gateway's identity.
+        request.extensions_mut().insert(CallerOnly);
+    }
     let request: Request<RequestBody> = request.map(|body| body.map_err(Into::into).boxed_unsync());
 
     let reads = matches!(info.verb, Verb::Get | Verb::List | Verb::Watch);
     let sent = state.transport.send(&server.url, request);
     let response = match unless_lost(server, state.late_answer, sent).await {
-        Some(Ok(response)) => response,
+        Some(Ok(response)) => {
+            if let Caller::Own(own) = caller
+                && response.status() != http::StatusCode::UNAUTHORIZED
+            {
+                state.known.accepted(own);
+            }
+            response
+        }
         // A read that cannot reach the cloud is answered from the cache.
         Some(Err(TransportError::Connect {
             server: name,
@@ -125,6 +182,7 @@ async fn forward(
         })) if reads => {
             tracing::debug!(server = %name, error = %source, "connect failed: answering from the cache");
             server.suspect();
+            offline()?;
             return Ok(state.local.read(ask()).await);
         }
         Some(Err(error)) => {
@@ -135,6 +193,7 @@ async fn forward(
         // link left open would otherwise hold it until the client gives up.
         None if reads => {
             tracing::debug!(server = %server.name, "server lost in flight: answering from the cache");
+            offline()?;
             return Ok(state.local.read(ask()).await);
         }
         None => return Err(ProxyError::Lost(server.name.clone())),

@@ -57,7 +57,10 @@ pub async fn respond(
         transform: plan.session.map(|s| Box::new(s) as Box<dyn Transform>),
         sink: plan
             .cache
-            .and_then(|target| state.cache.tee(component, target))
+            .and_then(|target| {
+                let component = target.component().to_owned();
+                state.cache.tee(&component, target)
+            })
             .map(|t| Box::new(t) as Box<dyn Sink>),
         stop: None,
     };

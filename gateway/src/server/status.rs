@@ -28,6 +28,22 @@ pub enum ProxyError {
     /// The apiserver could not be reached or did not answer.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// A request on the HTTPS proxy with no credentials of its own: the gateway's are not
+    /// lent there.
+    #[error(
+        "Unauthorized: the gateway's HTTPS proxy needs the caller's own credentials (a bearer token, or this node's client certificate)"
+    )]
+    Unauthenticated,
+    /// A client certificate on the HTTPS proxy whose identity cannot be passed on.
+    #[error(
+        "the gateway's HTTPS proxy cannot pass on the identity of client certificate {0:?}: send a bearer token (a service account's) instead"
+    )]
+    CertificateNotPassedOn(String),
+    /// Offline, a token the gateway never saw the apiserver accept.
+    #[error(
+        "the apiserver is unreachable, and the gateway has not seen it accept this token, so nothing cached is served on it"
+    )]
+    UnknownToken,
 }
 
 /// Who is at fault for an error, as metric label.
@@ -93,6 +109,25 @@ impl ProxyError {
                 "Timeout",
                 Fault::Upstream,
                 "timeout",
+            ),
+            ProxyError::Unauthenticated => (
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                Fault::Client,
+                "unauthenticated",
+            ),
+            ProxyError::CertificateNotPassedOn(_) => (
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                Fault::Client,
+                "certificate_not_passed_on",
+            ),
+            // Counted, not logged as a warning: each offline retry of a pod would log one.
+            ProxyError::UnknownToken => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                Fault::Client,
+                "unknown_token",
             ),
         }
     }

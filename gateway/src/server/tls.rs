@@ -1,11 +1,14 @@
 //! The HTTPS proxy's serving identity: a certificate chain and its key, from PEM files
 //! (for pods that reach the apiserver through the gateway, a certificate of the cluster's
-//! CA for the gateway's address), re-read when the files change.
+//! CA for the gateway's address), re-read when the files change; and the CA its clients'
+//! certificates are verified against.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use rustls::ServerConfig;
+use rustls::pki_types::CertificateDer;
+use rustls::server::WebPkiClientVerifier;
 use thiserror::Error;
 
 use crate::upstream::{CertFiles, CertFilesError};
@@ -16,19 +19,41 @@ pub enum TlsError {
     /// The certificate or key files cannot be loaded.
     #[error(transparent)]
     Files(#[from] CertFilesError),
+    /// The cluster CA cannot verify client certificates.
+    #[error("the cluster CA cannot be used to verify client certificates: {0}")]
+    ClientCa(String),
 }
 
 /// A TLS server configuration from `cert` (a PEM chain) and `key` (a PEM private key),
 /// offering HTTP/2 and HTTP/1.1. New connections are served with the files as they are
 /// then (looked at every [`crate::upstream::CERT_CHECK_EVERY`] at most), so a rotated
-/// certificate needs no restart.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+/// certificate needs no restart. A client may present a certificate, which must then be
+/// one of `client_ca` (the cluster's CA); without a CA, client certificates are not asked for.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: &[CertificateDer<'static>],
+) -> Result<Arc<ServerConfig>, TlsError> {
     let builder = ServerConfig::builder();
     let provider = builder.crypto_provider().clone();
-    let files = CertFiles::load(cert, key, provider)?;
-    let mut config = builder
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(files));
+    let files = CertFiles::load(cert, key, provider.clone())?;
+    let builder = if client_ca.is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in client_ca {
+            roots
+                .add(ca.clone())
+                .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+        }
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            // Pods come with tokens, not certificates.
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| TlsError::ClientCa(e.to_string()))?;
+        builder.with_client_cert_verifier(verifier)
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(files));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -66,6 +66,8 @@ pub struct Credentials {
     authorization: Option<Arc<Authorization>>,
     /// The server of the kubeconfig's current context.
     pub(crate) default_server: Option<http::Uri>,
+    /// The kubeconfig's CA certificates (DER): the cluster's CA.
+    pub(crate) cluster_ca: Vec<rustls::pki_types::CertificateDer<'static>>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -135,13 +137,25 @@ impl Credentials {
         bare.auth_info.client_key = None;
         bare.auth_info.client_key_data = None;
         let bare_tls = bare.rustls_client_config().map_err(CredentialsError::Tls)?;
+        let cluster_ca = config
+            .root_cert
+            .iter()
+            .flatten()
+            .map(|der| rustls::pki_types::CertificateDer::from(der.clone()))
+            .collect();
         Ok(Credentials {
+            cluster_ca,
             own_tls: Arc::new(own_tls),
             bare_tls: Arc::new(bare_tls),
             cert_files,
             authorization,
             default_server: Some(config.cluster_url),
         })
+    }
+
+    /// The cluster's CA certificates (from the kubeconfig; none when it trusts the system's).
+    pub fn cluster_ca(&self) -> &[rustls::pki_types::CertificateDer<'static>] {
+        &self.cluster_ca
     }
 
     /// The `Authorization` value for a request sent on the gateway's identity, if any.

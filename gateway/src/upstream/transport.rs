@@ -1,5 +1,6 @@
 //! Sending a request to one apiserver over pooled HTTP/1.1 connections, on the right identity:
-//! the request's own `Authorization` if it carries one, else the gateway's.
+//! the request's own `Authorization` if it carries one, else the gateway's — except for a
+//! request marked [`CallerOnly`], which never gets the gateway's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +70,12 @@ const IMPERSONATION_PREFIX: &str = "impersonate-";
 
 type HttpsClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
 
+/// A request extension: the request travels on its caller's credentials only (the HTTPS
+/// proxy's callers); without an `Authorization` it goes anonymous, never on the gateway's
+/// identity.
+#[derive(Clone, Copy, Debug)]
+pub struct CallerOnly;
+
 /// Pooled clients for the two identities.
 #[derive(Clone)]
 pub struct Transport {
@@ -135,7 +142,8 @@ impl Transport {
     ) -> Result<Response<Incoming>, TransportError> {
         *request.uri_mut() = join(server, request.uri());
         let own;
-        let client = if request.headers().contains_key(AUTHORIZATION) {
+        let caller_only = request.extensions().get::<CallerOnly>().is_some();
+        let client = if caller_only || request.headers().contains_key(AUTHORIZATION) {
             &self.bare
         } else {
             strip_impersonation(request.headers_mut());
@@ -220,6 +228,67 @@ mod tests {
             join(&server, &target).to_string(),
             "https://10.0.0.1:6443/api/v1/pods?watch=true&fieldSelector=a%3Db"
         );
+    }
+
+    /// Serves `count` requests with an empty `200`, and returns each one's head, lowercased.
+    async fn heads_of(listener: tokio::net::TcpListener, count: usize) -> Vec<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut heads = Vec::new();
+        for _ in 0..count {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0];
+                stream.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            heads.push(String::from_utf8_lossy(&head).to_lowercase());
+        }
+        heads
+    }
+
+    #[tokio::test]
+    async fn a_caller_only_request_never_gets_the_gateways_credentials() {
+        use http_body_util::BodyExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: x\n\
+                 clusters: [{{name: c, cluster: {{server: 'http://{addr}'}}}}]\n\
+                 users: [{{name: u, user: {{token: gateway-secret}}}}]\n\
+                 contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n"
+            ),
+        )
+        .unwrap();
+        let credentials = Credentials::from_kubeconfig(&kubeconfig).await.unwrap();
+        let transport = Transport::new(credentials, Duration::from_secs(30));
+        let heads = tokio::spawn(heads_of(listener, 2));
+        let server: Uri = format!("http://{addr}").parse().unwrap();
+        for caller_only in [false, true] {
+            let body = http_body_util::Empty::<Bytes>::new()
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            let mut request = Request::get("/api").body(body).unwrap();
+            if caller_only {
+                request.extensions_mut().insert(CallerOnly);
+            }
+            transport.send(&server, request).await.unwrap();
+        }
+        let heads = heads.await.unwrap();
+        assert!(
+            heads[0].contains("authorization: bearer gateway-secret"),
+            "{}",
+            heads[0]
+        );
+        assert!(!heads[1].contains("authorization"), "{}", heads[1]);
     }
 
     #[test]

@@ -66,6 +66,35 @@ fn every_yurthub_flag_parses() {
     assert_eq!(y.enable_pool_service_topology, Some(false));
     assert_eq!(y.hub_cert_organizations, ["a", "b"]);
     assert_eq!(cli.run.nodepool_name.as_deref(), Some("pool-a"));
+    assert_eq!(y.hub_interface_name, "hub-dummy0");
+    assert_eq!(y.hub_interface_ip, Some("169.254.2.1".parse().unwrap()));
+}
+
+#[test]
+fn the_hub_interface_is_on_by_default_and_takes_both_names_of_its_flags() {
+    let y = parse(&[]).unwrap().run.yurthub;
+    assert!(y.enable_dummy_if);
+    assert_eq!(y.hub_interface_name, "yurthub-dummy0");
+    assert_eq!(y.hub_interface_ip, None);
+    let y = parse(&[
+        "--hub-interface-name=hub0",
+        "--hub-interface-ip=169.254.9.9",
+    ])
+    .unwrap()
+    .run
+    .yurthub;
+    assert_eq!(y.hub_interface_name, "hub0");
+    assert_eq!(y.hub_interface_ip, Some("169.254.9.9".parse().unwrap()));
+    assert!(
+        !parse(&["--enable-dummy-if=false"])
+            .unwrap()
+            .run
+            .yurthub
+            .enable_dummy_if
+    );
+    // It is no longer named among the flags without their YurtHub meaning.
+    let given = parse(&["--enable-dummy-if", "--dummy-if-name=hub0"]).unwrap();
+    assert!(given.run.yurthub.warnings().is_empty());
 }
 
 #[test]
@@ -114,7 +143,6 @@ fn flags_without_yurthubs_meaning_are_named_once_with_what_edgegate_does_instead
     let warnings = parse(EVERY_YURTHUB_FLAG).unwrap().run.yurthub.warnings();
     for flag in [
         "--bootstrap-file",
-        "--enable-dummy-if",
         "--multiplexer-port",
         "--enable-node-pool",
         "--profiling",
@@ -128,7 +156,7 @@ fn flags_without_yurthubs_meaning_are_named_once_with_what_edgegate_does_instead
         assert_eq!(named.len(), 1, "{flag}: {warnings:#?}");
     }
     // Off is what edgegate does anyway.
-    let off = parse(&["--enable-dummy-if=false", "--enable-iptables=false"]).unwrap();
+    let off = parse(&["--enable-iptables=false"]).unwrap();
     assert!(off.run.yurthub.warnings().is_empty());
 }
 
