@@ -254,6 +254,10 @@ pub async fn serve(
         "edgegate is serving"
     );
     let upkeep = spawn_upkeep(&config, state.informers.clone());
+    let renewal = config
+        .certificate_renewal
+        .clone()
+        .map(|renewal| tokio::spawn(async move { renewal.run().await }));
     let graceful = GracefulShutdown::new();
     {
         let proxy_state = state.clone();
@@ -282,7 +286,7 @@ pub async fn serve(
     stopping_tx.send_replace(true);
     checker.abort();
     collector.abort();
-    for task in upkeep {
+    for task in upkeep.into_iter().chain(renewal) {
         task.abort();
     }
     if let Some(follower) = pool_follower {
