@@ -8,8 +8,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::upstream::LbMode;
 
+mod certificates;
 mod yurthub;
 
+pub use certificates::CertificateArgs;
 pub use yurthub::{EDGE_ONLY_FILTERS, WorkingMode, YurtHubArgs, parse_go_duration};
 
 /// edgegate: a node-local gateway for the Kubernetes API on edge nodes.

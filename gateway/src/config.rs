@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::certificate::{BootstrapMode, CertificateError, Renewal};
 use crate::cli::{EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
 use crate::upstream::{Credentials, CredentialsError, HealthSettings, LbMode};
 
@@ -33,6 +34,12 @@ pub enum ConfigError {
     /// The hub interface's name or address is not one YurtHub accepts.
     #[error("{0}")]
     HubInterface(String),
+    /// The certificate manager could not set up the gateway's identity.
+    #[error(transparent)]
+    Certificate(#[from] CertificateError),
+    /// The certificate manager needs the node's name for the certificate.
+    #[error("the certificate manager needs --node-name (the certificate is system:node:<name>)")]
+    NoNodeName,
 }
 
 /// The hub interface (`--enable-dummy-if`): a dummy link and its address.
@@ -51,6 +58,8 @@ pub struct Config {
     pub servers: Vec<http::Uri>,
     /// The gateway's own identity towards them.
     pub credentials: Credentials,
+    /// Renews the client certificate the certificate manager obtained (token mode).
+    pub certificate_renewal: Option<Arc<Renewal>>,
     /// How requests are spread over the servers.
     pub lb_mode: LbMode,
     /// This node's name.
@@ -116,10 +125,7 @@ impl Config {
             return Err(ConfigError::LocalMode);
         }
         let cloud = yurthub.working_mode == WorkingMode::Cloud;
-        let credentials = match &args.kubeconfig {
-            Some(path) => Credentials::from_kubeconfig(path).await?,
-            None => Credentials::anonymous()?,
-        };
+        let (credentials, certificate_renewal) = credentials(args).await?;
         let hub_interface = yurthub
             .enable_dummy_if
             .then(|| hub_interface(args))
@@ -143,6 +149,7 @@ impl Config {
         Ok(Config {
             servers,
             credentials,
+            certificate_renewal,
             lb_mode: args.lb_mode,
             node_name: args.node_name.clone(),
             nodepool_name: args.nodepool_name.clone(),
@@ -192,6 +199,24 @@ fn hub_interface(args: &RunArgs) -> Result<HubInterfaceSettings, ConfigError> {
         name: yurthub.hub_interface_name.clone(),
         ip,
     })
+}
+
+/// The gateway's identity: from --kubeconfig, else from the certificate manager when it
+/// has something to work with, else none.
+async fn credentials(args: &RunArgs) -> Result<(Credentials, Option<Arc<Renewal>>), ConfigError> {
+    if let Some(path) = &args.kubeconfig {
+        return Ok((Credentials::from_kubeconfig(path).await?, None));
+    }
+    let settings = args.yurthub.certificates.settings(args.node_name.clone());
+    if !settings.applies() {
+        return Ok((Credentials::anonymous()?, None));
+    }
+    if settings.mode == BootstrapMode::Token && settings.node_name.is_none() {
+        return Err(ConfigError::NoNodeName);
+    }
+    let prepared = crate::certificate::prepare(&settings, &args.server_addr).await?;
+    let credentials = Credentials::from_kubeconfig(&prepared.kubeconfig).await?;
+    Ok((credentials, prepared.renewal.map(Arc::new)))
 }
 
 /// YurtHub's default agents and, as its `cache_agents` does, the ones given.
@@ -304,5 +329,37 @@ mod tests {
             .unwrap();
         assert_eq!(config.min_request_timeout, Duration::from_secs(90));
         assert_eq!(config.max_requests_in_flight, 7);
+    }
+
+    #[tokio::test]
+    async fn the_certificate_manager_runs_without_kubeconfig_and_checks_its_flags_first() {
+        let root = tempfile::tempdir().unwrap();
+        let root_dir = format!("--root-dir={}", root.path().display());
+        let no_node = load(&["--join-token=abcdef.0123456789abcdef", &root_dir]).await;
+        assert!(
+            matches!(no_node, Err(ConfigError::NoNodeName)),
+            "{no_node:?}"
+        );
+        // Refused before anything is asked of the apiserver (10.0.0.1 is not reached).
+        let bad = load(&["--join-token=abcdef", "--node-name=n", &root_dir]).await;
+        let error = bad.unwrap_err();
+        assert!(error.to_string().contains("--join-token"), "{error}");
+        let unpinned = load(&[
+            "--join-token=abcdef.0123456789abcdef",
+            "--node-name=n",
+            &root_dir,
+        ])
+        .await;
+        let error = unpinned.unwrap_err();
+        assert!(
+            error.to_string().contains("--discovery-token-ca-cert-hash"),
+            "{error}"
+        );
+        // Nothing to bootstrap from: no identity, as before.
+        let empty = tempfile::tempdir().unwrap();
+        let config = load(&[&format!("--root-dir={}", empty.path().display())])
+            .await
+            .unwrap();
+        assert!(config.certificate_renewal.is_none());
     }
 }

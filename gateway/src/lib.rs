@@ -16,11 +16,13 @@
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
 //! - [`metrics`]: the Prometheus registry; [`reply`]: response bodies and `Status` answers.
+//! - [`certificate`]: the gateway's client certificate: bootstrapped with a token, renewed.
 //! - [`config`] and [`cli`]: the command line and the checked configuration; [`tools`]: the
 //!   `filter` and `cache` subcommands.
 
 pub mod autonomy;
 pub mod cache;
+pub mod certificate;
 pub mod cli;
 pub mod config;
 pub mod filter;

@@ -21,7 +21,15 @@ fn main() -> ExitCode {
         Some(Command::Cache(command)) => return tools::cache(command, &cli.run),
         None => {}
     }
-    for warning in cli.run.yurthub.warnings() {
+    let certificate_warnings =
+        (cli.run.yurthub.certificates).warnings(cli.run.kubeconfig.is_some());
+    for warning in cli
+        .run
+        .yurthub
+        .warnings()
+        .into_iter()
+        .chain(certificate_warnings)
+    {
         tracing::warn!("{warning}");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()

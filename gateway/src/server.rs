@@ -319,6 +319,10 @@ pub async fn serve(
     let upkeep = spawn_upkeep(&config, state.informers.clone());
     // Dropped at exit, which leaves the link in place.
     let hub_interface = listeners.hub_interface.map(|hub| tokio::spawn(hub.keep()));
+    let renewal = config
+        .certificate_renewal
+        .clone()
+        .map(|renewal| tokio::spawn(async move { renewal.run().await }));
     let graceful = GracefulShutdown::new();
     {
         let proxy_state = state.clone();
@@ -353,7 +357,7 @@ pub async fn serve(
     if let Some(keeper) = hub_interface {
         keeper.abort();
     }
-    for task in upkeep {
+    for task in upkeep.into_iter().chain(renewal) {
         task.abort();
     }
     for task in [pool_follower, autonomy].into_iter().flatten() {

@@ -7,6 +7,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod autonomy;
+mod certificates;
 mod crash;
 mod crash_gc;
 mod crash_watch;
@@ -160,6 +161,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "topology::a_lookup_change_ends_only_the_watches_that_read_it",
         topology::a_lookup_change_ends_only_the_watches_that_read_it,
+    ),
+    (
+        "certificates::a_join_token_is_enough_and_the_certificate_rotates_under_load",
+        certificates::a_join_token_is_enough_and_the_certificate_rotates_under_load,
     ),
     (
         "yurthub::yurthubs_own_arguments_start_edgegate",

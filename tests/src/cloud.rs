@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::cluster::{ADMIN_TOKEN, Cluster, ClusterOptions, Etcd, User};
+use crate::cluster::{Cluster, ClusterOptions, Etcd};
 use crate::netns::Link;
 use crate::process::{Process, wait_until};
 use crate::toolchain::Toolchain;
@@ -50,34 +50,10 @@ impl Cloud {
             service_cidr: SERVICE_CIDR.to_owned(),
             node: Some(node.to_owned()),
             controller_manager: true,
+            ..ClusterOptions::default()
         };
         let cluster = Cluster::start_with(tools, etcd, options)?;
-        let kubeconfig = cluster.dir.join("controller-manager.kubeconfig");
-        cluster.kubeconfig_for(&kubeconfig, &cluster.url(), &User::Token(ADMIN_TOKEN))?;
-        let pki = &cluster.pki;
-        let args = vec![
-            format!("--kubeconfig={}", kubeconfig.display()),
-            format!("--root-ca-file={}", pki.ca_cert.display()),
-            format!(
-                "--service-account-private-key-file={}",
-                pki.sa_key.display()
-            ),
-            format!("--cluster-signing-cert-file={}", pki.ca_cert.display()),
-            format!("--cluster-signing-key-file={}", pki.ca_key.display()),
-            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-            "--leader-elect=false".to_owned(),
-            // No serving: nothing scrapes it, and fixed ports would collide between runs.
-            "--port=0".to_owned(),
-            "--secure-port=0".to_owned(),
-            "--logtostderr=true".to_owned(),
-            "--v=1".to_owned(),
-        ];
-        let mut controller_manager = Process::spawn(
-            "kube-controller-manager",
-            &tools.kube_controller_manager,
-            &args,
-            &cluster.dir.join("kube-controller-manager.log"),
-        )?;
+        let mut controller_manager = crate::controller_manager::start(&cluster, &[])?;
         // The node runs kube-proxy on its own identity (through the gateway), as YurtHub's
         // nodes do without a kube-proxy service account: grant it kube-proxy's role.
         cluster.kubectl(&[

@@ -111,6 +111,9 @@ pub struct ClusterOptions {
     /// Whether a kube-controller-manager will run: then the ServiceAccount admission plugin
     /// stays on (the controllers create the accounts it requires).
     pub controller_manager: bool,
+    /// Bootstrap tokens authenticate (`--enable-bootstrap-token-auth`), as in a kubeadm
+    /// cluster that nodes join with a token ([`crate::bootstrap`]).
+    pub bootstrap_token_auth: bool,
 }
 
 impl Default for ClusterOptions {
@@ -120,6 +123,7 @@ impl Default for ClusterOptions {
             service_cidr: "10.96.0.0/16".to_owned(),
             node: None,
             controller_manager: false,
+            bootstrap_token_auth: false,
         }
     }
 }
@@ -263,6 +267,9 @@ impl Cluster {
             ]);
         } else {
             args.push("--authorization-mode=RBAC".to_owned());
+        }
+        if options.bootstrap_token_auth {
+            args.push("--enable-bootstrap-token-auth=true".to_owned());
         }
         if !options.controller_manager {
             // No controller-manager runs, so nothing would create service accounts for pods.

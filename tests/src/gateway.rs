@@ -45,7 +45,13 @@ impl Gateway {
         server: &str,
         extra: &[&str],
     ) -> Result<Gateway> {
-        Gateway::launch(bin, cluster, server, &cluster.gateway_kubeconfig, extra)
+        Gateway::launch(
+            bin,
+            cluster,
+            server,
+            Some(&cluster.gateway_kubeconfig),
+            extra,
+        )
     }
 
     /// [`Gateway::start`] with `kubeconfig` as the gateway's own identity.
@@ -55,14 +61,24 @@ impl Gateway {
         kubeconfig: &Path,
         extra: &[&str],
     ) -> Result<Gateway> {
-        Gateway::launch(bin, cluster, &cluster.url(), kubeconfig, extra)
+        Gateway::launch(bin, cluster, &cluster.url(), Some(kubeconfig), extra)
+    }
+
+    /// [`Gateway::start`] without a kubeconfig: `extra` gives it its identity (e.g. a
+    /// bootstrap token for its certificate manager).
+    pub fn start_without_kubeconfig(
+        bin: &Path,
+        cluster: &Cluster,
+        extra: &[&str],
+    ) -> Result<Gateway> {
+        Gateway::launch(bin, cluster, &cluster.url(), None, extra)
     }
 
     fn launch(
         bin: &Path,
         cluster: &Cluster,
         server: &str,
-        kubeconfig: &Path,
+        kubeconfig: Option<&Path>,
         extra: &[&str],
     ) -> Result<Gateway> {
         let dir = cluster.dir.join(format!("gateway-{}", free_port()?));
@@ -70,7 +86,6 @@ impl Gateway {
         let (proxy_port, hub_port) = (free_port()?, free_port()?);
         let mut args = vec![
             format!("--server-addr={server}"),
-            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--proxy-port={proxy_port}"),
             format!("--serve-port={hub_port}"),
             format!("--disk-cache-path={}", dir.join("cache").display()),
@@ -79,6 +94,7 @@ impl Gateway {
             // there (a test that wants one runs its gateway in a namespace of its own).
             "--enable-dummy-if=false".to_owned(),
         ];
+        args.extend(kubeconfig.map(|k| format!("--kubeconfig={}", k.display())));
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         let url = format!("http://127.0.0.1:{proxy_port}");
         let admin_kubeconfig = dir.join("admin.kubeconfig");

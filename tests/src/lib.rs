@@ -12,6 +12,8 @@
 //! - [`relay`]: a TCP relay to cut the gateway off from a running apiserver.
 //! - [`netns`]: a node's network namespace and its cloud link (cut; a LAN or a WAN).
 //! - [`wan`]: the WAN emulator: TUN devices, delay, loss, a rate limit.
+//! - [`controller_manager`]: kube-controller-manager for a cluster (CSR signing, …).
+//! - [`bootstrap`]: what kubeadm sets up for nodes joining with a bootstrap token.
 //! - [`cloud`]: a node's cloud: etcd, kube-apiserver and kube-controller-manager.
 //! - [`image`]: the node's busybox OCI image, made without a registry.
 //! - [`containerd`]: the node's container runtime and its cleanup.
@@ -22,9 +24,11 @@
 // The harness is synchronous by design: it drives processes, not a runtime.
 #![allow(clippy::disallowed_methods)]
 
+pub mod bootstrap;
 pub mod cloud;
 pub mod cluster;
 pub mod containerd;
+pub mod controller_manager;
 pub mod filters;
 pub mod gateway;
 pub mod http;

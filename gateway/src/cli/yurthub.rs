@@ -1,7 +1,8 @@
 //! The rest of YurtHub v1.7's flags (`cmd/yurthub/app/options`, plus klog's `--v` and
 //! `--vmodule` and component-base's `--log-flush-frequency`), so that YurtHub's static pod
 //! manifest starts edgegate unchanged. Some have their YurtHub meaning here; the others
-//! belong to features edgegate does not have (certificate manager, multiplexer, leader hub) or that YurtHub deprecated: they are accepted and, when given,
+//! belong to features edgegate does not have (multiplexer, leader hub) or that YurtHub
+//! deprecated: they are accepted and, when given,
 //! named once at start by [`YurtHubArgs::warnings`] with what edgegate does instead.
 //!
 //! Boolean flags take Go's forms: `--flag`, `--flag=true`, `--flag=false`.
@@ -90,35 +91,9 @@ pub struct YurtHubArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_go_duration)]
     pub kubelet_health_grace_period: Option<Duration>,
 
-    /// Certificate bootstrap mode (token, kubeletcertificate): accepted, not used; edgegate
-    /// has no certificate manager and uses --kubeconfig.
-    #[arg(long, value_name = "MODE")]
-    pub bootstrap_mode: Option<String>,
-
-    /// Bootstrap kubeconfig: accepted, not used (see --bootstrap-mode).
-    #[arg(long, value_name = "FILE")]
-    pub bootstrap_file: Option<String>,
-
-    /// Bootstrap token (deprecated in YurtHub): accepted, not used (see --bootstrap-mode).
-    #[arg(long, value_name = "TOKEN")]
-    pub join_token: Option<String>,
-
-    /// CA public key hashes for token discovery: accepted, not used (see --bootstrap-mode).
-    #[arg(long, value_delimiter = ',', value_name = "TYPE:VALUE")]
-    pub discovery_token_ca_cert_hash: Vec<String>,
-
-    /// Skip CA verification in token discovery: accepted, not used (see --bootstrap-mode).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub discovery_token_unsafe_skip_ca_verification: Option<bool>,
-
-    /// Organizations of the client certificate: accepted, not used (see --bootstrap-mode).
-    #[arg(long, value_delimiter = ',', value_name = "ORGS")]
-    pub hub_cert_organizations: Vec<String>,
-
-    /// Directory of YurtHub's certificates: accepted, not used (see --bootstrap-mode).
-    #[arg(long, value_name = "DIR")]
-    pub root_dir: Option<String>,
+    /// The certificate manager's flags.
+    #[command(flatten)]
+    pub certificates: super::certificates::CertificateArgs,
 
     /// Make the hub interface: a dummy link (--hub-interface-name) with the address
     /// (--hub-interface-ip) where pods reach the HTTPS proxy; re-made if removed, left in
@@ -182,20 +157,6 @@ impl YurtHubArgs {
                 warnings.push(format!("{flags}: {instead}"));
             }
         };
-        let certificates = self.bootstrap_mode.is_some()
-            || self.bootstrap_file.is_some()
-            || self.join_token.is_some()
-            || !self.discovery_token_ca_cert_hash.is_empty()
-            || self.discovery_token_unsafe_skip_ca_verification.is_some()
-            || !self.hub_cert_organizations.is_empty()
-            || self.root_dir.is_some();
-        note(
-            certificates,
-            "--bootstrap-mode, --bootstrap-file, --join-token, --discovery-token-*, \
-             --hub-cert-organizations, --root-dir ignored",
-            "edgegate has no certificate manager; it uses the credentials of --kubeconfig \
-             (or EDGEGATE_KUBECONFIG)",
-        );
         note(
             self.multiplexer_port.is_some()
                 || !self.pool_scope_resources.is_empty()

@@ -62,9 +62,13 @@ fn every_yurthub_flag_parses() {
     assert_eq!(y.working_mode, WorkingMode::Edge);
     assert_eq!(y.min_request_timeout, Duration::from_secs(1800));
     assert_eq!(y.verbosity, Some(2));
-    assert_eq!(y.discovery_token_unsafe_skip_ca_verification, Some(true));
+    assert!(y.certificates.discovery_token_unsafe_skip_ca_verification);
     assert_eq!(y.enable_pool_service_topology, Some(false));
-    assert_eq!(y.hub_cert_organizations, ["a", "b"]);
+    assert_eq!(y.certificates.hub_cert_organizations, ["a", "b"]);
+    assert_eq!(
+        y.certificates.join_token.as_deref(),
+        Some("abcdef.0123456789abcdef")
+    );
     assert_eq!(cli.run.nodepool_name.as_deref(), Some("pool-a"));
     assert_eq!(y.hub_interface_name, "hub-dummy0");
     assert_eq!(y.hub_interface_ip, Some("169.254.2.1".parse().unwrap()));
@@ -142,7 +146,6 @@ fn flags_without_yurthubs_meaning_are_named_once_with_what_edgegate_does_instead
     assert!(parse(&[]).unwrap().run.yurthub.warnings().is_empty());
     let warnings = parse(EVERY_YURTHUB_FLAG).unwrap().run.yurthub.warnings();
     for flag in [
-        "--bootstrap-file",
         "--multiplexer-port",
         "--enable-node-pool",
         "--profiling",
@@ -155,6 +158,14 @@ fn flags_without_yurthubs_meaning_are_named_once_with_what_edgegate_does_instead
         let named: Vec<_> = warnings.iter().filter(|w| w.contains(flag)).collect();
         assert_eq!(named.len(), 1, "{flag}: {warnings:#?}");
     }
+    // The certificate manager's flags are warned about only when --kubeconfig overrides them.
+    let certificates = &parse(EVERY_YURTHUB_FLAG).unwrap().run.yurthub.certificates;
+    assert!(certificates.warnings(false).is_empty());
+    let overridden = certificates.warnings(true);
+    assert!(
+        overridden.len() == 1 && overridden[0].contains("--join-token"),
+        "{overridden:?}"
+    );
     // Off is what edgegate does anyway.
     let off = parse(&["--enable-iptables=false"]).unwrap();
     assert!(off.run.yurthub.warnings().is_empty());
