@@ -90,9 +90,20 @@ impl Filters {
             .clone()
             .map(|exe| Child::new(exe, cache_dir.clone()));
         let schemas = Arc::new(SchemaChecks::new(child.clone()));
-        let runtime = tokio::task::spawn_blocking(move || Runtime::new(Some(&cache_dir), child))
-            .await
-            .map_err(|e| FilterError::Engine(e.to_string()))??;
+        let rejects = metrics.stored_rejects.clone();
+        let runtime = tokio::task::spawn_blocking(move || {
+            match Runtime::new_counted(Some(&cache_dir), child, rejects) {
+                // The node's link to its apiserver matters more than a warm start: filters
+                // are compiled in memory at every start instead.
+                Err(refused @ FilterError::UntrustedStore { .. }) => {
+                    tracing::error!(error = %refused, "compiled filter code is not stored or mapped; filters are compiled at every start");
+                    Runtime::new(None, None)
+                }
+                runtime => runtime,
+            }
+        })
+        .await
+        .map_err(|e| FilterError::Engine(e.to_string()))??;
         let loader = Loader {
             runtime,
             schemas,

@@ -19,7 +19,7 @@ use crate::stream::{Transform, Verdict};
 /// printed.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterSettings {
+pub(super) fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterSettings {
     FilterSettings {
         dir: Some(dir.to_owned()),
         config_file,
