@@ -268,8 +268,8 @@ pub async fn serve(
             }
         };
         let hub_state = state.clone();
-        let hub = listener::serve(listeners.hub, None, &graceful, move |request, _peer| {
-            hub::handle(hub_state.clone(), request)
+        let hub = listener::serve(listeners.hub, None, &graceful, move |request, peer| {
+            hub::handle(hub_state.clone(), request, peer)
         });
         tokio::select! {
             _ = proxy => {}
