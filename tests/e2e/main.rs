@@ -11,6 +11,7 @@ mod crash_gc;
 mod crash_watch;
 mod damage;
 mod filters;
+mod locked_hub;
 mod offline;
 mod operator;
 mod proxy;
@@ -110,6 +111,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "rotation::a_rotated_client_certificate_is_used_without_a_restart",
         rotation::a_rotated_client_certificate_is_used_without_a_restart,
+    ),
+    (
+        "locked_hub::the_hub_keeps_its_cache_to_loopback",
+        locked_hub::the_hub_keeps_its_cache_to_loopback,
     ),
     (
         "operator::cache_tools_show_the_cache",
