@@ -72,7 +72,7 @@ pub use instance::Failure;
 pub use metrics::FilterMetrics;
 pub use options::{Effective, Limits, OnError};
 pub use output::check_replacement;
-pub use reload::Filters;
+pub use reload::{Filters, HubComponents};
 pub use session::Session;
 
 /// Why filters could not be loaded or the filter host could not start. A load failure

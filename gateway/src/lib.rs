@@ -21,6 +21,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod filter;
+pub mod hubcfg;
 pub mod informer;
 pub mod local;
 pub mod metrics;

@@ -61,7 +61,7 @@ pub enum ServerError {
     #[error(transparent)]
     Filters(#[from] FilterError),
     /// The informers behind filter lookups could not start.
-    #[error("cannot start the informers of filter lookups")]
+    #[error("cannot start the informers (filter lookups, yurt-hub-cfg)")]
     Informers(#[source] kube::Error),
 }
 
@@ -197,6 +197,17 @@ pub async fn serve(
         ))),
         _ => None,
     };
+    let proxy_addr = listeners.proxy_addr().map_err(|source| ServerError::Bind {
+        addr: config.proxy_addr,
+        source,
+    })?;
+    // Cloud mode caches nothing, whatever yurt-hub-cfg adds.
+    let hub_config = crate::hubcfg::follow(
+        proxy_addr,
+        (!config.cloud).then(|| cache.clone()),
+        filters.clone(),
+    )
+    .map_err(ServerError::Informers)?;
     let metrics = Arc::new(metrics);
 
     let transport = Transport::new(config.credentials.clone(), config.request_timeout);
@@ -288,6 +299,7 @@ pub async fn serve(
     if let Some(follower) = pool_follower {
         follower.abort();
     }
+    hub_config.abort();
     if tokio::time::timeout(config.shutdown_grace, graceful.shutdown())
         .await
         .is_err()

@@ -11,6 +11,7 @@ mod crash_gc;
 mod crash_watch;
 mod damage;
 mod filters;
+mod hub_cfg;
 mod locked_hub;
 mod offline;
 mod operator;
@@ -111,6 +112,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "rotation::a_rotated_client_certificate_is_used_without_a_restart",
         rotation::a_rotated_client_certificate_is_used_without_a_restart,
+    ),
+    (
+        "hub_cfg::yurt_hub_cfg_is_followed_live",
+        hub_cfg::yurt_hub_cfg_is_followed_live,
     ),
     (
         "locked_hub::the_hub_keeps_its_cache_to_loopback",

@@ -69,6 +69,11 @@ impl CachePolicy {
         }
     }
 
+    /// The agents named (`*` among them when every component is cached).
+    pub fn agents(&self) -> Vec<String> {
+        self.agents.iter().cloned().collect()
+    }
+
     /// Whether responses to `component` are cached.
     pub fn caches_component(&self, component: &str) -> bool {
         !component.is_empty() && (self.all || self.agents.contains(component))
