@@ -20,6 +20,9 @@ use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
 use crate::request::{RequestInfo, Verb, component_of};
 use crate::upstream::{RequestBody, Server, TransportError};
 
+/// The component the gateway's own clients are (`edgegate/VERSION PURPOSE`).
+const OWN_COMPONENT: &str = "edgegate";
+
 /// Serves one proxied request; errors become `Status` responses here.
 pub async fn handle(
     state: Arc<State>,
@@ -39,7 +42,15 @@ pub async fn handle(
     tracing::trace!(%component, verb = %info.verb, resource = %info.resource, path = %request.uri().path(), "request");
 
     let upgrading = headers::is_upgrade(request.headers());
-    let response = match state.in_flight.enter(&info, upgrading) {
+    // The gateway's own clients (filter lookups, yurt-hub-cfg) are not counted, as YurtHub's
+    // informers reach the apiserver without passing its limit: a list of theirs the
+    // apiserver is slow to answer must not turn the node's components away.
+    let slot = if component == OWN_COMPONENT {
+        Ok(None)
+    } else {
+        state.in_flight.enter(&info, upgrading)
+    };
+    let response = match slot {
         Ok(slot) => {
             let response = match forward(&state, request, peer, &info, &component).await {
                 Ok(response) => response,
