@@ -73,7 +73,7 @@ pub fn kube_proxy_keeps_its_view_offline(env: &Env) -> Result<()> {
         &format!("{services}?watch=true&resourceVersion={services_rv}"),
         KUBE_PROXY,
     ))?;
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 2.0)?;
+    crate::support::wait_sets(gateway.hub, "kube-proxy", 2)?;
 
     cluster.stop_apiserver()?;
     // The open watch is cut with its upstream: the client will re-list.
