@@ -136,10 +136,7 @@ pub fn patch(verdict: &Verdict, now: &str) -> serde_json::Value {
 
 /// Keeps `node`'s condition, through the gateway's proxy at `proxy`, while the process runs.
 pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: HealthWatch) {
-    let client = match crate::informer::self_client(
-        proxy,
-        concat!("edgegate/", env!("CARGO_PKG_VERSION"), " autonomy"),
-    ) {
+    let client = match crate::informer::client_through(proxy, "autonomy") {
         Ok(client) => client,
         Err(error) => {
             tracing::warn!(error = %crate::error_chain(&error), "no client for the node's autonomy condition");

@@ -50,6 +50,7 @@ mod options;
 mod output;
 mod reload;
 mod schema;
+mod seal;
 mod session;
 mod standins;
 #[cfg(test)]
@@ -71,7 +72,7 @@ pub use instance::Failure;
 pub use metrics::FilterMetrics;
 pub use options::{Effective, Limits, OnError};
 pub use output::check_replacement;
-pub use reload::Filters;
+pub use reload::{Filters, HubComponents};
 pub use session::Session;
 
 /// Why filters could not be loaded or the filter host could not start. A load failure
@@ -89,6 +90,14 @@ pub enum FilterError {
         /// What went wrong.
         #[source]
         source: std::io::Error,
+    },
+    /// The compiled-code store's directory may not be trusted with code the gateway maps.
+    #[error("refusing {path} for compiled filters: {reason}")]
+    UntrustedStore {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
     },
     /// A file of the filter directory could not be read.
     #[error("cannot read {path}")]

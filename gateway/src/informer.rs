@@ -34,6 +34,29 @@ mod resume;
 use backoff::ListBackoff;
 use encoded::Encoded;
 
+/// A client of the cluster through the gateway's proxy at `proxy`, as component `edgegate`
+/// (`edgegate/VERSION PURPOSE`).
+pub(crate) fn client_through(
+    proxy: SocketAddr,
+    purpose: &str,
+) -> Result<kube::Client, kube::Error> {
+    let host = if proxy.ip().is_unspecified() {
+        SocketAddr::from(([127, 0, 0, 1], proxy.port()))
+    } else {
+        proxy
+    };
+    let uri: http::Uri = format!("http://{host}")
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
+    let mut config = kube::Config::new(uri);
+    let agent = format!("edgegate/{} {purpose}", env!("CARGO_PKG_VERSION"));
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(&agent).map_err(|e| kube::Error::Service(Box::new(e)))?,
+    ));
+    kube::Client::try_from(config)
+}
+
 /// One kind the informers keep.
 struct Kind {
     resource: ApiResource,
@@ -59,29 +82,6 @@ enum Reads {
     LabelsAndMembers,
 }
 
-/// A client of the gateway itself, through its proxy at `proxy`, as component `edgegate`
-/// (`user_agent` starts with it): its requests are balanced, health-checked and cached as
-/// any component's, and answered from the cache while the cloud is away.
-pub fn self_client(
-    proxy: SocketAddr,
-    user_agent: &'static str,
-) -> Result<kube::Client, kube::Error> {
-    let host = if proxy.ip().is_unspecified() {
-        SocketAddr::from(([127, 0, 0, 1], proxy.port()))
-    } else {
-        proxy
-    };
-    let uri: http::Uri = format!("http://{host}")
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
-    let mut config = kube::Config::new(uri);
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_static(user_agent),
-    ));
-    kube::Client::try_from(config)
-}
-
 /// The gateway's informers.
 pub struct Informers {
     kinds: Vec<Kind>,
@@ -97,10 +97,7 @@ impl Informers {
         proxy: SocketAddr,
         cache: Option<Arc<dyn CacheStore>>,
     ) -> Result<Informers, kube::Error> {
-        let client = self_client(
-            proxy,
-            concat!("edgegate/", env!("CARGO_PKG_VERSION"), " informer"),
-        )?;
+        let client = client_through(proxy, "informer")?;
 
         let (synced_tx, synced) = watch::channel(false);
         let (digest_tx, digest) = watch::channel(Digests::default());

@@ -26,6 +26,7 @@ pub mod certificate;
 pub mod cli;
 pub mod config;
 pub mod filter;
+pub mod hubcfg;
 pub mod informer;
 pub mod interface;
 pub mod local;

@@ -63,7 +63,7 @@ pub enum ServerError {
     #[error(transparent)]
     Filters(#[from] FilterError),
     /// The informers behind filter lookups could not start.
-    #[error("cannot start the informers of filter lookups")]
+    #[error("cannot start the informers (filter lookups, yurt-hub-cfg)")]
     Informers(#[source] kube::Error),
 }
 
@@ -249,6 +249,17 @@ pub async fn serve(
     if let Some(hub_interface) = &listeners.hub_interface {
         hub_interface.register(metrics.registry_mut());
     }
+    let proxy_addr = listeners.proxy_addr().map_err(|source| ServerError::Bind {
+        addr: config.proxy_addr,
+        source,
+    })?;
+    // Cloud mode caches nothing, whatever yurt-hub-cfg adds.
+    let hub_config = crate::hubcfg::follow(
+        proxy_addr,
+        (!config.cloud).then(|| cache.clone()),
+        filters.clone(),
+    )
+    .map_err(ServerError::Informers)?;
     let metrics = Arc::new(metrics);
 
     let transport = Transport::new(config.credentials.clone(), config.request_timeout);
@@ -340,8 +351,8 @@ pub async fn serve(
             std::future::pending::<()>().await
         };
         let hub_state = state.clone();
-        let hub = listener::serve(listeners.hub, None, &graceful, move |request, _peer| {
-            hub::handle(hub_state.clone(), request)
+        let hub = listener::serve(listeners.hub, None, &graceful, move |request, peer| {
+            hub::handle(hub_state.clone(), request, peer)
         });
         tokio::select! {
             _ = proxy => {}
@@ -363,6 +374,7 @@ pub async fn serve(
     for task in [pool_follower, autonomy].into_iter().flatten() {
         task.abort();
     }
+    hub_config.abort();
     if tokio::time::timeout(config.shutdown_grace, graceful.shutdown())
         .await
         .is_err()

@@ -79,7 +79,7 @@ pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Resul
     let started = Instant::now();
     let (_, first) = rt.block_on(list_as(&client, &cached, CACHER))?;
     let list_time = started.elapsed();
-    crate::support::wait_metric(victim.hub, "edgegate_cache_commits_total", 1.0)?;
+    crate::support::wait_sets(victim.hub, "e2e-cacher", 1)?;
     victim.kill();
     let mut committed = read_set(&victim, &ns)?.context("the first list is committed")?;
     ensure!(

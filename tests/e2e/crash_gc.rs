@@ -40,7 +40,9 @@ pub fn kill_nine_during_gc_removes_a_component_whole_or_not_at_all(env: &Env) ->
             let (_, items) = rt.block_on(list_as(&client, &cached, &format!("{component}/v1")))?;
             truth.get_or_insert_with(|| versions(&items));
         }
-        crate::support::wait_metric(victim.hub, "edgegate_cache_commits_total", 4.0)?;
+        for component in COMPONENTS {
+            crate::support::wait_sets(victim.hub, component, 1)?;
+        }
         std::thread::sleep(Duration::from_secs(4));
         victim.stop(Duration::from_secs(10));
         truth.context("some component listed")

@@ -46,7 +46,7 @@ pub fn kill_nine_during_watch_events_leaves_a_prefix_of_them(env: &Env) -> Resul
     for round in 0..ROUNDS {
         // The restarted gateway serves, and the list it caches is the "old" state.
         let (listed_at, items) = rt.block_on(list_as(&client, &cached, WATCHER))?;
-        crate::support::wait_metric(victim.hub, "edgegate_cache_commits_total", 1.0)?;
+        crate::support::wait_sets(victim.hub, "e2e-watcher", 1)?;
         let listed: BTreeMap<String, u64> = versions(&items)
             .into_iter()
             .map(|(name, at)| (name, rv_of(&at)))

@@ -26,7 +26,7 @@ pub fn a_damaged_cache_is_moved_aside_and_the_gateway_forwards(env: &Env) -> Res
     let url = format!("{}/api/v1/namespaces/{ns}/configmaps", gateway.url());
     let (_, listed) = rt.block_on(list_as(&client, &url, KUBELET))?;
     ensure!(listed.len() == 3000, "listed {}", listed.len());
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 1.0)?;
+    crate::support::wait_sets(gateway.hub, "kubelet", 1)?;
     gateway.stop(Duration::from_secs(5));
 
     let cache = gateway.dir.join("cache");

@@ -13,7 +13,9 @@ mod crash_gc;
 mod crash_watch;
 mod damage;
 mod filters;
+mod hub_cfg;
 mod hub_interface;
+mod locked_hub;
 mod offline;
 mod operator;
 mod proxy;
@@ -117,6 +119,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "rotation::a_rotated_client_certificate_is_used_without_a_restart",
         rotation::a_rotated_client_certificate_is_used_without_a_restart,
+    ),
+    (
+        "hub_cfg::yurt_hub_cfg_is_followed_live",
+        hub_cfg::yurt_hub_cfg_is_followed_live,
+    ),
+    (
+        "locked_hub::the_hub_keeps_its_cache_to_loopback",
+        locked_hub::the_hub_keeps_its_cache_to_loopback,
     ),
     (
         "operator::cache_tools_show_the_cache",

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use edgegate_testkit::process::wait_until;
 use edgegate_testkit::{Gateway, http};
 
 use crate::support::{
@@ -72,7 +73,7 @@ pub fn kube_proxy_keeps_its_view_offline(env: &Env) -> Result<()> {
         &format!("{services}?watch=true&resourceVersion={services_rv}"),
         KUBE_PROXY,
     ))?;
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 2.0)?;
+    crate::support::wait_sets(gateway.hub, "kube-proxy", 2)?;
 
     cluster.stop_apiserver()?;
     // The open watch is cut with its upstream: the client will re-list.
@@ -146,7 +147,7 @@ pub fn restart_while_offline_serves_from_cache(env: &Env) -> Result<()> {
         gateway.url()
     );
     let (_, online) = rt.block_on(list_as(&client, &slices, KUBE_PROXY))?;
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 1.0)?;
+    crate::support::wait_sets(gateway.hub, "kube-proxy", 1)?;
 
     cluster.stop_apiserver()?;
     gateway.stop(Duration::from_secs(5));
@@ -175,7 +176,7 @@ pub fn objects_deleted_while_offline_disappear(env: &Env) -> Result<()> {
     let url = format!("{}/api/v1/namespaces/{ns}/configmaps", gateway.url());
     let (_, before) = rt.block_on(list_as(&client, &url, KUBELET))?;
     ensure!(before.len() == 5, "five configmaps: {}", before.len());
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 1.0)?;
+    crate::support::wait_sets(gateway.hub, "kubelet", 1)?;
 
     relay.cut();
     wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
@@ -226,7 +227,7 @@ pub fn offline_answers_follow_the_request(env: &Env) -> Result<()> {
         "{}/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
         gateway.url()
     );
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 2.0)?;
+    crate::support::wait_sets(gateway.hub, "kubelet", 2)?;
 
     // An error answer is passed through, and it is not a list the cache gave up on.
     let aborted = "edgegate_cache_aborted_lists_total";
@@ -361,10 +362,13 @@ pub fn paginated_list_is_cached_complete(env: &Env) -> Result<()> {
         seen += page["items"].as_array().map_or(0, Vec::len);
         pages += 1;
         if pages < 10 {
-            let commits = crate::support::metric(gateway.hub, "edgegate_cache_commits_total")?;
+            // The gateway's own yurt-hub-cfg list commits too: look at kubelet's sets.
+            let listing = http::get(gateway.hub, "/v1/cache")?.body;
+            let sets: Vec<serde_json::Value> = serde_json::from_str(&listing)?;
+            let kubelets = sets.iter().filter(|s| s["component"] == "kubelet").count();
             ensure!(
-                commits == 0.0,
-                "nothing is committed before the last page ({commits} after page {pages})"
+                kubelets == 0,
+                "nothing is committed before the last page ({kubelets} set(s) after page {pages})"
             );
         }
         token = page["metadata"]["continue"]
@@ -379,7 +383,10 @@ pub fn paginated_list_is_cached_complete(env: &Env) -> Result<()> {
         seen == 1000 && pages == 10,
         "{seen} items over {pages} pages"
     );
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 1.0)?;
+    wait_until(Duration::from_secs(20), "kubelet's list committed", || {
+        http::get(gateway.hub, "/v1/cache")
+            .is_ok_and(|r| r.body.contains(&format!("\"namespace\":\"{ns}\"")))
+    })?;
     gateway.stop(Duration::from_secs(5));
 
     use edgegate::cache::{RedbStore, ResourceKey, Store};
@@ -390,7 +397,7 @@ pub fn paginated_list_is_cached_complete(env: &Env) -> Result<()> {
         version: "v1".into(),
         group: String::new(),
     };
-    let sets = store.sets("")?;
+    let sets = store.sets("kubelet/")?;
     ensure!(
         sets.len() == 1 && sets[0].1.items == 1000,
         "one set of 1000: {sets:?}"
@@ -413,7 +420,7 @@ pub fn unused_components_are_collected(env: &Env) -> Result<()> {
         &format!("{}/api/v1/namespaces/{ns}/configmaps", gateway.url()),
         KUBELET,
     ))?;
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 1.0)?;
+    crate::support::wait_sets(gateway.hub, "kubelet", 1)?;
     gateway.stop(Duration::from_secs(5));
     std::thread::sleep(Duration::from_secs(3));
     gateway.restart()?;

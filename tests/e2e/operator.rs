@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 
-use crate::support::{
-    Env, client, create_configmaps, list_as, namespace, request, runtime, wait_metric,
-};
+use crate::support::{Env, client, create_configmaps, list_as, namespace, request, runtime};
 
 const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
 
@@ -35,7 +33,7 @@ pub fn cache_tools_show_the_cache(env: &Env) -> Result<()> {
         &format!("{}/api/v1/namespaces/{ns}/configmaps", gateway.url()),
         KUBELET,
     ))?;
-    wait_metric(gateway.hub, "edgegate_cache_commits_total", 1.0)?;
+    crate::support::wait_sets(gateway.hub, "kubelet", 1)?;
 
     let port = gateway.hub.port().to_string();
     let cache_dir = gateway.dir.join("cache").display().to_string();

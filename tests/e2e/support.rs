@@ -340,6 +340,18 @@ fn samples(hub: std::net::SocketAddr, wanted: impl Fn(&str) -> bool) -> Result<f
         .fold(0.0, |sum, v| sum + v))
 }
 
+/// Waits until the hub lists at least `at_least` cached sets of `component` (the gateway's
+/// own lists, of yurt-hub-cfg, commit too: counting all commits would not tell).
+pub fn wait_sets(hub: std::net::SocketAddr, component: &str, at_least: usize) -> Result<()> {
+    edgegate_testkit::process::wait_until(Duration::from_secs(20), component, || {
+        edgegate_testkit::http::get(hub, "/v1/cache").is_ok_and(|r| {
+            serde_json::from_str::<Vec<serde_json::Value>>(&r.body).is_ok_and(|sets| {
+                sets.iter().filter(|s| s["component"] == component).count() >= at_least
+            })
+        })
+    })
+}
+
 /// Waits until `metric` reaches at least `at_least`.
 pub fn wait_metric(hub: std::net::SocketAddr, name: &str, at_least: f64) -> Result<()> {
     edgegate_testkit::process::wait_until(Duration::from_secs(20), name, || {

@@ -75,6 +75,11 @@ impl CachePolicy {
         }
     }
 
+    /// The agents named (`*` among them when every component is cached).
+    pub fn agents(&self) -> Vec<String> {
+        self.agents.iter().cloned().collect()
+    }
+
     /// Whether responses to `component` are cached (a partition's, when its component's are).
     pub fn caches_component(&self, component: &str) -> bool {
         let agent = agent_of(component);

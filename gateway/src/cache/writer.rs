@@ -8,6 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -88,7 +89,10 @@ struct PendingPages {
 
 /// The cache: its policy, its store for readers, and the writer every tee feeds.
 pub struct Cache {
-    policy: CachePolicy,
+    /// What is cached now: the agents it started with and those `yurt-hub-cfg` adds.
+    policy: ArcSwap<CachePolicy>,
+    /// The agents it started with (defaults and `--cache-agents`).
+    base_agents: Vec<String>,
     store: Arc<dyn Store>,
     ops: Mutex<Option<Sender<Op>>>,
     room: Room,
@@ -103,6 +107,7 @@ pub struct Cache {
 impl Cache {
     /// Starts the writer over `store`.
     pub fn start(store: Arc<dyn Store>, policy: CachePolicy, metrics: CacheMetrics) -> Arc<Cache> {
+        let base_agents = policy.agents();
         let (tx, rx) = std::sync::mpsc::channel();
         let base = store.running_secs().unwrap_or_else(|error| {
             tracing::warn!(error = %crate::error_chain(&error), "cannot read the gateway's running time; counting from zero");
@@ -122,7 +127,8 @@ impl Cache {
             tracing::error!("cannot start the cache writer thread; nothing will be cached");
         }
         Arc::new(Cache {
-            policy,
+            policy: ArcSwap::from_pointee(policy),
+            base_agents,
             store,
             ops: Mutex::new(writer.is_some().then_some(tx)),
             room: Room::default(),
@@ -135,9 +141,23 @@ impl Cache {
         })
     }
 
-    /// What is cached.
-    pub fn policy(&self) -> &CachePolicy {
-        &self.policy
+    /// What is cached now.
+    pub fn policy(&self) -> arc_swap::Guard<Arc<CachePolicy>> {
+        self.policy.load()
+    }
+
+    /// Caches the components in `extra` too, besides those it started with, until the next
+    /// call (YurtHub's `cache_agents` of `yurt-hub-cfg`: additive, and replaced as a whole
+    /// when the ConfigMap changes). What is cached of agents no longer named stays until
+    /// garbage collection takes it, as YurtHub leaves it.
+    pub fn set_extra_agents(&self, extra: &[String]) {
+        let agents: Vec<&str> = self
+            .base_agents
+            .iter()
+            .chain(extra)
+            .map(String::as_str)
+            .collect();
+        self.policy.store(Arc::new(CachePolicy::new(&agents)));
     }
 
     /// The store, for readers.

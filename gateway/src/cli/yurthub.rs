@@ -73,8 +73,8 @@ pub struct YurtHubArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_go_duration)]
     pub log_flush_frequency: Option<Duration>,
 
-    /// Namespace of YurtHub's `yurt-hub-cfg` ConfigMap: accepted, not used (edgegate takes
-    /// cache agents and filter settings from its flags and --filter-config).
+    /// Namespace of YurtHub's `yurt-hub-cfg` ConfigMap: accepted, not used (edgegate follows
+    /// it in kube-system).
     #[arg(long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
 
@@ -182,8 +182,7 @@ impl YurtHubArgs {
         note(
             self.namespace.is_some(),
             "--namespace ignored",
-            "edgegate does not read the yurt-hub-cfg ConfigMap; cache agents come from \
-             --cache-agents, filter settings from --filter-config",
+            "edgegate follows the yurt-hub-cfg ConfigMap in kube-system",
         );
         note(
             self.gc_frequency.is_some(),

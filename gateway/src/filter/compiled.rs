@@ -7,18 +7,32 @@
 //! sees a whole file or none; files are never written again once named, only deleted,
 //! which a mapping survives. A file that does not load (another engine's, damaged) is
 //! deleted and compiled again.
+//!
+//! Each file of code has its seal beside it (`.seal`, see [`super::seal`]), written first;
+//! code is read once through the descriptor it is then mapped from, its seal checked, and
+//! only then mapped, so that code no one but the gateway wrote never runs. (Reading it
+//! brings the file into the page cache, which the mapping then shares.)
 
-use std::fs::{self, File, FileTimes};
+use std::fs::{self, File, FileTimes, OpenOptions};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use prometheus_client::metrics::counter::Counter;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::seal::{Seal, effective_uid};
+
 /// The extension of a stored component's code.
 const EXTENSION: &str = "cwasm";
+
+/// The extension of the seal of a stored component's code.
+const SEAL_EXTENSION: &str = "seal";
 
 /// How many files no loaded filter uses are kept, the most recently used (loaded or written)
 /// first: a filter removed and put back, or compiled ahead of its install (in a node image,
@@ -35,17 +49,28 @@ pub(crate) struct CompiledStore {
     dir: PathBuf,
     /// Names the engine's settings and wasmtime's version in file names.
     engine_tag: String,
+    /// The key of the store's seals.
+    seal: Arc<Seal>,
+    /// Files of code refused because their seal did not verify.
+    rejects: Counter,
 }
 
 impl CompiledStore {
-    /// The store in `dir` (created if missing) for code `engine` compiles.
-    pub(crate) fn open(dir: &Path, engine: &Engine) -> io::Result<CompiledStore> {
-        fs::create_dir_all(dir)?;
+    /// The store in `dir`, a directory [`Seal::open`] trusted and `seal` is the key of, for
+    /// code `engine` compiles; refused code is counted in `rejects`.
+    pub(crate) fn open(
+        dir: &Path,
+        engine: &Engine,
+        seal: Arc<Seal>,
+        rejects: Counter,
+    ) -> io::Result<CompiledStore> {
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         Ok(CompiledStore {
             dir: std::path::absolute(dir)?,
             engine_tag: format!("{:016x}", hasher.finish()),
+            seal,
+            rejects,
         })
     }
 
@@ -61,18 +86,41 @@ impl CompiledStore {
     }
 
     /// Maps the stored code of the component whose digest (hex SHA-256) is `digest`, if
-    /// there is any that loads.
+    /// there is any whose seal verifies and that loads.
     pub(crate) fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let path = self.path(digest);
-        if !path.exists() {
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return None,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot open compiled code; compiling again");
+                self.delete(&path);
+                return None;
+            }
+        };
+        if let Err(reason) = self.verify(&file, &path) {
+            self.rejects.inc();
+            tracing::warn!(path = %path.display(), %reason, "compiled code refused, not mapped; compiling again");
+            self.delete(&path);
             return None;
         }
-        // SAFETY: wasmtime trusts the code it maps. The file was written whole by `store`
-        // for this engine's settings (its name says so, and wasmtime checks its header
-        // again), and no file is written once named, only replaced or deleted, which a
+        // Mapped through the descriptor just checked, not the name, which could have been
+        // renamed over meanwhile; the path stands in where there is no /proc.
+        let checked = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        let source = if checked.exists() { &checked } else { &path };
+        // SAFETY: wasmtime trusts the code it maps. This file is sealed under the store's
+        // key, which only the gateway's user can read, in a directory only that user can
+        // write (`Seal::open`), and it is not writable by others: the gateway wrote it whole
+        // with `store`, for this engine's settings (its name says so, and wasmtime checks its
+        // header again). No file is written once named, only replaced or deleted, which a
         // mapping outlives.
         #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize_file(engine, &path) };
+        let loaded = unsafe { Component::deserialize_file(engine, source) };
+        drop(file);
         match loaded {
             Ok(component) => {
                 touch(&path);
@@ -80,15 +128,48 @@ impl CompiledStore {
             }
             Err(error) => {
                 tracing::warn!(path = %path.display(), error = format!("{error:#}"), "compiled code does not load; compiling again");
-                let _ = fs::remove_file(&path);
+                self.delete(&path);
                 None
             }
         }
     }
 
-    /// Stores `code`, compiled from the component whose digest is `digest`, under its name.
+    /// Why the code in `file` (at `path`) may not be mapped, if it may not: it is not a
+    /// regular file of the gateway's user writable by it alone, or its seal is missing or
+    /// does not match what `file` holds.
+    fn verify(&self, mut file: &File, path: &Path) -> Result<(), String> {
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        let ours = effective_uid();
+        if !meta.is_file() || meta.uid() != ours || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "not a file only uid {ours} may write (uid {}, mode {:o})",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+        let mut code = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or_default());
+        file.read_to_end(&mut code).map_err(|e| e.to_string())?;
+        let seal =
+            fs::read(path.with_extension(SEAL_EXTENSION)).map_err(|e| format!("no seal: {e}"))?;
+        if self.seal.verify(file_name(path), &code, &seal) {
+            Ok(())
+        } else {
+            Err("its seal does not match (tampered, or sealed under another key)".into())
+        }
+    }
+
+    /// Deletes a file of code and its seal.
+    fn delete(&self, path: &Path) {
+        let _ = fs::remove_file(path);
+        let _ = fs::remove_file(path.with_extension(SEAL_EXTENSION));
+    }
+
+    /// Stores `code`, compiled from the component whose digest is `digest`, under its name,
+    /// its seal first.
     pub(crate) fn store(&self, digest: &str, code: &[u8]) -> io::Result<PathBuf> {
         let path = self.path(digest);
+        let seal = self.seal.seal(file_name(&path), code);
+        write_whole(&path.with_extension(SEAL_EXTENSION), &seal)?;
         write_whole(&path, code).map(|()| path)
     }
 
@@ -105,6 +186,7 @@ impl CompiledStore {
         let ours = format!("-{}.{EXTENSION}", self.engine_tag);
         let any_engines = format!(".{EXTENSION}");
         let functions_suffix = format!(".{}", super::functions::EXTENSION);
+        let seal_suffix = format!(".{SEAL_EXTENSION}");
         let now = SystemTime::now();
         let mut unused = Vec::new();
         let mut doomed = Vec::new();
@@ -133,10 +215,13 @@ impl CompiledStore {
                 doomed.push(path);
             } else if let Some(digest) = name.strip_suffix(&functions_suffix) {
                 functions.push((self.path(digest), path));
+            } else if name.ends_with(&seal_suffix) {
+                functions.push((path.with_extension(EXTENSION), path));
             }
         }
         unused.sort();
         doomed.extend(unused.into_iter().skip(kept).map(|(_, path)| path));
+        // Functions and seals go with their code.
         for (code, path) in functions {
             if !codes.contains(&code) || doomed.contains(&code) {
                 doomed.push(path);
@@ -158,7 +243,13 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .and_then(|n| n.to_str())
         .unwrap_or(EXTENSION);
     let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let written = File::create(&temporary)
+    // Only the gateway's user may read or write what the store holds.
+    let written = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
         .and_then(|mut file| {
             file.write_all(bytes)?;
             file.sync_all()
@@ -168,6 +259,13 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&temporary);
     }
     written
+}
+
+/// The file name of `path` (the store's names are UTF-8).
+fn file_name(path: &Path) -> &str {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
 }
 
 /// Marks a file as used now, so pruning keeps it.

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
 use wasmtime::component::{Component, InstancePre, Linker};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
@@ -28,6 +29,7 @@ use super::compiled::CompiledStore;
 use super::dir::sha256;
 use super::functions::FunctionCache;
 use super::host::{HostState, WASI_INTERFACES, WASI_POLL, add_wasi_to_linker, define_pollable};
+use super::seal::{Seal, Untrusted};
 use super::standins::{self, Provided};
 
 /// How often the epoch advances while a call runs: a deadline is enforced to within one
@@ -77,6 +79,17 @@ impl Runtime {
         compiled_cache_dir: Option<&Path>,
         child: Option<Child>,
     ) -> Result<Arc<Runtime>, FilterError> {
+        Runtime::new_counted(compiled_cache_dir, child, Counter::default())
+    }
+
+    /// [`Runtime::new`], counting in `rejects` the stored files refused because their seal
+    /// did not verify. A store in a directory that is not the gateway's alone is refused
+    /// ([`FilterError::UntrustedStore`]).
+    pub(crate) fn new_counted(
+        compiled_cache_dir: Option<&Path>,
+        child: Option<Child>,
+        rejects: Counter,
+    ) -> Result<Arc<Runtime>, FilterError> {
         let engine_error = |error: wasmtime::Error| FilterError::Engine(format!("{error:#}"));
         let mut config = Config::new();
         config.epoch_interruption(true);
@@ -98,18 +111,32 @@ impl Runtime {
         let compiled_cache_dir = compiled_cache_dir
             .map(|dir| std::path::absolute(dir).map_err(cache_error(dir)))
             .transpose()?;
-        let functions = compiled_cache_dir
-            .as_deref()
-            .map(|dir| Arc::new(FunctionCache::new(dir)));
+        let sealed = match compiled_cache_dir.as_deref() {
+            Some(dir) => Some((
+                dir,
+                Arc::new(Seal::open(dir).map_err(|reason| match reason {
+                    Untrusted::Io(source) => cache_error(dir)(source),
+                    reason => FilterError::UntrustedStore {
+                        path: dir.to_owned(),
+                        reason: reason.to_string(),
+                    },
+                })?),
+            )),
+            None => None,
+        };
+        let functions = sealed
+            .as_ref()
+            .map(|(dir, seal)| Arc::new(FunctionCache::new(dir, seal.clone(), rejects.clone())));
         if let Some(functions) = &functions {
             config
                 .enable_incremental_compilation(functions.clone())
                 .map_err(engine_error)?;
         }
         let engine = Engine::new(&config).map_err(engine_error)?;
-        let compiled = compiled_cache_dir
-            .as_deref()
-            .map(|dir| CompiledStore::open(dir, &engine).map_err(cache_error(dir)))
+        let compiled = sealed
+            .map(|(dir, seal)| {
+                CompiledStore::open(dir, &engine, seal, rejects).map_err(cache_error(dir))
+            })
             .transpose()?;
         let mut linker = Linker::new(&engine);
         add_wasi_to_linker(&mut linker).map_err(engine_error)?;

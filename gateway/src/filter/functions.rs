@@ -9,7 +9,8 @@
 //!
 //! Each compile's functions (those it took from the cache and those it compiled) are written
 //! to one file, `DIGEST.functions`, beside the component's code, as the store writes code:
-//! whole, checked by a SHA-256 at its end, synced, then renamed into place. A file is
+//! whole, sealed at its end (an HMAC-SHA256 under the store's key, see [`super::seal`]:
+//! functions' code ends up in the code the gateway maps), synced, then renamed into place. A file is
 //! pruned with the component's code. The files are read when this process compiles, and let
 //! go once the compile's functions are written, so a gateway whose child process compiles
 //! for it holds none of them.
@@ -21,10 +22,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sha2::{Digest, Sha256};
+use prometheus_client::metrics::counter::Counter;
 use wasmtime::CacheStore;
 
 use super::compiled::write_whole;
+use super::seal::{LENGTH, Seal};
 
 /// The extension of a component's functions.
 pub(crate) const EXTENSION: &str = "functions";
@@ -37,6 +39,10 @@ const MAGIC: &[u8] = b"edgegate-functions 1\n";
 #[derive(Debug)]
 pub(crate) struct FunctionCache {
     dir: PathBuf,
+    /// The key of the files' seals.
+    seal: Arc<Seal>,
+    /// Files refused because their seal did not verify.
+    rejects: Counter,
     state: Mutex<State>,
 }
 
@@ -53,10 +59,13 @@ struct State {
 }
 
 impl FunctionCache {
-    /// The cache whose files are in `dir`, the compiled-code store's directory.
-    pub(crate) fn new(dir: &Path) -> FunctionCache {
+    /// The cache whose files are in `dir`, the compiled-code store's directory, sealed with
+    /// `seal`; files refused are counted in `rejects`.
+    pub(crate) fn new(dir: &Path, seal: Arc<Seal>, rejects: Counter) -> FunctionCache {
         FunctionCache {
             dir: dir.to_owned(),
+            seal,
+            rejects,
             state: Mutex::default(),
         }
     }
@@ -78,9 +87,10 @@ impl FunctionCache {
                 bytes.extend_from_slice(part);
             }
         }
-        let sum = Sha256::digest(&bytes);
-        bytes.extend_from_slice(&sum);
-        write_whole(&self.dir.join(format!("{digest}.{EXTENSION}")), &bytes)
+        let name = format!("{digest}.{EXTENSION}");
+        let seal = self.seal.seal(&name, &bytes);
+        bytes.extend_from_slice(&seal);
+        write_whole(&self.dir.join(name), &bytes)
     }
 
     /// How many functions compiles of this process took from the cache, and how many they
@@ -119,10 +129,15 @@ impl FunctionCache {
             if path.extension().and_then(|e| e.to_str()) != Some(EXTENSION) {
                 continue;
             }
-            match fs::read(&path).map(|bytes| parse(&bytes)) {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            match fs::read(&path).map(|bytes| parse(&self.seal, name, &bytes)) {
                 Ok(Some(functions)) => known.extend(functions),
                 Ok(None) => {
-                    tracing::warn!(path = %path.display(), "compiled functions damaged; deleting them");
+                    self.rejects.inc();
+                    tracing::warn!(path = %path.display(), "compiled functions damaged or not sealed with the store's key; deleting them");
                     let _ = fs::remove_file(&path);
                 }
                 Err(error) => {
@@ -134,10 +149,11 @@ impl FunctionCache {
     }
 }
 
-/// The functions a file holds; `None` when it is not a whole file of this format.
-fn parse(bytes: &[u8]) -> Option<Functions> {
-    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-    if Sha256::digest(body).as_slice() != sum {
+/// The functions the file named `name` holds; `None` when it is not a whole file of this
+/// format sealed with `seal`.
+fn parse(seal: &Seal, name: &str, bytes: &[u8]) -> Option<Functions> {
+    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(LENGTH)?)?;
+    if !seal.verify(name, body, sum) {
         return None;
     }
     let mut rest = body.strip_prefix(MAGIC)?;
@@ -177,15 +193,22 @@ impl CacheStore for FunctionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::Digest;
 
     fn scratch() -> tempfile::TempDir {
         tempfile::tempdir().expect("a scratch dir")
     }
 
+    /// The cache of `dir`, sealed with the key the store keeps there.
+    fn opened(dir: &Path) -> FunctionCache {
+        let seal = Seal::open(dir).expect("the store's key");
+        FunctionCache::new(dir, Arc::new(seal), Counter::default())
+    }
+
     #[test]
     fn functions_written_for_one_component_are_found_by_a_new_process() {
         let dir = scratch();
-        let first = FunctionCache::new(dir.path());
+        let first = opened(dir.path());
         assert!(first.get(b"k1").is_none());
         assert!(first.insert(b"k1", b"code one".to_vec()));
         assert!(first.insert(b"k2", Vec::new()));
@@ -194,7 +217,7 @@ mod tests {
         assert!(first.insert(b"k3", b"code three".to_vec()));
         first.store("bb").expect("written");
 
-        let second = FunctionCache::new(dir.path());
+        let second = opened(dir.path());
         assert_eq!(second.get(b"k1").as_deref(), Some(&b"code one"[..]));
         assert_eq!(second.get(b"k2").as_deref(), Some(&b""[..]));
         assert_eq!(second.get(b"k3").as_deref(), Some(&b"code three"[..]));
@@ -204,7 +227,7 @@ mod tests {
         second.store("cc").expect("written");
         fs::remove_file(dir.path().join("aa.functions")).unwrap();
         fs::remove_file(dir.path().join("bb.functions")).unwrap();
-        let third = FunctionCache::new(dir.path());
+        let third = opened(dir.path());
         assert_eq!(third.get(b"k1").as_deref(), Some(&b"code one"[..]));
         assert_eq!(third.get(b"k3").as_deref(), Some(&b"code three"[..]));
     }
@@ -212,7 +235,7 @@ mod tests {
     #[test]
     fn a_damaged_file_is_deleted_and_the_others_still_read() {
         let dir = scratch();
-        let cache = FunctionCache::new(dir.path());
+        let cache = opened(dir.path());
         cache.insert(b"k1", b"code one".to_vec());
         cache.store("aa").unwrap();
         cache.insert(b"k2", b"code two".to_vec());
@@ -229,7 +252,7 @@ mod tests {
             },
         ] {
             fs::write(dir.path().join("bb.functions"), &damaged).unwrap();
-            let cache = FunctionCache::new(dir.path());
+            let cache = opened(dir.path());
             assert!(cache.get(b"k2").is_none());
             assert!(cache.get(b"k1").is_some());
             assert!(!dir.path().join("bb.functions").exists());
@@ -238,14 +261,47 @@ mod tests {
 
     #[test]
     fn lengths_that_run_past_the_end_are_refused() {
-        // Whole and summed, but a length beyond the end, and a key without its value.
+        // Whole and sealed, but a length beyond the end, and a key without its value.
+        let dir = scratch();
         for (length, part) in [(100u32, &b"short"[..]), (1, b"k")] {
             let mut body = MAGIC.to_vec();
             body.extend_from_slice(&length.to_le_bytes());
             body.extend_from_slice(part);
-            let sum = Sha256::digest(&body);
-            body.extend_from_slice(&sum);
-            assert!(parse(&body).is_none(), "{length}");
+            let seal = Seal::open(dir.path()).expect("the store's key");
+            body.extend_from_slice(&seal.seal("aa.functions", &body));
+            assert!(parse(&seal, "aa.functions", &body).is_none(), "{length}");
         }
+    }
+
+    #[test]
+    fn functions_not_sealed_with_the_stores_key_are_refused() {
+        let dir = scratch();
+        let cache = opened(dir.path());
+        cache.insert(b"k1", b"code one".to_vec());
+        cache.store("aa").unwrap();
+        let file = dir.path().join("aa.functions");
+        let whole = fs::read(&file).unwrap();
+        let body = &whole[..whole.len() - LENGTH];
+        // Whole and summed as an earlier gateway summed (SHA-256): anyone can write that.
+        let mut summed = body.to_vec();
+        summed.extend_from_slice(&sha2::Sha256::digest(body));
+        // Sealed, but under another name: another component's functions.
+        let mut renamed = body.to_vec();
+        renamed.extend_from_slice(&Seal::open(dir.path()).unwrap().seal("bb.functions", body));
+        for (case, bytes) in [("summed", summed), ("renamed", renamed)] {
+            fs::write(&file, &bytes).unwrap();
+            let rejects = Counter::default();
+            let seal = Arc::new(Seal::open(dir.path()).unwrap());
+            let cache = FunctionCache::new(dir.path(), seal, rejects.clone());
+            assert!(cache.get(b"k1").is_none(), "{case}");
+            assert_eq!(rejects.get(), 1, "{case}");
+            assert!(!file.exists(), "{case}");
+        }
+        // Sealed under a key since replaced.
+        let cache = opened(dir.path());
+        cache.insert(b"k1", b"code one".to_vec());
+        cache.store("aa").unwrap();
+        fs::remove_file(dir.path().join(super::super::seal::KEY_FILE)).unwrap();
+        assert!(opened(dir.path()).get(b"k1").is_none());
     }
 }

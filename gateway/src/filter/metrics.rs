@@ -95,6 +95,8 @@ pub struct FilterMetrics {
     pub(crate) load_failures: Counter,
     pub(crate) compiles: Family<PlaceLabels, Counter>,
     pub(crate) stored_loads: Counter,
+    /// Stored files of compiled code or functions refused: their seal did not verify.
+    pub(crate) stored_rejects: Counter,
     pub(crate) config_checks: Family<PlaceLabels, Counter>,
     guest_names: Arc<Mutex<HashMap<String, HashSet<String>>>>,
 }
@@ -112,6 +114,7 @@ impl FilterMetrics {
             load_failures: Counter::default(),
             compiles: Family::default(),
             stored_loads: Counter::default(),
+            stored_rejects: Counter::default(),
             config_checks: Family::default(),
             guest_names: Arc::default(),
         }
@@ -160,6 +163,11 @@ impl FilterMetrics {
             "stored_loads",
             "Filter components mapped from the compiled-code store instead of compiled",
             self.stored_loads.clone(),
+        );
+        registry.register(
+            "stored_rejects",
+            "Files of the compiled-code store refused, not mapped, because their seal did not verify (compiled again)",
+            self.stored_rejects.clone(),
         );
         registry.register(
             "config_checks",

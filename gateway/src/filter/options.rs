@@ -177,10 +177,21 @@ impl GatewayFile {
         self.disabled.iter().any(|d| d == "*" || d == name)
     }
 
+    /// Has the filters in `components` (by their names in the directory, see
+    /// [`components_of_present`]) apply to those components too.
+    pub(crate) fn add_components(&mut self, components: &BTreeMap<String, Vec<String>>) {
+        for (filter, added) in components {
+            self.filters
+                .entry(filter.clone())
+                .or_default()
+                .add_components
+                .extend(added.iter().cloned());
+        }
+    }
+
     /// Also disables `names` (the command line's), matched with `-` and `_` ignored, as
     /// YurtHub names `discardcloudservice` what a file may call `discard-cloud-service`.
     pub(crate) fn disable_also(&mut self, names: &[String], present: &[&str]) {
-        let plain = |name: &str| name.replace(['-', '_'], "").to_ascii_lowercase();
         for name in names {
             if name == "*" {
                 self.disabled.push(name.clone());
@@ -195,6 +206,31 @@ impl GatewayFile {
             );
         }
     }
+}
+
+/// The components `hub` (YurtHub's per-filter keys of `yurt-hub-cfg`) adds to the filters
+/// `present`, by their names there; a key matches as [`GatewayFile::disable_also`] matches,
+/// and keys naming no present filter are left out.
+pub(crate) fn components_of_present(
+    hub: &BTreeMap<String, Vec<String>>,
+    present: &[&str],
+) -> BTreeMap<String, Vec<String>> {
+    let mut matched: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, added) in hub {
+        let wanted = plain(name);
+        for filter in present.iter().filter(|p| plain(p) == wanted) {
+            matched
+                .entry((*filter).to_owned())
+                .or_default()
+                .extend(added.iter().cloned());
+        }
+    }
+    matched
+}
+
+/// A filter's name as YurtHub compares it: `-`, `_` and case ignored.
+fn plain(name: &str) -> String {
+    name.replace(['-', '_'], "").to_ascii_lowercase()
 }
 
 /// Everything a loaded filter runs with.
@@ -243,6 +279,47 @@ pub(crate) fn effective(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yurt_hub_cfg_adds_components_to_the_filter_it_names() {
+        let manifest = Manifest::new("discard-cloud-service", "1").components(&["kube-proxy"]);
+        let file = FilterFile::default();
+        let mut gateway = GatewayFile::parse(
+            "[filters.discard-cloud-service]\nremove-components = [\"removed-by-file\"]",
+        )
+        .unwrap();
+        let hub: BTreeMap<String, Vec<String>> = [
+            (
+                "discardcloudservice".to_owned(),
+                vec!["nginx".to_owned(), "removed-by-file".to_owned()],
+            ),
+            ("servicetopology".to_owned(), vec!["traefik".to_owned()]),
+        ]
+        .into();
+        let matched = components_of_present(&hub, &["discard-cloud-service", "tagger"]);
+        assert_eq!(
+            matched.keys().collect::<Vec<_>>(),
+            ["discard-cloud-service"]
+        );
+        gateway.add_components(&matched);
+        let e = effective(
+            "discard-cloud-service",
+            &manifest,
+            &file,
+            &gateway,
+            Limits::default(),
+        )
+        .unwrap();
+        // The gateway's own file has the last word: what it removes stays removed.
+        assert_eq!(
+            e.components.iter().collect::<Vec<_>>(),
+            ["kube-proxy", "nginx"]
+        );
+        assert!(
+            !gateway.filters.contains_key("servicetopology"),
+            "no such filter"
+        );
+    }
 
     #[test]
     fn file_and_gateway_override_the_manifest() {

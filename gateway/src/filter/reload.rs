@@ -32,9 +32,16 @@ pub(crate) struct LoadFailure {
     pub(crate) message: String,
 }
 
-/// What the directory held at the last load attempt: names → (hash, toml), and the
-/// gateway config text.
-type Snapshot = (BTreeMap<String, (String, Option<String>)>, Option<String>);
+/// What the directory held at the last load attempt: names → (hash, toml), the gateway
+/// config text, and the components `yurt-hub-cfg` adds to those filters.
+type Snapshot = (
+    BTreeMap<String, (String, Option<String>)>,
+    Option<String>,
+    HubComponents,
+);
+
+/// Components added to filters, by the filter's name as `yurt-hub-cfg` gives it.
+pub type HubComponents = BTreeMap<String, Vec<String>>;
 
 /// Reload bookkeeping; its lock also serialises reloads.
 #[derive(Default)]
@@ -55,6 +62,8 @@ pub(crate) struct Shared {
     pub(crate) current: ArcSwap<Generation>,
     numbers: watch::Sender<u64>,
     pub(crate) state: Mutex<ReloadState>,
+    /// What `yurt-hub-cfg` adds to filters' components now.
+    hub_components: Mutex<HubComponents>,
 }
 
 /// The filter host: the live generation, its reload task and directory watch.
@@ -90,9 +99,20 @@ impl Filters {
             .clone()
             .map(|exe| Child::new(exe, cache_dir.clone()));
         let schemas = Arc::new(SchemaChecks::new(child.clone()));
-        let runtime = tokio::task::spawn_blocking(move || Runtime::new(Some(&cache_dir), child))
-            .await
-            .map_err(|e| FilterError::Engine(e.to_string()))??;
+        let rejects = metrics.stored_rejects.clone();
+        let runtime = tokio::task::spawn_blocking(move || {
+            match Runtime::new_counted(Some(&cache_dir), child, rejects) {
+                // The node's link to its apiserver matters more than a warm start: filters
+                // are compiled in memory at every start instead.
+                Err(refused @ FilterError::UntrustedStore { .. }) => {
+                    tracing::error!(error = %refused, "compiled filter code is not stored or mapped; filters are compiled at every start");
+                    Runtime::new(None, None)
+                }
+                runtime => runtime,
+            }
+        })
+        .await
+        .map_err(|e| FilterError::Engine(e.to_string()))??;
         let loader = Loader {
             runtime,
             schemas,
@@ -109,6 +129,7 @@ impl Filters {
             current: ArcSwap::from_pointee(empty),
             numbers: watch::channel(0).0,
             state: Mutex::new(ReloadState::default()),
+            hub_components: Mutex::default(),
         });
         let Some(dir) = shared.settings.dir.clone() else {
             return Ok(Filters {
@@ -167,6 +188,21 @@ impl Filters {
         self.shared.numbers.subscribe()
     }
 
+    /// Has each filter named in `components` (as YurtHub names them: `-`, `_` and case
+    /// ignored) apply to those components too, besides its own (YurtHub's per-filter keys of
+    /// `yurt-hub-cfg`), and loads a new generation when that changes what filters apply to.
+    pub async fn set_hub_components(&self, components: HubComponents) {
+        *self
+            .shared
+            .hub_components
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = components;
+        let shared = Arc::clone(&self.shared);
+        if let Err(error) = tokio::task::spawn_blocking(move || shared.reload()).await {
+            tracing::error!(%error, "filter reload panicked");
+        }
+    }
+
     /// The live chain as JSON, for `GET /v1/filters`.
     pub fn describe(&self) -> serde_json::Value {
         super::describe::describe(&self.shared)
@@ -209,7 +245,8 @@ impl Shared {
         }
     }
 
-    #[allow(clippy::type_complexity)]
+    // A reload runs a few times a minute at most: the error's size costs nothing.
+    #[allow(clippy::type_complexity, clippy::result_large_err)]
     fn try_reload(
         &self,
         state: &mut ReloadState,
@@ -230,7 +267,16 @@ impl Shared {
             })?),
             None => None,
         };
-        let snapshot = snapshot_of(&files, gateway_text.clone());
+        let present: Vec<&str> = files.keys().map(String::as_str).collect();
+        // Only what applies to filters here: a key for filters this node lacks loads nothing.
+        let hub = super::options::components_of_present(
+            &self
+                .hub_components
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+            &present,
+        );
+        let snapshot = snapshot_of(&files, gateway_text.clone(), hub.clone());
         if state.loaded.as_ref() == Some(&snapshot) {
             // Back to what is live (a bad edit reverted): nothing to load, nothing failing.
             state.failed = None;
@@ -250,8 +296,8 @@ impl Shared {
             })?,
             _ => GatewayFile::default(),
         };
-        let present: Vec<&str> = files.keys().map(String::as_str).collect();
         gateway.disable_also(&self.settings.disabled, &present);
+        gateway.add_components(&hub);
         let loaded = self
             .loader
             .load_all(&files, &gateway, &state.compiled)
@@ -276,10 +322,14 @@ impl Shared {
     }
 }
 
-fn snapshot_of(files: &BTreeMap<String, FilterFiles>, gateway: Option<String>) -> Snapshot {
+fn snapshot_of(
+    files: &BTreeMap<String, FilterFiles>,
+    gateway: Option<String>,
+    hub: HubComponents,
+) -> Snapshot {
     let files = files
         .iter()
         .map(|(name, f)| (name.clone(), (f.hash.clone(), f.toml.clone())))
         .collect();
-    (files, gateway)
+    (files, gateway, hub)
 }

@@ -8,4 +8,5 @@ mod compiled;
 mod grants;
 mod limits;
 mod reload;
+mod sealed;
 mod support;

@@ -7,8 +7,15 @@
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /v1/filters` | the live filter chain as JSON |
 //! | `GET /v1/cache` | the cached sets as JSON (`edgegate cache ls`) |
-//! | `GET /v1/cache/object?component=&resource=&name=` | one cached object (`edgegate cache get`) |
+//! | `GET /v1/cache/object?component=&resource=&name=` | one cached object (`edgegate cache get`); a Secret's values redacted |
+//!
+//! Only the probes' endpoints (`/v1/healthz`, `/v1/readyz`, `/metrics`) answer callers off
+//! loopback ([`access`]).
 
+mod access;
+mod redact;
+
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,8 +25,15 @@ use http_body_util::{BodyExt, Full};
 use super::{ResponseBody, State};
 use crate::cache::Damage;
 
-/// Serves one hub request.
-pub async fn handle<B>(state: Arc<State>, request: Request<B>) -> Response<ResponseBody> {
+/// Serves one hub request from `peer`.
+pub async fn handle<B>(
+    state: Arc<State>,
+    request: Request<B>,
+    peer: SocketAddr,
+) -> Response<ResponseBody> {
+    if let Some(refusal) = access::refused(peer, request.uri().path()) {
+        return refusal;
+    }
     let method = request.method();
     if method != Method::GET && method != Method::HEAD {
         return crate::reply::status_response(
@@ -135,12 +149,19 @@ async fn cache_object(state: &State, query: Option<&str>) -> Response<ResponseBo
     };
     let store = state.cache.store().clone();
     let found = tokio::task::spawn_blocking(move || {
-        crate::cache::object(store.as_ref(), &component, &resource, &name)
-            .map(|object| object.ok_or(format!("{component} has no cached {resource} {name}")))
+        crate::cache::object(store.as_ref(), &component, &resource, &name).map(|object| {
+            object
+                .map(|object| (redact::is_secret(&resource, &object), object))
+                .ok_or(format!("{component} has no cached {resource} {name}"))
+        })
     })
     .await;
     match found {
-        Ok(Ok(Ok(object))) => crate::reply::json(StatusCode::OK, object),
+        Ok(Ok(Ok((false, object)))) => crate::reply::json(StatusCode::OK, object),
+        Ok(Ok(Ok((true, secret)))) => match redact::redact(&secret) {
+            Some(redacted) => crate::reply::json(StatusCode::OK, redacted),
+            None => internal("the cached Secret is not a JSON object; not shown"),
+        },
         Ok(Ok(Err(missing))) => {
             crate::reply::status_response(StatusCode::NOT_FOUND, "NotFound", &missing)
         }

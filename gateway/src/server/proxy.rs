@@ -21,6 +21,9 @@ use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
 use crate::request::{RequestInfo, Verb, component_of};
 use crate::upstream::{CallerOnly, RequestBody, Server, TransportError};
 
+/// The component the gateway's own clients are (`edgegate/VERSION PURPOSE`).
+const OWN_COMPONENT: &str = "edgegate";
+
 /// Serves one request of the plain proxy (the node's components); errors become `Status`
 /// responses here.
 pub async fn handle(
@@ -66,7 +69,20 @@ async fn handle_as(
     tracing::trace!(%component, verb = %info.verb, resource = %info.resource, path = %request.uri().path(), "request");
 
     let upgrading = headers::is_upgrade(request.headers());
-    let response = match caller.map(|caller| (caller, state.in_flight.enter(&info, upgrading))) {
+    // The gateway's own clients (filter lookups, yurt-hub-cfg), on the plain proxy, are not
+    // counted, as YurtHub's informers reach the apiserver without passing its limit: a list
+    // of theirs the apiserver is slow to answer must not turn the node's components away.
+    let enter = |caller: &Caller| {
+        if matches!(caller, Caller::Node) && component == OWN_COMPONENT {
+            Ok(None)
+        } else {
+            state.in_flight.enter(&info, upgrading)
+        }
+    };
+    let response = match caller.map(|caller| {
+        let slot = enter(&caller);
+        (caller, slot)
+    }) {
         Err(refused) => refused.into_response(&state.metrics),
         Ok((caller, Ok(slot))) => {
             let forwarded = forward(&state, request, peer, &info, &component, &caller).await;

@@ -12,6 +12,13 @@ use crate::filter::child::Place;
 use crate::filter::compiled::CompiledStore;
 use crate::filter::dir::sha256;
 use crate::filter::engine::Runtime;
+use crate::filter::seal::Seal;
+
+/// The store in `dir` for code `engine` compiles, as the runtime opens it.
+fn store_for(dir: &Path, engine: &wasmtime::Engine) -> CompiledStore {
+    let seal = Arc::new(Seal::open(dir).expect("the store's key"));
+    CompiledStore::open(dir, engine, seal, Default::default()).expect("the store opens")
+}
 
 /// The store's files of compiled code, by name.
 fn stored(dir: &Path) -> Vec<PathBuf> {
@@ -61,15 +68,17 @@ fn code_compiled_once_is_mapped_by_the_next_runtime_and_instantiates() {
     let digest = sha256(&wasm("tagger"));
     assert_eq!(
         files.len(),
-        2,
-        "code and functions, no temporary: {files:?}"
+        4,
+        "code, its seal, functions and the key, no temporary: {files:?}"
     );
     let name = files[0].file_name().and_then(|n| n.to_str()).unwrap_or("");
     assert!(
         name.starts_with(&digest) && name.ends_with(".cwasm"),
         "{name}"
     );
-    assert_eq!(files[1], cache.join(format!("{digest}.functions")));
+    assert_eq!(files[1], files[0].with_extension("seal"));
+    assert_eq!(files[2], cache.join(format!("{digest}.functions")));
+    assert_eq!(files[3], cache.join(crate::filter::seal::KEY_FILE));
 
     let second = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     let (component, place) = second.compile("tagger", &wasm("tagger")).expect("mapped");
@@ -105,7 +114,7 @@ fn code_of_other_engine_settings_is_not_used() {
     let cache = temp_dir("compiled-foreign");
     let ours = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     let other_engine = wasmtime::Engine::new(&wasmtime::Config::new()).expect("an engine");
-    let other = CompiledStore::open(&cache, &other_engine).expect("the store opens");
+    let other = store_for(&cache, &other_engine);
     let tagger = wasm("tagger");
     let code = other_engine
         .precompile_component(&tagger)
@@ -129,7 +138,7 @@ fn code_of_other_engine_settings_is_not_used() {
 fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
     let cache = temp_dir("compiled-prune");
     let engine = wasmtime::Engine::new(&wasmtime::Config::new()).expect("an engine");
-    let store = CompiledStore::open(&cache, &engine).expect("the store opens");
+    let store = store_for(&cache, &engine);
     let day = Duration::from_secs(24 * 3600);
     let [live, newest, newer, oldest] = [b"live".as_slice(), b"newest", b"newer", b"oldest"]
         .map(|wasm| store.store(&sha256(wasm), b"code").expect("stored"));
@@ -137,6 +146,7 @@ fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
         age(file, day * days);
     }
     let other_version = cache.join(format!("{}-0123456789abcdef.cwasm", sha256(b"live")));
+    let other_version_seal = other_version.with_extension("seal");
     let abandoned = cache.join(".abandoned.cwasm.1.tmp");
     let writing = cache.join(".writing.cwasm.2.tmp");
     let foreign = cache.join("README");
@@ -145,6 +155,7 @@ fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
             .map(|wasm| cache.join(format!("{}.functions", sha256(wasm))));
     for file in [
         &other_version,
+        &other_version_seal,
         &abandoned,
         &writing,
         &foreign,
@@ -160,11 +171,14 @@ fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
 
     let deleted = store.prune([sha256(b"live").as_str()], 2).expect("pruned");
     assert_eq!(
-        deleted, 5,
-        "the oldest unused and its functions, the other version's, the abandoned, and \
-         functions whose code is gone"
+        deleted, 7,
+        "the oldest unused with its seal and functions, the other version's with its seal, \
+         the abandoned, and functions whose code is gone"
     );
-    let mut left = vec![live, newest, newer, writing, foreign, live_functions];
+    let seals = [&live, &newest, &newer].map(|code| code.with_extension("seal"));
+    let key = cache.join(crate::filter::seal::KEY_FILE);
+    let mut left = vec![live, newest, newer, writing, foreign, live_functions, key];
+    left.extend(seals);
     left.sort();
     assert_eq!(stored(&cache), left);
     assert!(!oldest.exists() && !other_version.exists() && !abandoned.exists());

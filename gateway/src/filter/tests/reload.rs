@@ -19,7 +19,7 @@ use crate::stream::{Transform, Verdict};
 /// printed.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterSettings {
+pub(super) fn settings(dir: &Path, cache: PathBuf, config_file: Option<PathBuf>) -> FilterSettings {
     FilterSettings {
         dir: Some(dir.to_owned()),
         config_file,
@@ -363,4 +363,34 @@ async fn filters_the_command_line_disables_are_not_loaded() {
     })
     .await;
     assert_eq!(trail(&filters).as_deref(), Some("a"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yurt_hub_cfg_components_make_a_generation_when_they_change_what_filters_apply_to() {
+    let (filters, _metrics, _dir, _cache) = tagger_host("reload-hubcfg", |s| s).await;
+    let applies = |component: &str| {
+        filters.current().filters()[0]
+            .effective
+            .components
+            .contains(component)
+    };
+    let first = filters.current().number();
+    assert!(!applies("nginx-ingress"));
+    let nginx = |name: &str| {
+        [(name.to_owned(), vec!["nginx-ingress".to_owned()])]
+            .into_iter()
+            .collect::<crate::filter::HubComponents>()
+    };
+    filters.set_hub_components(nginx("A")).await;
+    assert_eq!(filters.current().number(), first + 1);
+    assert!(applies("nginx-ingress"), "named as YurtHub compares names");
+    filters.set_hub_components(nginx("A")).await;
+    assert_eq!(filters.current().number(), first + 1, "nothing changed");
+    filters.set_hub_components(Default::default()).await;
+    assert_eq!(filters.current().number(), first + 2);
+    assert!(!applies("nginx-ingress"));
+    // A key for a filter this node lacks (another node's) loads nothing.
+    filters.set_hub_components(nginx("other")).await;
+    assert_eq!(filters.current().number(), first + 2);
+    assert!(!applies("nginx-ingress"));
 }
