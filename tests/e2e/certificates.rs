@@ -123,10 +123,10 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
     ensure!(renewed_leaf.serial != leaf.serial, "same certificate");
     let lifetime = leaf.not_after.duration_since(leaf.not_before)?;
     let renewed_after = renewed_at.duration_since(leaf.not_before)?;
-    // The deadline, plus the request's round trip and this poll's 100 ms.
+    // Not before 70 % of the lifetime; and before the end, however slow the signer (the
+    // deadline's upper bound, 90 %, is pinned by the unit tests, not by a clock here).
     ensure!(
-        renewed_after >= lifetime.mul_f64(0.7)
-            && renewed_after <= lifetime.mul_f64(0.9) + Duration::from_secs(10),
+        renewed_after >= lifetime.mul_f64(0.7) && renewed_after < lifetime,
         "renewed {renewed_after:?} into a lifetime of {lifetime:?}"
     );
     // Past the old certificate's end: requests only succeed on the new one.
@@ -150,13 +150,21 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
         gateway.process().context("running")?.pid() == pid,
         "restarted"
     );
+    // The bootstrap's request, then renewals on the node's own identity: one, or more when
+    // a renewed certificate (whose start kube-controller-manager backdates) fell due again
+    // before the old one ran out.
     let requests = csrs(&cluster)?;
+    let node = (
+        "kubernetes.io/kube-apiserver-client-kubelet".to_owned(),
+        format!("system:node:{NODE}"),
+    );
+    let bootstrap = requests
+        .iter()
+        .filter(|r| r.1.starts_with("system:bootstrap:"))
+        .count();
+    let renewals = requests.iter().filter(|r| **r == node).count();
     ensure!(
-        requests.len() == 2
-            && requests.contains(&(
-                "kubernetes.io/kube-apiserver-client-kubelet".to_owned(),
-                format!("system:node:{NODE}")
-            )),
+        bootstrap == 1 && renewals >= 1 && bootstrap + renewals == requests.len(),
         "the renewal is the node's own request: {requests:?}"
     );
     Ok(())
