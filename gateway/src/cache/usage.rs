@@ -49,8 +49,12 @@ impl Usage {
     pub(crate) fn served(&self, component: &str, now: u64, change: i32) -> Option<u64> {
         let every = self.touch_every.load(Ordering::Relaxed);
         let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
+        // Looked up by `&str` first: a component is named once, and served on every request.
         let known = uses.contains_key(component);
-        let usage = uses.entry(component.to_owned()).or_default();
+        if !known {
+            uses.insert(component.to_owned(), Use::default());
+        }
+        let usage = uses.get_mut(component)?;
         usage.served = now;
         usage.in_flight = usage.in_flight.saturating_add_signed(change);
         let due = !known || now.saturating_sub(usage.written) >= every;
