@@ -1,4 +1,5 @@
-//! The certificate manager: the gateway's own client certificate, as YurtHub's.
+//! The certificate manager: the gateway's own client certificate and the HTTPS proxy's
+//! serving certificate, as YurtHub's.
 //!
 //! - `--bootstrap-mode token`: the cluster CA from `--bootstrap-file` or by token discovery
 //!   ([`discovery`]), a CertificateSigningRequest sent with the bootstrap token, the issued
@@ -7,6 +8,11 @@
 //!   and re-reads them when the symlink is re-pointed, so a renewal needs no restart.
 //! - `--bootstrap-mode kubeletcertificate`: kubelet's own client certificate file, which
 //!   kubelet rotates; the transport follows it the same way.
+//! - In both modes, without `--tls-cert-file`: the HTTPS proxy's serving certificate
+//!   (`kubernetes.io/kubelet-serving`, for the hub interface's address, loopback and the
+//!   node's name), requested on the client identity and renewed the same way; the proxy
+//!   serves with it as soon as an approver (OpenYurt's yurt-manager, an operator) lets it
+//!   be issued.
 
 pub mod discovery;
 pub mod pins;
@@ -20,9 +26,10 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 pub use pins::{CaPins, JoinToken};
-pub use renewal::Validity;
+pub use renewal::{Renewal, Subject, Validity};
+pub use store::PairKind;
 pub use store::Store;
-pub use token::{BootstrapMode, CertificateSettings, Prepared, Renewal, prepare};
+pub use token::{BootstrapMode, CertificateSettings, Prepared, prepare};
 
 /// Why a certificate could not be obtained or kept.
 #[derive(Debug, Error)]

@@ -221,13 +221,14 @@ pub struct RunArgs {
     pub proxy_port: u16,
 
     /// Port of the HTTPS proxy (YurtHub's secure port): in-cluster pods reach the apiserver
-    /// here once masterservice points `default/kubernetes` at it. Served only with
-    /// --tls-cert-file and --tls-private-key-file.
+    /// here once masterservice points `default/kubernetes` at it. Served with
+    /// --tls-cert-file and --tls-private-key-file, else with the certificate manager's
+    /// serving certificate (`kubernetes.io/kubelet-serving`) once it is issued.
     #[arg(long, default_value_t = 10268, value_name = "PORT")]
     pub proxy_secure_port: u16,
 
     /// The HTTPS proxy's certificate chain (PEM), e.g. issued by the cluster's CA for the
-    /// gateway's address.
+    /// gateway's address; without it, the certificate manager requests one.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
     pub tls_cert_file: Option<PathBuf>,
 
@@ -245,7 +246,9 @@ pub struct RunArgs {
     pub disk_cache_path: PathBuf,
 
     /// Directory of the Wasm filters (NAME.wasm, optional NAME.toml), watched for changes.
-    #[arg(long, value_name = "DIR")]
+    /// edgegate's image sets it to the filters it ships, so that YurtHub's manifest, which
+    /// does not name it, runs them.
+    #[arg(long, value_name = "DIR", env = "EDGEGATE_FILTER_DIR")]
     pub filter_dir: Option<PathBuf>,
 
     /// Gateway-level filter config (TOML; watched): components added or removed per

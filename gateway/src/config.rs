@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::certificate::request::APISERVER_NAMES;
 use crate::certificate::{BootstrapMode, CertificateError, Renewal};
 use crate::cli::{EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
 use crate::upstream::{Credentials, CredentialsError, HealthSettings, LbMode};
@@ -58,8 +59,9 @@ pub struct Config {
     pub servers: Vec<http::Uri>,
     /// The gateway's own identity towards them.
     pub credentials: Credentials,
-    /// Renews the client certificate the certificate manager obtained (token mode).
-    pub certificate_renewal: Option<Arc<Renewal>>,
+    /// Renew the certificates of the certificate manager: the client certificate (token
+    /// mode) and the HTTPS proxy's serving certificate (without --tls-cert-file).
+    pub certificate_renewals: Vec<Arc<Renewal>>,
     /// How requests are spread over the servers.
     pub lb_mode: LbMode,
     /// This node's name.
@@ -125,11 +127,12 @@ impl Config {
             return Err(ConfigError::LocalMode);
         }
         let cloud = yurthub.working_mode == WorkingMode::Cloud;
-        let (credentials, certificate_renewal) = credentials(args).await?;
         let hub_interface = yurthub
             .enable_dummy_if
             .then(|| hub_interface(args))
             .transpose()?;
+        let identity = identity(args, hub_interface.as_ref()).await?;
+        let credentials = identity.credentials;
         let servers = if args.server_addr.is_empty() {
             credentials
                 .default_server
@@ -139,17 +142,26 @@ impl Config {
         } else {
             args.server_addr.clone()
         };
-        let secure_proxy = match (&args.tls_cert_file, &args.tls_private_key_file) {
-            (Some(cert), Some(key)) => Some((
-                SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port),
-                crate::server::server_config(cert, key, credentials.cluster_ca())?,
+        let secure_addr = SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port);
+        let secure_proxy = match (
+            &args.tls_cert_file,
+            &args.tls_private_key_file,
+            &identity.serving_pair,
+        ) {
+            (Some(cert), Some(key), _) => Some((
+                secure_addr,
+                crate::server::server_config(cert, key, credentials.cluster_ca(), false)?,
+            )),
+            (None, _, Some(pair)) => Some((
+                secure_addr,
+                crate::server::server_config(pair, pair, credentials.cluster_ca(), true)?,
             )),
             _ => None,
         };
         Ok(Config {
             servers,
             credentials,
-            certificate_renewal,
+            certificate_renewals: identity.renewals,
             lb_mode: args.lb_mode,
             node_name: args.node_name.clone(),
             nodepool_name: args.nodepool_name.clone(),
@@ -201,22 +213,69 @@ fn hub_interface(args: &RunArgs) -> Result<HubInterfaceSettings, ConfigError> {
     })
 }
 
+/// The gateway's identity, and what the certificate manager keeps up to date.
+struct Identity {
+    credentials: Credentials,
+    renewals: Vec<Arc<Renewal>>,
+    /// The serving pair the certificate manager requests for the HTTPS proxy.
+    serving_pair: Option<PathBuf>,
+}
+
 /// The gateway's identity: from --kubeconfig, else from the certificate manager when it
-/// has something to work with, else none.
-async fn credentials(args: &RunArgs) -> Result<(Credentials, Option<Arc<Renewal>>), ConfigError> {
+/// has something to work with (which, without --tls-cert-file, also requests the HTTPS
+/// proxy's serving certificate), else none.
+async fn identity(
+    args: &RunArgs,
+    hub_interface: Option<&HubInterfaceSettings>,
+) -> Result<Identity, ConfigError> {
+    let none = |credentials| Identity {
+        credentials,
+        renewals: Vec::new(),
+        serving_pair: None,
+    };
     if let Some(path) = &args.kubeconfig {
-        return Ok((Credentials::from_kubeconfig(path).await?, None));
+        return Ok(none(Credentials::from_kubeconfig(path).await?));
     }
-    let settings = args.yurthub.certificates.settings(args.node_name.clone());
+    let serving_names = args
+        .tls_cert_file
+        .is_none()
+        .then(|| serving_names(args, hub_interface));
+    let settings = args
+        .yurthub
+        .certificates
+        .settings(args.node_name.clone(), serving_names);
     if !settings.applies() {
-        return Ok((Credentials::anonymous()?, None));
+        return Ok(none(Credentials::anonymous()?));
     }
     if settings.mode == BootstrapMode::Token && settings.node_name.is_none() {
         return Err(ConfigError::NoNodeName);
     }
     let prepared = crate::certificate::prepare(&settings, &args.server_addr).await?;
-    let credentials = Credentials::from_kubeconfig(&prepared.kubeconfig).await?;
-    Ok((credentials, prepared.renewal.map(Arc::new)))
+    Ok(Identity {
+        credentials: Credentials::from_kubeconfig(&prepared.kubeconfig).await?,
+        renewals: prepared.renewals.into_iter().map(Arc::new).collect(),
+        serving_pair: prepared.serving_pair,
+    })
+}
+
+/// The names of the HTTPS proxy's serving certificate besides the node's, as YurtHub's: the
+/// hub interface's address, the addresses it binds, loopback, and the names pods know the
+/// apiserver by.
+fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -> Vec<String> {
+    let mut ips = vec![IpAddr::from([127, 0, 0, 1])];
+    ips.extend(hub_interface.map(|hub| hub.ip));
+    ips.extend([args.bind_proxy_address, args.bind_address]);
+    let mut names: Vec<String> = Vec::new();
+    let ips = ips.into_iter().filter(|ip| !ip.is_unspecified());
+    for name in ips
+        .map(|ip| ip.to_string())
+        .chain(APISERVER_NAMES.iter().map(|n| (*n).to_owned()))
+    {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 /// YurtHub's default agents and, as its `cache_agents` does, the ones given.
@@ -256,6 +315,30 @@ mod tests {
 
     async fn load(flags: &[&str]) -> Result<Config, ConfigError> {
         Config::load(&args(flags)).await
+    }
+
+    #[test]
+    fn the_serving_certificate_names_the_hub_interface_loopback_and_the_apiserver() {
+        let defaults = args(&[]);
+        let hub = hub_interface(&defaults).unwrap();
+        assert_eq!(
+            serving_names(&defaults, Some(&hub)),
+            [
+                "127.0.0.1",
+                "169.254.2.1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local"
+            ]
+        );
+        let bound = args(&[
+            "--bind-proxy-address=198.18.0.5",
+            "--bind-address=198.18.0.5",
+        ]);
+        let names = serving_names(&bound, None);
+        assert_eq!(names[..2], ["127.0.0.1", "198.18.0.5"]);
+        assert_eq!(names.len(), 6, "{names:?}");
     }
 
     #[tokio::test]
@@ -360,6 +443,7 @@ mod tests {
         let config = load(&[&format!("--root-dir={}", empty.path().display())])
             .await
             .unwrap();
-        assert!(config.certificate_renewal.is_none());
+        assert!(config.certificate_renewals.is_empty());
+        assert!(config.secure_proxy.is_none());
     }
 }

@@ -91,6 +91,8 @@ pub(crate) struct State {
     pub(crate) in_flight: limit::InFlightLimit,
     /// The HTTPS proxy's callers' credentials the apiserver accepted.
     pub(crate) known: caller::KnownCredentials,
+    /// The certificate manager's renewals (`/v1/token` updates the client one's token).
+    pub(crate) certificates: Vec<Arc<crate::certificate::Renewal>>,
 }
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
@@ -318,6 +320,7 @@ pub async fn serve(
         late_answer: config.health.timeout,
         in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
         known: caller::KnownCredentials::default(),
+        certificates: config.certificate_renewals.clone(),
     });
 
     tracing::info!(
@@ -330,10 +333,12 @@ pub async fn serve(
     let upkeep = spawn_upkeep(&config, state.informers.clone());
     // Dropped at exit, which leaves the link in place.
     let hub_interface = listeners.hub_interface.map(|hub| tokio::spawn(hub.keep()));
-    let renewal = config
-        .certificate_renewal
-        .clone()
-        .map(|renewal| tokio::spawn(async move { renewal.run().await }));
+    let renewals: Vec<_> = config
+        .certificate_renewals
+        .iter()
+        .cloned()
+        .map(|renewal| tokio::spawn(async move { renewal.run().await }))
+        .collect();
     let graceful = GracefulShutdown::new();
     {
         let proxy_state = state.clone();
@@ -368,7 +373,7 @@ pub async fn serve(
     if let Some(keeper) = hub_interface {
         keeper.abort();
     }
-    for task in upkeep.into_iter().chain(renewal) {
+    for task in upkeep.into_iter().chain(renewals) {
         task.abort();
     }
     for task in [pool_follower, autonomy].into_iter().flatten() {

@@ -1,6 +1,8 @@
 //! The certificate manager against the real thing: kube-apiserver with bootstrap-token
 //! authentication, kube-controller-manager's approver, signer and bootstrapsigner, and the
-//! objects `kubeadm init` creates for joining nodes.
+//! objects `kubeadm init` creates for joining nodes. The test approves the HTTPS proxy's
+//! serving certificate as OpenYurt's yurt-manager does (kube-controller-manager signs
+//! `kubelet-serving` requests but approves none).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -10,8 +12,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::bootstrap::{self, BootstrapToken};
-use edgegate_testkit::cluster::ClusterOptions;
-use edgegate_testkit::process::wait_until;
+use edgegate_testkit::cluster::{ADMIN_TOKEN, ClusterOptions, User};
+use edgegate_testkit::process::{free_port, wait_until};
 use edgegate_testkit::{Cluster, Gateway, controller_manager, http};
 use rustls::pki_types::pem::PemObject;
 use x509_parser::prelude::FromDer;
@@ -23,10 +25,15 @@ const NODE: &str = "edge-joiner";
 /// and ends the lifetime that long after it: 8 minutes leave 3 of use, renewed at 70–90 %
 /// (36–132 s after issue), at least 48 s before the old certificate expires.
 const SIGNING_DURATION: &str = "8m";
+const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
 /// A gateway given only a join token (and the CA pin) comes up: it finds the CA in
 /// cluster-info, its request is approved and signed by kube-controller-manager, and it
-/// serves on the node's identity. Restarted, it keeps its certificate (no new request).
+/// serves on the node's identity. Its HTTPS proxy's serving certificate is requested on
+/// that identity and, once approved, served (a client trusting only the cluster CA
+/// connects to 127.0.0.1). `/v1/token` takes a new bootstrap token. Restarted, it keeps
+/// its certificates (no new request).
 /// Under a continuous load of requests on its identity, the certificate is renewed before
 /// it expires, with the same process and not one failed request, past the old
 /// certificate's expiry.
@@ -46,6 +53,7 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
     bootstrap::seed(&cluster, &token).or_else(|e| kcm.check_running().and(Err(e)))?;
 
     let root = cluster.dir.join("yurthub-root");
+    let secure = free_port()?;
     let flags = [
         format!("--join-token={}", token.join_token()),
         format!(
@@ -54,6 +62,7 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
         ),
         format!("--node-name={NODE}"),
         format!("--root-dir={}", root.display()),
+        format!("--proxy-secure-port={secure}"),
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let mut gateway = Gateway::start_without_kubeconfig(&env.bin, &cluster, &flags)?;
@@ -74,18 +83,14 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
         "pki mode {:o}",
         mode(&root.join("pki"))?
     );
-    let requests = csrs(&cluster)?;
+    let requests = csrs(&cluster, CLIENT_SIGNER)?;
     ensure!(
         requests.len() == 1,
         "{requests:?}\n{}",
         gateway.log_tail(40)
     );
     ensure!(
-        requests[0]
-            == (
-                "kubernetes.io/kube-apiserver-client-kubelet".to_owned(),
-                format!("system:bootstrap:{}", token.id)
-            ),
+        requests[0].1 == format!("system:bootstrap:{}", token.id),
         "{requests:?}"
     );
     // On the node's identity: a node may list nodes, not secrets (nor may anonymous callers
@@ -103,12 +108,24 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
     let secrets = can_i(&["list", "secrets", "-A"])?;
     ensure!(secrets.starts_with("no"), "list secrets: {secrets}");
 
+    serving_certificate_is_requested_approved_and_served(env, &cluster, &gateway, &root, secure)?;
+    join_token_is_updated(&gateway, &root, &token)?;
+
+    let serving = std::fs::read_link(root.join("pki/yurthub-server-current.pem"))?;
     gateway.restart()?;
     ensure!(
         std::fs::read_link(&current)? == first,
         "the pair was replaced at restart"
     );
-    ensure!(csrs(&cluster)?.len() == 1, "a new request at restart");
+    ensure!(
+        std::fs::read_link(root.join("pki/yurthub-server-current.pem"))? == serving,
+        "the serving pair was replaced at restart"
+    );
+    // (The serving certificate may already be due for renewal: its lifetime here is short.)
+    ensure!(
+        csrs(&cluster, CLIENT_SIGNER)?.len() == 1,
+        "a new request at restart"
+    );
 
     let pid = gateway.process().context("running")?.pid();
     let load = Load::start(gateway.proxy);
@@ -153,11 +170,8 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
     // The bootstrap's request, then renewals on the node's own identity: one, or more when
     // a renewed certificate (whose start kube-controller-manager backdates) fell due again
     // before the old one ran out.
-    let requests = csrs(&cluster)?;
-    let node = (
-        "kubernetes.io/kube-apiserver-client-kubelet".to_owned(),
-        format!("system:node:{NODE}"),
-    );
+    let requests = csrs(&cluster, CLIENT_SIGNER)?;
+    let node = (CLIENT_SIGNER.to_owned(), format!("system:node:{NODE}"));
     let bootstrap = requests
         .iter()
         .filter(|r| r.1.starts_with("system:bootstrap:"))
@@ -170,9 +184,127 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
     Ok(())
 }
 
+/// The node's serving request: made on its own identity, left pending by
+/// kube-controller-manager (no HTTPS until it is issued); approved, it is signed by the
+/// cluster's CA for the proxy's names and served.
+fn serving_certificate_is_requested_approved_and_served(
+    env: &Env,
+    cluster: &Cluster,
+    gateway: &Gateway,
+    root: &Path,
+    secure: u16,
+) -> Result<()> {
+    let pending = || -> Result<Vec<String>> {
+        let out = cluster.kubectl(&["get", "csr", "-o", "json"])?;
+        let list: serde_json::Value = serde_json::from_str(&out)?;
+        Ok(list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|csr| csr["spec"]["signerName"] == SERVING_SIGNER)
+            .filter(|csr| csr["status"]["conditions"].is_null())
+            .filter_map(|csr| csr["metadata"]["name"].as_str().map(str::to_owned))
+            .collect())
+    };
+    wait_until(Duration::from_secs(60), "the serving request", || {
+        pending().is_ok_and(|p| !p.is_empty())
+    })
+    .with_context(|| gateway.log_tail(30))?;
+    let requests = csrs(cluster, SERVING_SIGNER)?;
+    ensure!(
+        requests == [(SERVING_SIGNER.to_owned(), format!("system:node:{NODE}"))],
+        "{requests:?}"
+    );
+    let kubeconfig = gateway.dir.join("secure.kubeconfig");
+    let url = format!("https://127.0.0.1:{secure}");
+    cluster.kubeconfig_for(&kubeconfig, &url, &User::Token(ADMIN_TOKEN))?;
+    let through_https = || {
+        edgegate_testkit::cluster::kubectl(
+            &env.tools,
+            &kubeconfig,
+            &[
+                "--request-timeout=10s",
+                "get",
+                "--raw",
+                "/api/v1/namespaces/kube-system",
+            ],
+        )
+    };
+    let before = through_https();
+    ensure!(before.is_err(), "served before issued: {before:?}");
+
+    for name in pending()? {
+        cluster.kubectl(&["certificate", "approve", &name])?;
+    }
+    let pair = root.join("pki/yurthub-server-current.pem");
+    wait_until(Duration::from_secs(60), "the serving pair", || {
+        pair.exists()
+    })
+    .with_context(|| gateway.log_tail(30))?;
+    let leaf = Leaf::read(&pair)?;
+    ensure!(
+        leaf.subject.contains(&format!("CN=system:node:{NODE}"))
+            && leaf.subject.contains("O=system:nodes"),
+        "subject {}",
+        leaf.subject
+    );
+    for name in ["127.0.0.1", NODE, "kubernetes.default.svc"] {
+        ensure!(
+            leaf.names.iter().any(|n| n == name),
+            "{name} not in {:?}",
+            leaf.names
+        );
+    }
+    ensure!(
+        mode(&std::fs::read_link(&pair)?)? == 0o600,
+        "serving pair mode"
+    );
+    // Trusting only the cluster CA, verifying 127.0.0.1.
+    wait_until(
+        Duration::from_secs(30),
+        "HTTPS with the issued certificate",
+        || through_https().is_ok_and(|out| out.contains("\"kube-system\"")),
+    )
+    .with_context(|| format!("{:?}\n{}", through_https(), gateway.log_tail(30)))?;
+    Ok(())
+}
+
+/// `/v1/token` rewrites the bootstrap kubeconfig with a new token; a body without one is a
+/// `400`.
+fn join_token_is_updated(gateway: &Gateway, root: &Path, token: &BootstrapToken) -> Result<()> {
+    let post = |body: &str| {
+        let request = format!(
+            "POST /v1/token HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        http::raw_exchange(gateway.hub, request.as_bytes(), Duration::from_secs(10))
+    };
+    let empty = post("{}")?;
+    ensure!(empty.status == 400, "{} {}", empty.status, empty.body);
+    let bad = post(r#"{"jointoken": "nope"}"#)?;
+    ensure!(bad.status == 400, "{} {}", bad.status, bad.body);
+    let fresh = BootstrapToken::random("edge02");
+    ensure!(fresh.join_token() != token.join_token(), "the same token");
+    let updated = post(&format!(r#"{{"jointoken": "{}"}}"#, fresh.join_token()))?;
+    ensure!(updated.status == 200, "{} {}", updated.status, updated.body);
+    let written = std::fs::read_to_string(root.join("bootstrap-hub.conf"))?;
+    ensure!(
+        written.contains(&fresh.join_token()) && !written.contains(&token.join_token()),
+        "bootstrap-hub.conf not rewritten"
+    );
+    ensure!(
+        mode(&root.join("bootstrap-hub.conf"))? == 0o600,
+        "bootstrap-hub.conf mode"
+    );
+    Ok(())
+}
+
 /// The certificate of a pair file.
 struct Leaf {
     subject: String,
+    /// Its subject alternative names (IP addresses as text).
+    names: Vec<String>,
     serial: Vec<u8>,
     not_before: SystemTime,
     not_after: SystemTime,
@@ -188,8 +320,25 @@ impl Leaf {
         let time = |t: x509_parser::time::ASN1Time| {
             SystemTime::UNIX_EPOCH + Duration::from_secs(t.timestamp().unsigned_abs())
         };
+        let mut names = Vec::new();
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for name in &san.value.general_names {
+                match name {
+                    x509_parser::extensions::GeneralName::DNSName(dns) => {
+                        names.push((*dns).to_owned());
+                    }
+                    x509_parser::extensions::GeneralName::IPAddress(ip) => {
+                        if let Ok(v4) = <[u8; 4]>::try_from(*ip) {
+                            names.push(std::net::Ipv4Addr::from(v4).to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
         Ok(Leaf {
             subject: cert.subject().to_string(),
+            names,
             serial: cert.raw_serial().to_vec(),
             not_before: time(cert.validity().not_before),
             not_after: time(cert.validity().not_after),
@@ -201,8 +350,8 @@ fn mode(path: &Path) -> Result<u32> {
     Ok(std::fs::metadata(path)?.permissions().mode() & 0o777)
 }
 
-/// Each CSR's signer and requesting user.
-fn csrs(cluster: &Cluster) -> Result<Vec<(String, String)>> {
+/// Each CSR to `signer`: its signer and requesting user.
+fn csrs(cluster: &Cluster, signer: &str) -> Result<Vec<(String, String)>> {
     let out = cluster.kubectl(&["get", "csr", "-o", "json"])?;
     let list: serde_json::Value = serde_json::from_str(&out)?;
     Ok(list["items"]
@@ -221,6 +370,7 @@ fn csrs(cluster: &Cluster) -> Result<Vec<(String, String)>> {
                     .to_owned(),
             )
         })
+        .filter(|(s, _)| s == signer)
         .collect())
 }
 

@@ -40,8 +40,9 @@ fn yurthub_command(server: &str, working_mode: &str) -> Vec<String> {
 }
 
 /// A gateway started with YurtHub's arguments; `extra` are what this machine needs besides:
-/// credentials (edgegate has no certificate manager to bootstrap them from
-/// --bootstrap-file), and ports and a cache directory of its own (the machine is shared).
+/// credentials (the template's --bootstrap-file is not written here; `certificates` tests
+/// the certificate manager), and ports and a cache directory of its own (the machine is
+/// shared).
 struct Hub {
     process: Process,
     hub: std::net::SocketAddr,

@@ -1,6 +1,7 @@
-//! The node's certificate request: a fresh ECDSA P-256 key, a PKCS#10 request for
-//! `CN=system:node:<node>, O=system:nodes(, O=…)`, sent as a CertificateSigningRequest and
-//! waited on until it is issued.
+//! The node's certificate requests: a fresh ECDSA P-256 key, a PKCS#10 request for
+//! `CN=system:node:<node>, O=system:nodes(, O=…)` (the client certificate) or for
+//! `CN=system:node:<node>, O=system:nodes` with the HTTPS proxy's names (the serving
+//! certificate), sent as a CertificateSigningRequest and waited on until it is issued.
 
 use std::time::Duration;
 
@@ -25,6 +26,19 @@ pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
 /// The usages of a kubelet client certificate; kube-controller-manager 1.20 approves
 /// exactly these.
 pub const CLIENT_USAGES: [&str; 3] = ["digital signature", "key encipherment", "client auth"];
+/// The signer of node serving certificates; kube-controller-manager signs but does not
+/// approve its requests (OpenYurt's yurt-manager, or an operator, does).
+pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+/// The names pods know the apiserver by, which the serving certificate also names (as
+/// YurtHub's).
+pub const APISERVER_NAMES: [&str; 4] = [
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+/// The usages of a serving certificate, as the kubelet-serving signer allows them.
+pub const SERVING_USAGES: [&str; 3] = ["digital signature", "key encipherment", "server auth"];
 
 /// How long an issued certificate is waited for before the request is made again.
 const ISSUE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -86,6 +100,27 @@ pub fn new_request(
     Ok((key, request))
 }
 
+/// A new key and a DER certificate request for the serving certificate of `common_name`:
+/// `O=system:nodes` and `names` (IP addresses and DNS names) as subject alternative names.
+pub fn new_serving_request(
+    common_name: &str,
+    names: &[String],
+) -> Result<(KeyPair, Vec<u8>), CertificateError> {
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(CertificateError::Key)?;
+    let mut params =
+        rcgen::CertificateParams::new(names.to_vec()).map_err(CertificateError::Key)?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, NODES_GROUP);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, common_name);
+    let request = params
+        .serialize_request(&key)
+        .map_err(CertificateError::Key)?;
+    Ok((key, request.der().to_vec()))
+}
+
 fn write_attribute(w: yasna::DERWriter<'_>, oid: &[u64], value: &str) {
     w.write_set(|w| {
         w.next().write_sequence(|w| {
@@ -108,8 +143,8 @@ pub fn pem(label: &str, der: &[u8]) -> String {
     text
 }
 
-/// The CertificateSigningRequest object for a DER request.
-pub fn csr_object(request_der: &[u8], signer: &str) -> CertificateSigningRequest {
+/// The CertificateSigningRequest object for a DER request to `signer` for `usages`.
+pub fn csr_object(request_der: &[u8], signer: &str, usages: &[&str]) -> CertificateSigningRequest {
     CertificateSigningRequest {
         metadata: ObjectMeta {
             generate_name: Some("csr-".to_owned()),
@@ -118,7 +153,7 @@ pub fn csr_object(request_der: &[u8], signer: &str) -> CertificateSigningRequest
         spec: CertificateSigningRequestSpec {
             request: ByteString(pem("CERTIFICATE REQUEST", request_der).into_bytes()),
             signer_name: signer.to_owned(),
-            usages: Some(CLIENT_USAGES.map(str::to_owned).to_vec()),
+            usages: Some(usages.iter().map(|u| (*u).to_owned()).collect()),
             ..CertificateSigningRequestSpec::default()
         },
         status: None,
@@ -215,11 +250,66 @@ mod tests {
     }
 
     #[test]
+    fn the_serving_request_names_the_node_and_its_addresses() {
+        let names = [
+            "169.254.2.1",
+            "127.0.0.1",
+            "edge-1",
+            "kubernetes.default.svc",
+        ]
+        .map(str::to_owned);
+        let (key, der) = new_serving_request("system:node:edge-1", &names).unwrap();
+        let (_, request) = X509CertificationRequest::from_der(&der).unwrap();
+        request.verify_signature().unwrap();
+        let info = &request.certification_request_info;
+        let o: Vec<_> = info
+            .subject
+            .iter_organization()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(o, [NODES_GROUP]);
+        assert_eq!(
+            info.subject
+                .iter_common_name()
+                .next()
+                .unwrap()
+                .as_str()
+                .unwrap(),
+            "system:node:edge-1"
+        );
+        assert_eq!(info.subject_pki.raw, key.subject_public_key_info());
+        let mut sans = Vec::new();
+        for extension in request.requested_extensions().unwrap() {
+            if let x509_parser::extensions::ParsedExtension::SubjectAlternativeName(san) = extension
+            {
+                for name in &san.general_names {
+                    sans.push(match name {
+                        x509_parser::extensions::GeneralName::DNSName(dns) => dns.to_string(),
+                        x509_parser::extensions::GeneralName::IPAddress(ip) => {
+                            format!("{ip:?}")
+                        }
+                        other => panic!("unexpected name {other:?}"),
+                    });
+                }
+            }
+        }
+        assert_eq!(
+            sans,
+            [
+                "[169, 254, 2, 1]",
+                "[127, 0, 0, 1]",
+                "edge-1",
+                "kubernetes.default.svc"
+            ]
+        );
+    }
+
+    #[test]
     fn a_node_subject_asks_kubelets_signer_and_others_yurthubs() {
         assert_eq!(signer_for(&organizations(&[])), KUBELET_CLIENT_SIGNER);
         let yurthub = organizations(&["openyurt:yurthub".to_owned()]);
         assert_eq!(signer_for(&yurthub), CLIENT_SIGNER);
-        let csr = csr_object(b"der", KUBELET_CLIENT_SIGNER);
+        let csr = csr_object(b"der", KUBELET_CLIENT_SIGNER, &CLIENT_USAGES);
         assert_eq!(csr.spec.signer_name, KUBELET_CLIENT_SIGNER);
         assert_eq!(csr.spec.usages.unwrap(), CLIENT_USAGES);
         let text = String::from_utf8(csr.spec.request.0).unwrap();

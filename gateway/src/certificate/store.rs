@@ -6,8 +6,10 @@
 //!   yurthub.conf                0600  the gateway's kubeconfig: CA and current pair
 //!   pki/                        0700
 //!     ca.crt                          the cluster CA
-//!     yurthub-<unix time>.pem   0600  certificate chain, then key
-//!     yurthub-current.pem             symlink to the pair in use
+//!     yurthub-<unix time>.pem   0600  client certificate chain, then key
+//!     yurthub-current.pem             symlink to the client pair in use
+//!     yurthub-server-<unix time>.pem  0600  the HTTPS proxy's serving pair
+//!     yurthub-server-current.pem      symlink to the serving pair in use
 //! ```
 //!
 //! A new pair is written to a file of its own and the symlink re-pointed by a rename, so
@@ -22,8 +24,42 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::CertificateError;
 
-/// The pair's file name prefix (YurtHub's hub name).
-const PAIR_PREFIX: &str = "yurthub";
+/// Which of the gateway's two certificates a pair is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairKind {
+    /// The client certificate the gateway presents to the apiservers.
+    Client,
+    /// The HTTPS proxy's serving certificate.
+    Serving,
+}
+
+impl PairKind {
+    /// The pair's file name prefix (YurtHub's hub name, and its server store's).
+    fn prefix(self) -> &'static str {
+        match self {
+            PairKind::Client => "yurthub",
+            PairKind::Serving => "yurthub-server",
+        }
+    }
+
+    /// What the pair is, for logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PairKind::Client => "client certificate",
+            PairKind::Serving => "serving certificate",
+        }
+    }
+
+    /// Whether `name` is one of this kind's dated pair files (`<prefix>-<digits>….pem`):
+    /// `yurthub-server-1.pem` is not a client pair.
+    fn owns(self, name: &str) -> bool {
+        name.strip_prefix(self.prefix())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|rest| {
+                rest.starts_with(|c: char| c.is_ascii_digit()) && rest.ends_with(".pem")
+            })
+    }
+}
 
 /// The files of one `--root-dir`.
 #[derive(Clone, Debug)]
@@ -67,9 +103,10 @@ impl Store {
         self.pki_dir().join("ca.crt")
     }
 
-    /// The current pair (a symlink).
-    pub fn current_pair(&self) -> PathBuf {
-        self.pki_dir().join(format!("{PAIR_PREFIX}-current.pem"))
+    /// The current pair of `kind` (a symlink).
+    pub fn current_pair(&self, kind: PairKind) -> PathBuf {
+        self.pki_dir()
+            .join(format!("{}-current.pem", kind.prefix()))
     }
 
     /// The bootstrap kubeconfig written from `--join-token`.
@@ -79,19 +116,27 @@ impl Store {
 
     /// The gateway's kubeconfig.
     pub fn kubeconfig(&self) -> PathBuf {
-        self.root.join(format!("{PAIR_PREFIX}.conf"))
+        self.root
+            .join(format!("{}.conf", PairKind::Client.prefix()))
     }
 
-    /// Writes a new pair and points the current symlink at it; older pairs are removed.
-    pub fn write_pair(&self, chain_pem: &[u8], key_pem: &str) -> Result<PathBuf, CertificateError> {
+    /// Writes a new pair of `kind` and points its current symlink at it; older pairs of the
+    /// kind are removed.
+    pub fn write_pair(
+        &self,
+        kind: PairKind,
+        chain_pem: &[u8],
+        key_pem: &str,
+    ) -> Result<PathBuf, CertificateError> {
         let dir = self.pki_dir();
+        let prefix = kind.prefix();
         let seconds = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let (file, mut out) = (0..)
             .map(|n| match n {
-                0 => dir.join(format!("{PAIR_PREFIX}-{seconds}.pem")),
-                n => dir.join(format!("{PAIR_PREFIX}-{seconds}-{n}.pem")),
+                0 => dir.join(format!("{prefix}-{seconds}.pem")),
+                n => dir.join(format!("{prefix}-{seconds}-{n}.pem")),
             })
             .find_map(|path| {
                 fs::OpenOptions::new()
@@ -111,15 +156,15 @@ impl Store {
         out.write_all(&pem)
             .and_then(|()| out.sync_all())
             .map_err(|e| io_error(&file, e))?;
-        let staged = dir.join(format!(".{PAIR_PREFIX}-current.pem.tmp"));
+        let staged = dir.join(format!(".{prefix}-current.pem.tmp"));
         let _ = fs::remove_file(&staged);
         std::os::unix::fs::symlink(&file, &staged).map_err(|e| io_error(&staged, e))?;
-        fs::rename(&staged, self.current_pair()).map_err(|e| io_error(&staged, e))?;
-        self.remove_old_pairs(&file);
+        fs::rename(&staged, self.current_pair(kind)).map_err(|e| io_error(&staged, e))?;
+        self.remove_old_pairs(kind, &file);
         Ok(file)
     }
 
-    fn remove_old_pairs(&self, keep: &Path) {
+    fn remove_old_pairs(&self, kind: PairKind, keep: &Path) {
         let Ok(entries) = fs::read_dir(self.pki_dir()) else {
             return;
         };
@@ -127,10 +172,7 @@ impl Store {
             let path = entry.path();
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let a_pair = name.starts_with(&format!("{PAIR_PREFIX}-"))
-                && name.ends_with(".pem")
-                && path != self.current_pair();
-            if a_pair && path != keep {
+            if kind.owns(&name) && path != keep {
                 let _ = fs::remove_file(&path);
             }
         }
@@ -196,14 +238,31 @@ mod tests {
         store.create_dirs().unwrap();
         assert_eq!(mode(&store.pki_dir()), 0o700);
         assert_eq!(mode(dir.path().join("root").as_path()), 0o700);
-        let first = store.write_pair(b"CHAIN-1", "KEY-1\n").unwrap();
+        let client = store.current_pair(PairKind::Client);
+        let first = store
+            .write_pair(PairKind::Client, b"CHAIN-1", "KEY-1\n")
+            .unwrap();
         assert_eq!(mode(&first), 0o600);
-        assert_eq!(fs::read(store.current_pair()).unwrap(), b"CHAIN-1\nKEY-1\n");
-        let second = store.write_pair(b"CHAIN-2\n", "KEY-2\n").unwrap();
+        assert_eq!(fs::read(&client).unwrap(), b"CHAIN-1\nKEY-1\n");
+        let serving = store
+            .write_pair(PairKind::Serving, b"SERVING-1\n", "KEY-S\n")
+            .unwrap();
+        let second = store
+            .write_pair(PairKind::Client, b"CHAIN-2\n", "KEY-2\n")
+            .unwrap();
         assert_ne!(first, second);
-        assert_eq!(fs::read(store.current_pair()).unwrap(), b"CHAIN-2\nKEY-2\n");
-        assert_eq!(fs::read_link(store.current_pair()).unwrap(), second);
+        assert_eq!(fs::read(&client).unwrap(), b"CHAIN-2\nKEY-2\n");
+        assert_eq!(fs::read_link(&client).unwrap(), second);
         assert!(!first.exists(), "the replaced pair is removed");
+        assert!(serving.exists(), "a client renewal leaves the serving pair");
+        assert_eq!(
+            fs::read(store.current_pair(PairKind::Serving)).unwrap(),
+            b"SERVING-1\nKEY-S\n"
+        );
+        store
+            .write_pair(PairKind::Serving, b"SERVING-2\n", "KEY-S\n")
+            .unwrap();
+        assert!(!serving.exists() && second.exists());
         store.write_file(&store.kubeconfig(), b"{}").unwrap();
         assert_eq!(mode(&store.kubeconfig()), 0o600);
     }

@@ -1,15 +1,14 @@
-//! The certificate manager's start and its renewal loop.
-
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+//! The certificate manager's start: the bootstrap credential, the first client
+//! certificate, and the renewals to run.
 
 use clap::ValueEnum;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
+use std::path::{Path, PathBuf};
 
 use super::pins::{CaPins, JoinToken};
-use super::renewal::{renewal_deadline, retry_after, wait_until};
-use super::request::{csr_object, new_request, organizations, signer_for, submit};
-use super::store::{Store, io_error, kubeconfig};
+use super::renewal::{Renewal, Subject, retry_after};
+use super::request::organizations;
+use super::store::{PairKind, Store, io_error, kubeconfig};
 use super::{CertificateError, discovery, leaf_of};
 
 /// YurtHub's `--bootstrap-mode`.
@@ -45,6 +44,9 @@ pub struct CertificateSettings {
     pub kubelet_pair: PathBuf,
     /// The cluster CA kubelet trusts (kubeletcertificate mode).
     pub kubelet_ca: PathBuf,
+    /// The HTTPS proxy's addresses and names besides the node's name, when its serving
+    /// certificate is to be requested (no `--tls-cert-file` given).
+    pub serving_names: Option<Vec<String>>,
 }
 
 impl CertificateSettings {
@@ -59,13 +61,17 @@ impl CertificateSettings {
 }
 
 /// The gateway's identity, ready: a kubeconfig naming the CA and the pair's files, and the
-/// loop that renews the pair (token mode).
+/// loops that renew its pairs.
 #[derive(Debug)]
 pub struct Prepared {
     /// The kubeconfig the upstream transport loads.
     pub kubeconfig: PathBuf,
-    /// Renews the certificate; run it for the gateway's life.
-    pub renewal: Option<Renewal>,
+    /// Renew the client certificate (token mode) and the serving certificate (when asked
+    /// for); run them for the gateway's life.
+    pub renewals: Vec<Renewal>,
+    /// The serving pair's file (certificate chain, then key) when it is requested: it may
+    /// not exist yet, as the request waits for an approver.
+    pub serving_pair: Option<PathBuf>,
 }
 
 /// Sets up the gateway's identity; in token mode, waits for a first certificate when there
@@ -77,37 +83,41 @@ pub async fn prepare(
     let server = servers.first().ok_or(CertificateError::NoServer)?;
     let store = Store::new(&settings.root_dir)?;
     store.create_dirs()?;
-    if settings.mode == BootstrapMode::Kubeletcertificate {
+    let mut renewals = Vec::new();
+    let (kubeconfig, node) = if settings.mode == BootstrapMode::Kubeletcertificate {
         let ca =
             std::fs::read(&settings.kubelet_ca).map_err(|e| io_error(&settings.kubelet_ca, e))?;
         let pair = settings.kubelet_pair.display().to_string();
         let user = serde_json::json!({"client-certificate": pair, "client-key": pair});
         let path = store.root_dir_file("kubelet-certificate.conf");
         store.write_file(&path, &kubeconfig(server, &ca, user))?;
-        return Ok(Prepared {
-            kubeconfig: path,
-            renewal: None,
+        // kubelet's certificate names the node when the flags do not.
+        let node = settings.node_name.clone().or_else(|| {
+            let pem = std::fs::read(&settings.kubelet_pair).ok()?;
+            let (_, cn) = leaf_of(&pem).ok()?;
+            cn.strip_prefix("system:node:").map(str::to_owned)
         });
-    }
-    let node = settings.node_name.clone().unwrap_or_default();
-    let renewal = Renewal {
-        store: store.clone(),
-        servers: servers.to_vec(),
-        bootstrap: bootstrap_kubeconfig(settings, &store, server).await?,
-        common_name: format!("system:node:{node}"),
-        organizations: organizations(&settings.organizations),
-    };
-    let ca = std::fs::read(store.ca_file()).map_err(|e| io_error(&store.ca_file(), e))?;
-    let pair = store.current_pair().display().to_string();
-    let user = serde_json::json!({"client-certificate": pair, "client-key": pair});
-    store.write_file(&store.kubeconfig(), &kubeconfig(server, &ca, user))?;
-    match renewal.current() {
-        Some((_, cn)) if cn == renewal.common_name => {
-            tracing::info!(pair = %store.current_pair().display(), "using the client certificate under --root-dir");
-        }
-        _ => {
+        (path, node)
+    } else {
+        let node = settings.node_name.clone().unwrap_or_default();
+        let client = Renewal::new(
+            store.clone(),
+            servers.to_vec(),
+            Subject::Client {
+                common_name: format!("system:node:{node}"),
+                organizations: organizations(&settings.organizations),
+            },
+            bootstrap_kubeconfig(settings, &store, server).await?,
+        );
+        let ca = std::fs::read(store.ca_file()).map_err(|e| io_error(&store.ca_file(), e))?;
+        let pair = store.current_pair(PairKind::Client).display().to_string();
+        let user = serde_json::json!({"client-certificate": pair, "client-key": pair});
+        store.write_file(&store.kubeconfig(), &kubeconfig(server, &ca, user))?;
+        if client.has_own() {
+            tracing::info!(%pair, "using the client certificate under --root-dir");
+        } else {
             let mut attempt = 0;
-            while let Err(error) = renewal.renew(true).await {
+            while let Err(error) = client.renew(true).await {
                 if !error.is_transient() {
                     return Err(error);
                 }
@@ -117,10 +127,39 @@ pub async fn prepare(
                 attempt += 1;
             }
         }
+        renewals.push(client);
+        (store.kubeconfig(), Some(node))
+    };
+    let mut serving_pair = None;
+    match (&settings.serving_names, node) {
+        (Some(names), Some(node)) => {
+            let mut names = names.clone();
+            if !names.contains(&node) {
+                names.push(node.clone());
+            }
+            let serving = Renewal::new(
+                store.clone(),
+                servers.to_vec(),
+                Subject::Serving {
+                    common_name: format!("system:node:{node}"),
+                    names,
+                    kubeconfig: kubeconfig.clone(),
+                },
+                None,
+            );
+            serving_pair = Some(store.current_pair(PairKind::Serving));
+            renewals.push(serving);
+        }
+        (Some(_), None) => tracing::warn!(
+            "no serving certificate is requested for the HTTPS proxy: the node's name is \
+             unknown (give --node-name)"
+        ),
+        (None, _) => {}
     }
     Ok(Prepared {
-        kubeconfig: store.kubeconfig(),
-        renewal: Some(renewal),
+        kubeconfig,
+        renewals,
+        serving_pair,
     })
 }
 
@@ -141,7 +180,9 @@ async fn bootstrap_kubeconfig(
     }
     let Some(token) = &settings.join_token else {
         if store.ca_file().exists() {
-            return Ok(None);
+            // One an earlier start or `/v1/token` wrote.
+            let written = store.bootstrap_kubeconfig();
+            return Ok(written.exists().then_some(written));
         }
         return Err(CertificateError::NoCredentials);
     };
@@ -191,115 +232,4 @@ fn ca_of_file(path: &Path, text: &str) -> Result<Vec<u8>, CertificateError> {
         .ok_or_else(|| CertificateError::Discovery(format!("{} names no CA", path.display())))?;
     let file = path.parent().unwrap_or(Path::new("/")).join(file);
     std::fs::read(&file).map_err(|e| io_error(&file, e))
-}
-
-/// Renews the client certificate before it expires.
-#[derive(Debug)]
-pub struct Renewal {
-    store: Store,
-    servers: Vec<http::Uri>,
-    /// The bootstrap kubeconfig, when there is one: used while no valid certificate is.
-    bootstrap: Option<PathBuf>,
-    common_name: String,
-    organizations: Vec<String>,
-}
-
-impl Renewal {
-    /// Renews the certificate at each deadline, for ever; failures are retried.
-    pub async fn run(&self) {
-        let mut attempt = 0;
-        loop {
-            let now = SystemTime::now();
-            let deadline = match self.current() {
-                Some((validity, _)) => renewal_deadline(validity, fastrand::f64()),
-                None => now,
-            };
-            if attempt > 0 && deadline <= now {
-                // Still due after a renewal or a failure: back off rather than ask again at
-                // once (an issued certificate already due means a signer that backdates
-                // notBefore by more than the lifetime allows: kube-controller-manager
-                // before 1.22 backdates by 5 minutes).
-                let wait = retry_after(attempt - 1);
-                tracing::warn!(
-                    ?wait,
-                    "the client certificate is due for renewal again; waiting"
-                );
-                tokio::time::sleep(wait).await;
-            }
-            tracing::info!(deadline = %humantime::format_rfc3339_seconds(deadline), "client certificate renewal scheduled");
-            // In steps, so that a suspended machine or a changed clock is noticed.
-            loop {
-                let wait = wait_until(SystemTime::now(), deadline);
-                if wait.is_zero() {
-                    break;
-                }
-                tokio::time::sleep(wait.min(std::time::Duration::from_secs(30))).await;
-            }
-            match self.renew(false).await {
-                Ok(()) => {
-                    let due = self.current().is_none_or(|(validity, _)| {
-                        renewal_deadline(validity, 0.0) <= SystemTime::now()
-                    });
-                    attempt = if due { attempt + 1 } else { 0 };
-                }
-                Err(error) => {
-                    tracing::warn!(error = %crate::error_chain(&error), "client certificate renewal failed");
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    /// The current certificate's validity and common name, if there is one that parses.
-    fn current(&self) -> Option<(super::Validity, String)> {
-        let pem = std::fs::read(self.store.current_pair()).ok()?;
-        leaf_of(&pem).ok()
-    }
-
-    /// Requests a new pair and makes it current: on the current certificate's identity
-    /// while it is valid (`selfnodeclient`), else on the bootstrap credential.
-    async fn renew(&self, first: bool) -> Result<(), CertificateError> {
-        let current_valid = !first
-            && self
-                .current()
-                .is_some_and(|(validity, _)| validity.valid_at(SystemTime::now()));
-        let kubeconfig = if current_valid {
-            self.store.kubeconfig()
-        } else {
-            self.bootstrap
-                .clone()
-                .ok_or(CertificateError::NoCredentials)?
-        };
-        let (key, request) = new_request(&self.common_name, &self.organizations)?;
-        let csr = csr_object(&request, signer_for(&self.organizations));
-        let mut last = None;
-        for server in &self.servers {
-            let client = client_for(&kubeconfig, server).await?;
-            match submit(client, &csr).await {
-                Ok(chain) => {
-                    leaf_of(&chain)?;
-                    let file = self.store.write_pair(&chain, &key.serialize_pem())?;
-                    tracing::info!(pair = %file.display(), "client certificate issued and in use");
-                    return Ok(());
-                }
-                Err(error) => last = Some(error),
-            }
-        }
-        Err(last.unwrap_or(CertificateError::NoServer))
-    }
-}
-
-/// A client on `kubeconfig`'s credentials, sent to `server`.
-async fn client_for(path: &Path, server: &http::Uri) -> Result<kube::Client, CertificateError> {
-    let kubeconfig_error = |source| CertificateError::Kubeconfig {
-        path: path.to_owned(),
-        source,
-    };
-    let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(kubeconfig_error)?;
-    config.cluster_url = server.clone();
-    kube::Client::try_from(config).map_err(CertificateError::Api)
 }

@@ -64,8 +64,13 @@ pub struct CertificateArgs {
 }
 
 impl CertificateArgs {
-    /// The certificate manager's settings for the node `node_name`.
-    pub fn settings(&self, node_name: Option<String>) -> CertificateSettings {
+    /// The certificate manager's settings for the node `node_name`, requesting a serving
+    /// certificate for `serving_names` when given.
+    pub fn settings(
+        &self,
+        node_name: Option<String>,
+        serving_names: Option<Vec<String>>,
+    ) -> CertificateSettings {
         CertificateSettings {
             mode: self.bootstrap_mode,
             root_dir: self.root_dir.clone(),
@@ -77,6 +82,7 @@ impl CertificateArgs {
             organizations: self.hub_cert_organizations.clone(),
             kubelet_pair: self.kubelet_client_certificate.clone(),
             kubelet_ca: self.kubelet_ca_file.clone(),
+            serving_names,
         }
     }
 

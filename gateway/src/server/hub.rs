@@ -8,12 +8,14 @@
 //! | `GET /v1/filters` | the live filter chain as JSON |
 //! | `GET /v1/cache` | the cached sets as JSON (`edgegate cache ls`) |
 //! | `GET /v1/cache/object?component=&resource=&name=` | one cached object (`edgegate cache get`); a Secret's values redacted |
+//! | `POST`/`PUT /v1/token` `{"jointoken": "<id>.<secret>"}` | the certificate manager's bootstrap token replaced (YurtHub's) |
 //!
 //! Only the probes' endpoints (`/v1/healthz`, `/v1/readyz`, `/metrics`) answer callers off
 //! loopback ([`access`]).
 
 mod access;
 mod redact;
+mod token;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,11 +32,18 @@ pub async fn handle<B>(
     state: Arc<State>,
     request: Request<B>,
     peer: SocketAddr,
-) -> Response<ResponseBody> {
+) -> Response<ResponseBody>
+where
+    B: hyper::body::Body,
+    B::Error: Into<crate::BoxError>,
+{
     if let Some(refusal) = access::refused(peer, request.uri().path()) {
         return refusal;
     }
     let method = request.method();
+    if request.uri().path() == "/v1/token" {
+        return token::update(&state, request).await;
+    }
     if method != Method::GET && method != Method::HEAD {
         return crate::reply::status_response(
             StatusCode::METHOD_NOT_ALLOWED,

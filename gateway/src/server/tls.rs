@@ -27,16 +27,23 @@ pub enum TlsError {
 /// A TLS server configuration from `cert` (a PEM chain) and `key` (a PEM private key),
 /// offering HTTP/2 and HTTP/1.1. New connections are served with the files as they are
 /// then (looked at every [`crate::upstream::CERT_CHECK_EVERY`] at most), so a rotated
-/// certificate needs no restart. A client may present a certificate, which must then be
+/// certificate needs no restart. `issued_later`: the files may not exist yet (the
+/// certificate manager's request waits for an approver), and until they do, handshakes
+/// fail; else they must load now. A client may present a certificate, which must then be
 /// one of `client_ca` (the cluster's CA); without a CA, client certificates are not asked for.
 pub fn server_config(
     cert: &Path,
     key: &Path,
     client_ca: &[CertificateDer<'static>],
+    issued_later: bool,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let builder = ServerConfig::builder();
     let provider = builder.crypto_provider().clone();
-    let files = CertFiles::load(cert, key, provider.clone())?;
+    let files = if issued_later {
+        CertFiles::load_when_there(cert, key, provider.clone())
+    } else {
+        CertFiles::load(cert, key, provider.clone())?
+    };
     let builder = if client_ca.is_empty() {
         builder.with_no_client_auth()
     } else {

@@ -79,7 +79,8 @@ struct State {
     checked: Instant,
     /// The files as last looked at (loaded or not).
     stamps: (Stamp, Stamp),
-    current: Arc<CertifiedKey>,
+    /// The pair in use; none before the files first loaded ([`CertFiles::load_when_there`]).
+    current: Option<Arc<CertifiedKey>>,
 }
 
 impl CertFiles {
@@ -90,8 +91,32 @@ impl CertFiles {
         provider: Arc<CryptoProvider>,
     ) -> Result<CertFiles, CertFilesError> {
         let stamps = (Stamp::of(cert), Stamp::of(key));
-        let current = Arc::new(load(cert, key, &provider)?);
-        Ok(CertFiles {
+        let current = Some(Arc::new(load(cert, key, &provider)?));
+        Ok(CertFiles::with(cert, key, provider, stamps, current))
+    }
+
+    /// The pair when the files are there and load: until then [`CertFiles::current`] has
+    /// none (a serving certificate still waiting to be issued).
+    pub fn load_when_there(cert: &Path, key: &Path, provider: Arc<CryptoProvider>) -> CertFiles {
+        let stamps = (Stamp::of(cert), Stamp::of(key));
+        let current = match load(cert, key, &provider) {
+            Ok(pair) => Some(Arc::new(pair)),
+            Err(error) => {
+                tracing::info!(error = %crate::error_chain(&error), cert = %cert.display(), "no certificate yet; it is used once it is there");
+                None
+            }
+        };
+        CertFiles::with(cert, key, provider, stamps, current)
+    }
+
+    fn with(
+        cert: &Path,
+        key: &Path,
+        provider: Arc<CryptoProvider>,
+        stamps: (Stamp, Stamp),
+        current: Option<Arc<CertifiedKey>>,
+    ) -> CertFiles {
+        CertFiles {
             cert: cert.to_owned(),
             key: key.to_owned(),
             provider,
@@ -102,7 +127,7 @@ impl CertFiles {
                 current,
             }),
             generation: AtomicU64::new(0),
-        })
+        }
     }
 
     /// The same, looked at on every use (for tests).
@@ -111,8 +136,9 @@ impl CertFiles {
         self
     }
 
-    /// The pair to present now, re-read first when the files changed.
-    pub fn current(&self) -> Arc<CertifiedKey> {
+    /// The pair to present now, re-read first when the files changed; none while the files
+    /// have never loaded.
+    pub fn current(&self) -> Option<Arc<CertifiedKey>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.checked.elapsed() >= self.check_every {
             state.checked = Instant::now();
@@ -122,7 +148,7 @@ impl CertFiles {
                 match load(&self.cert, &self.key, &self.provider) {
                     Ok(pair) => {
                         tracing::info!(cert = %self.cert.display(), "certificate changed on disk; using the new one for new connections");
-                        state.current = Arc::new(pair);
+                        state.current = Some(Arc::new(pair));
                         self.generation.fetch_add(1, Ordering::AcqRel);
                     }
                     Err(error) => tracing::warn!(
@@ -155,7 +181,7 @@ impl std::fmt::Debug for CertFiles {
 
 impl rustls::client::ResolvesClientCert for CertFiles {
     fn resolve(&self, _: &[&[u8]], _: &[rustls::SignatureScheme]) -> Option<Arc<CertifiedKey>> {
-        Some(self.current())
+        self.current()
     }
 
     fn has_certs(&self) -> bool {
@@ -165,7 +191,7 @@ impl rustls::client::ResolvesClientCert for CertFiles {
 
 impl rustls::server::ResolvesServerCert for CertFiles {
     fn resolve(&self, _: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current())
+        self.current()
     }
 }
 

@@ -209,5 +209,21 @@ fn the_files_are_not_looked_at_more_often_than_asked() {
         .unwrap()
         .checked_every(Duration::from_secs(3600));
     rotate(dir.path(), "pair.pem", "2", &format!("{b}{b_key}"));
-    assert_eq!(files.current().cert[0], der(&a));
+    assert_eq!(files.current().unwrap().cert[0], der(&a));
+}
+
+#[test]
+fn a_pair_not_issued_yet_is_used_once_it_is_there() {
+    let ca = Ca::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("serving.pem");
+    let files = CertFiles::load_when_there(&path, &path, provider()).checked_every(Duration::ZERO);
+    assert!(files.current().is_none());
+    // Half written: still none.
+    let (cert, key) = ca.issue("edge", true);
+    std::fs::write(&path, &cert).unwrap();
+    assert!(files.current().is_none());
+    rotate(dir.path(), "serving.pem", "1", &format!("{cert}{key}"));
+    assert_eq!(files.current().unwrap().cert[0], der(&cert));
+    assert_eq!(files.generation(), 1);
 }
