@@ -12,6 +12,7 @@ mod crash;
 mod crash_gc;
 mod crash_watch;
 mod damage;
+mod deploy;
 mod filters;
 mod hub_cfg;
 mod hub_interface;
@@ -121,6 +122,10 @@ const TESTS: &[(&str, Test)] = &[
         rotation::a_rotated_client_certificate_is_used_without_a_restart,
     ),
     (
+        "rotation::kubelets_certificate_is_the_identity_in_kubeletcertificate_mode",
+        rotation::kubelets_certificate_is_the_identity_in_kubeletcertificate_mode,
+    ),
+    (
         "hub_cfg::yurt_hub_cfg_is_followed_live",
         hub_cfg::yurt_hub_cfg_is_followed_live,
     ),
@@ -175,6 +180,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "certificates::a_join_token_is_enough_and_the_certificate_rotates_under_load",
         certificates::a_join_token_is_enough_and_the_certificate_rotates_under_load,
+    ),
+    (
+        "deploy::the_manifest_passes_server_side_dry_run",
+        deploy::the_manifest_passes_server_side_dry_run,
+    ),
+    (
+        "deploy::the_systemd_unit_verifies",
+        deploy::the_systemd_unit_verifies,
     ),
     (
         "yurthub::yurthubs_own_arguments_start_edgegate",

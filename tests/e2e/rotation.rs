@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::process::wait_until;
+use edgegate_testkit::process::{free_port, wait_until};
 use edgegate_testkit::{Gateway, User};
 
 use crate::support::Env;
@@ -15,18 +15,49 @@ use crate::support::Env;
 /// certificate: here from `edgegate` (group `system:masters`, may list secrets) to
 /// `edgegate-rotated` (no group, may not), with no restart.
 pub fn a_rotated_client_certificate_is_used_without_a_restart(env: &Env) -> Result<()> {
-    let dir = env.cluster.dir.join(crate::support::unique("rotation"));
+    follows_rotations(env, "rotation", |current, dir| {
+        let kubeconfig = dir.join("gateway.kubeconfig");
+        env.cluster.kubeconfig_for(
+            &kubeconfig,
+            &env.cluster.url(),
+            &User::Certificate(current, current),
+        )?;
+        Gateway::start_as(&env.bin, &env.cluster, &kubeconfig, &[])
+    })
+}
+
+/// `--bootstrap-mode kubeletcertificate`, as YurtHub's: no kubeconfig, no token; the
+/// gateway's identity is kubelet's client certificate file (`--kubelet-client-certificate`,
+/// with the CA of `--kubelet-ca-file`), followed as kubelet rotates it.
+pub fn kubelets_certificate_is_the_identity_in_kubeletcertificate_mode(env: &Env) -> Result<()> {
+    follows_rotations(env, "kubeletcert", |current, dir| {
+        let flags = [
+            "--bootstrap-mode=kubeletcertificate".to_owned(),
+            format!("--kubelet-client-certificate={}", current.display()),
+            format!("--kubelet-ca-file={}", env.cluster.pki.ca_cert.display()),
+            format!("--root-dir={}", dir.join("root").display()),
+            "--node-name=edge-kubeletcert".to_owned(),
+            // Its serving request is never approved here; the port must not be shared.
+            format!("--proxy-secure-port={}", free_port()?),
+        ];
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        Gateway::start_without_kubeconfig(&env.bin, &env.cluster, &flags)
+    })
+}
+
+/// A gateway `start`ed on the pair file `kubelet-client-current.pem` (in a directory of its
+/// own) acts as that pair's identity, then, with no restart, as the one it is rotated to.
+fn follows_rotations(
+    env: &Env,
+    name: &str,
+    start: impl Fn(&Path, &Path) -> Result<Gateway>,
+) -> Result<()> {
+    let dir = env.cluster.dir.join(crate::support::unique(name));
     std::fs::create_dir_all(&dir)?;
     let pki = &env.cluster.pki;
     let current = dir.join("kubelet-client-current.pem");
     rotate(&dir, "1", &pki.gateway_cert, &pki.gateway_key)?;
-    let kubeconfig = dir.join("gateway.kubeconfig");
-    env.cluster.kubeconfig_for(
-        &kubeconfig,
-        &env.cluster.url(),
-        &User::Certificate(&current, &current),
-    )?;
-    let mut gateway = Gateway::start_as(&env.bin, &env.cluster, &kubeconfig, &[])?;
+    let mut gateway = start(&current, &dir)?;
     let pid = gateway.process().context("running")?.pid();
 
     let can_list_secrets = |gateway: &Gateway| -> Result<String> {
@@ -39,7 +70,11 @@ pub fn a_rotated_client_certificate_is_used_without_a_restart(env: &Env) -> Resu
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     };
     let before = can_list_secrets(&gateway)?;
-    ensure!(before == "yes", "as edgegate (system:masters): {before}");
+    ensure!(
+        before == "yes",
+        "as edgegate (system:masters): {before}\n{}",
+        gateway.log_tail(20)
+    );
 
     rotate(&dir, "2", &pki.rotated_cert, &pki.rotated_key)?;
     // The files are looked at every 2 s at most; 30 s only guards against a hang.
