@@ -36,6 +36,10 @@ command -v conntrack >/dev/null || need_pkgs+=(conntrack)
 command -v nsenter >/dev/null || need_pkgs+=(util-linux)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v tc >/dev/null || need_pkgs+=(iproute2)
+# What `deploy/` is built and checked with: the image (buildah, strip), the unit (systemd).
+command -v buildah >/dev/null || need_pkgs+=(buildah)
+command -v strip >/dev/null || need_pkgs+=(binutils)
+command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   sudo_if apt-get update -qq

@@ -17,6 +17,7 @@
 //! - [`cloud`]: a node's cloud: etcd, kube-apiserver and kube-controller-manager.
 //! - [`image`]: the node's busybox OCI image, made without a registry.
 //! - [`containerd`]: the node's container runtime and its cleanup.
+//! - [`deploy`]: the image and static pod manifest of `deploy/`, fitted to a test node.
 //! - [`node`]: containerd, edgegate, kubelet and kube-proxy in the node's namespace.
 //! - [`testbed`]: a node, its cloud and the link between them.
 //! - [`scenario`]: steps the node scenarios and `cargo dev --node --trials` share.
@@ -29,6 +30,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod containerd;
 pub mod controller_manager;
+pub mod deploy;
 pub mod filters;
 pub mod gateway;
 pub mod http;
