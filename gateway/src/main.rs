@@ -67,8 +67,11 @@ fn main() -> ExitCode {
 
 fn init_tracing(filter: &str, format: LogFormat) {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colours only for a person at a terminal, not in kubelet's or journald's logs.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
