@@ -77,7 +77,13 @@ pub fn a_join_token_is_enough_and_the_certificate_rotates_under_load(env: &Env) 
         "subject {}",
         leaf.subject
     );
-    ensure!(mode(&first)? == 0o600, "pair mode {:o}", mode(&first)?);
+    let pki = root.join("pki");
+    ensure!(
+        first.is_relative() && mode(&pki.join(&first))? == 0o600,
+        "pair {} mode {:o}",
+        first.display(),
+        mode(&pki.join(&first))?
+    );
     ensure!(
         mode(&root.join("pki"))? == 0o700,
         "pki mode {:o}",
@@ -256,7 +262,7 @@ fn serving_certificate_is_requested_approved_and_served(
         );
     }
     ensure!(
-        mode(&std::fs::read_link(&pair)?)? == 0o600,
+        mode(&root.join("pki").join(std::fs::read_link(&pair)?))? == 0o600,
         "serving pair mode"
     );
     // Trusting only the cluster CA, verifying 127.0.0.1.

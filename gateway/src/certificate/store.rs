@@ -158,7 +158,10 @@ impl Store {
             .map_err(|e| io_error(&file, e))?;
         let staged = dir.join(format!(".{prefix}-current.pem.tmp"));
         let _ = fs::remove_file(&staged);
-        std::os::unix::fs::symlink(&file, &staged).map_err(|e| io_error(&staged, e))?;
+        // Relative: the directory is also read where it is mounted elsewhere (a static pod's
+        // hostPath, seen from the host).
+        let target = file.file_name().map_or_else(|| file.clone(), PathBuf::from);
+        std::os::unix::fs::symlink(&target, &staged).map_err(|e| io_error(&staged, e))?;
         fs::rename(&staged, self.current_pair(kind)).map_err(|e| io_error(&staged, e))?;
         self.remove_old_pairs(kind, &file);
         Ok(file)
@@ -252,7 +255,11 @@ mod tests {
             .unwrap();
         assert_ne!(first, second);
         assert_eq!(fs::read(&client).unwrap(), b"CHAIN-2\nKEY-2\n");
-        assert_eq!(fs::read_link(&client).unwrap(), second);
+        assert_eq!(
+            fs::read_link(&client).unwrap(),
+            Path::new(second.file_name().unwrap()),
+            "the link is relative"
+        );
         assert!(!first.exists(), "the replaced pair is removed");
         assert!(serving.exists(), "a client renewal leaves the serving pair");
         assert_eq!(
