@@ -7,8 +7,9 @@
 //! link's, `lan::` or `wan::`. One node serves each link's run and the tests run one at a
 //! time, in order: each leaves the node as the next expects (the link is cut by `outage::*`
 //! and restored by `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`), and each
-//! makes sure of the state it needs; the last two cut and restore the link themselves, and
-//! the last one powers the whole node off and on. Run with
+//! makes sure of the state it needs; the last three cut and restore the link themselves,
+//! `reboot::a_node_powered_off…` powers the whole node off and on, and the last one hands
+//! edgegate to kubelet as a static pod, which the node keeps to its end. Run with
 //! `cargo test -p edgegate --test node [FILTER]` (`wan::` for the WAN's alone).
 #![allow(clippy::disallowed_methods)]
 
@@ -16,6 +17,7 @@ mod join;
 mod outage;
 mod reboot;
 mod reconnect;
+mod static_pod;
 mod support;
 mod topology;
 
@@ -65,6 +67,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "reboot::a_node_powered_off_longer_than_gc_after_boots_on_its_cache",
         reboot::a_node_powered_off_longer_than_gc_after_boots_on_its_cache,
+    ),
+    (
+        "static_pod::edgegate_runs_as_a_static_pod_and_pods_reach_the_api_through_it",
+        static_pod::edgegate_runs_as_a_static_pod_and_pods_reach_the_api_through_it,
     ),
 ];
 

@@ -50,10 +50,14 @@ impl Cloud {
             service_cidr: SERVICE_CIDR.to_owned(),
             node: Some(node.to_owned()),
             controller_manager: true,
-            ..ClusterOptions::default()
+            // A node may join with a bootstrap token (edgegate's static pod does).
+            bootstrap_token_auth: true,
         };
         let cluster = Cluster::start_with(tools, etcd, options)?;
-        let mut controller_manager = crate::controller_manager::start(&cluster, &[])?;
+        // kubeadm's controllers: the defaults, and those that sign cluster-info for bootstrap
+        // tokens and remove expired ones.
+        let controllers = "--controllers=*,bootstrapsigner,tokencleaner".to_owned();
+        let mut controller_manager = crate::controller_manager::start(&cluster, &[controllers])?;
         // The node runs kube-proxy on its own identity (through the gateway), as YurtHub's
         // nodes do without a kube-proxy service account: grant it kube-proxy's role.
         cluster.kubectl(&[

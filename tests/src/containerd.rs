@@ -47,14 +47,7 @@ impl Containerd {
             netns: link.path(),
         };
         containerd.restart()?;
-        let archive = image::busybox_archive(dir)?;
-        containerd.ctr(&[
-            "images",
-            "import",
-            "--snapshotter",
-            SNAPSHOTTER,
-            &archive.to_string_lossy(),
-        ])?;
+        containerd.import(&image::busybox_archive(dir)?)?;
         Ok(containerd)
     }
 
@@ -89,6 +82,17 @@ impl Containerd {
         if let Some(mut process) = self.process.take() {
             process.terminate(Duration::from_secs(5));
         }
+    }
+
+    /// Imports the image archive `archive` (OCI or Docker) for kubelet's pods.
+    pub fn import(&self, archive: &Path) -> Result<String> {
+        self.ctr(&[
+            "images",
+            "import",
+            "--snapshotter",
+            SNAPSHOTTER,
+            &archive.to_string_lossy(),
+        ])
     }
 
     /// Runs `ctr -n k8s.io args` against this containerd; its stdout.

@@ -58,6 +58,8 @@ pub struct Node {
     gateway_args: Vec<String>,
     gateway_flags: Vec<String>,
     gateway: Option<Process>,
+    /// kubelet's static pod directory (`--pod-manifest-path`), once edgegate runs there.
+    static_pods: Option<PathBuf>,
     kubelet: Option<Process>,
     kube_proxy: Option<Process>,
     tunables: Vec<(&'static str, String)>,
@@ -132,6 +134,7 @@ impl Node {
             gateway_args,
             gateway_flags: Vec::new(),
             gateway: None,
+            static_pods: None,
             kubelet: None,
             kube_proxy: None,
             tunables,
@@ -195,8 +198,51 @@ impl Node {
             "--logtostderr=true".to_owned(),
             "--v=2".to_owned(),
         ];
+        let mut args = args;
+        args.extend(
+            self.static_pods
+                .as_ref()
+                .map(|dir| format!("--pod-manifest-path={}", dir.display())),
+        );
         let kubelet = self.tools.kubelet.clone();
         self.kubelet = Some(self.spawn("kubelet", &kubelet, &args)?);
+        Ok(())
+    }
+
+    /// Hands edgegate to kubelet, as a node deployed like YurtHub runs it: the gateway
+    /// process stopped, `manifest` written into kubelet's static pod directory, kubelet
+    /// restarted with it; waits until the pod's gateway answers `/v1/healthz` (its image
+    /// must be in containerd).
+    pub fn run_gateway_as_static_pod(&mut self, manifest: &str) -> Result<()> {
+        self.stop_gateway();
+        self.kill_kubelet();
+        let dir = self.dir.join("manifests");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("edgegate.yaml"), manifest)?;
+        self.static_pods = Some(dir);
+        self.start_kubelet()?;
+        let up = wait_until(Duration::from_secs(180), "edgegate's static pod", || {
+            self.hub("/v1/healthz")
+                .is_ok_and(|(status, _)| status == 200)
+        });
+        if let Err(error) = up {
+            self.check_running()?;
+            let kubelet = self.log("kubelet");
+            let about: Vec<&str> = kubelet.lines().filter(|l| l.contains("edgegate")).collect();
+            let pod_log = std::fs::read_dir("/var/log/pods")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .find(|d| d.file_name().to_string_lossy().contains("_edgegate-"))
+                .and_then(|d| std::fs::read_to_string(d.path().join("edgegate/0.log")).ok())
+                .unwrap_or_default();
+            let tail: Vec<&str> = pod_log.lines().rev().take(30).collect();
+            return Err(error.context(format!(
+                "kubelet on edgegate:\n{}\nthe pod's log (last lines first):\n{}",
+                about[about.len().saturating_sub(20)..].join("\n"),
+                tail.join("\n")
+            )));
+        }
         Ok(())
     }
 
