@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::bootstrap::{self, BootstrapToken};
+use edgegate_testkit::bootstrap::{self, BootstrapToken, SERVING_SIGNER};
 use edgegate_testkit::cluster::{ADMIN_TOKEN, ClusterOptions, User};
 use edgegate_testkit::process::{free_port, wait_until};
 use edgegate_testkit::{Cluster, Gateway, controller_manager, http};
@@ -26,7 +26,6 @@ const NODE: &str = "edge-joiner";
 /// (36–132 s after issue), at least 48 s before the old certificate expires.
 const SIGNING_DURATION: &str = "8m";
 const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
-const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
 /// A gateway given only a join token (and the CA pin) comes up: it finds the CA in
 /// cluster-info, its request is approved and signed by kube-controller-manager, and it
@@ -200,18 +199,7 @@ fn serving_certificate_is_requested_approved_and_served(
     root: &Path,
     secure: u16,
 ) -> Result<()> {
-    let pending = || -> Result<Vec<String>> {
-        let out = cluster.kubectl(&["get", "csr", "-o", "json"])?;
-        let list: serde_json::Value = serde_json::from_str(&out)?;
-        Ok(list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|csr| csr["spec"]["signerName"] == SERVING_SIGNER)
-            .filter(|csr| csr["status"]["conditions"].is_null())
-            .filter_map(|csr| csr["metadata"]["name"].as_str().map(str::to_owned))
-            .collect())
-    };
+    let pending = || bootstrap::pending_serving_requests(cluster, NODE);
     wait_until(Duration::from_secs(60), "the serving request", || {
         pending().is_ok_and(|p| !p.is_empty())
     })
@@ -358,25 +346,13 @@ fn mode(path: &Path) -> Result<u32> {
 
 /// Each CSR to `signer`: its signer and requesting user.
 fn csrs(cluster: &Cluster, signer: &str) -> Result<Vec<(String, String)>> {
-    let out = cluster.kubectl(&["get", "csr", "-o", "json"])?;
-    let list: serde_json::Value = serde_json::from_str(&out)?;
-    Ok(list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    Ok(bootstrap::csrs(cluster)?
+        .iter()
+        .filter(|csr| csr["spec"]["signerName"] == signer)
         .map(|csr| {
-            (
-                csr["spec"]["signerName"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                csr["spec"]["username"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            )
+            let field = |name: &str| csr["spec"][name].as_str().unwrap_or_default().to_owned();
+            (field("signerName"), field("username"))
         })
-        .filter(|(s, _)| s == signer)
         .collect())
 }
 

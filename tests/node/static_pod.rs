@@ -88,7 +88,7 @@ pub fn edgegate_runs_as_a_static_pod_and_pods_reach_the_api_through_it(
         ],
     )?;
     testbed.node.run_gateway_as_static_pod(&manifest)?;
-    approve_serving_request(testbed)?;
+    bootstrap::approve_serving_request(&testbed.cloud.cluster, NODE)?;
     testbed.node.wait_ready(&testbed.cloud)?;
     let mirror = format!("edgegate-{NODE}");
     wait_until(
@@ -149,34 +149,6 @@ pub fn edgegate_runs_as_a_static_pod_and_pods_reach_the_api_through_it(
         .collect();
     ensure!(leaked.is_empty(), "the pod read Secrets: {leaked:?}");
     testbed.node.wait_ready(&testbed.cloud)?;
-    Ok(())
-}
-
-/// Approves the node's pending `kubelet-serving` requests, as OpenYurt's yurt-manager does
-/// (kube-controller-manager signs them but approves none).
-fn approve_serving_request(testbed: &Testbed) -> Result<()> {
-    let cloud = &testbed.cloud;
-    let pending = || -> Result<Vec<String>> {
-        let list: serde_json::Value =
-            serde_json::from_str(&cloud.kubectl(&["get", "csr", "-o", "json"])?)?;
-        Ok(list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|csr| csr["spec"]["signerName"] == "kubernetes.io/kubelet-serving")
-            .filter(|csr| csr["spec"]["username"] == format!("system:node:{NODE}"))
-            .filter(|csr| csr["status"]["conditions"].is_null())
-            .filter_map(|csr| csr["metadata"]["name"].as_str().map(str::to_owned))
-            .collect())
-    };
-    wait_until(
-        Duration::from_secs(120),
-        "the gateway's serving request",
-        || pending().is_ok_and(|p| !p.is_empty()),
-    )?;
-    for name in pending()? {
-        cloud.kubectl(&["certificate", "approve", &name])?;
-    }
     Ok(())
 }
 

@@ -129,3 +129,39 @@ pub fn seed(cluster: &Cluster, token: &BootstrapToken) -> Result<()> {
     )
     .context("is kube-controller-manager's bootstrapsigner running?")
 }
+
+/// The signer of node serving certificates, whose requests kube-controller-manager signs
+/// and leaves to an approver.
+pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
+
+/// The cluster's CertificateSigningRequests.
+pub fn csrs(cluster: &Cluster) -> Result<Vec<serde_json::Value>> {
+    let list: serde_json::Value =
+        serde_json::from_str(&cluster.kubectl(&["get", "csr", "-o", "json"])?)?;
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// The names of `node`'s serving requests nobody approved or denied yet.
+pub fn pending_serving_requests(cluster: &Cluster, node: &str) -> Result<Vec<String>> {
+    let user = format!("system:node:{node}");
+    Ok(csrs(cluster)?
+        .iter()
+        .filter(|csr| csr["spec"]["signerName"] == SERVING_SIGNER)
+        .filter(|csr| csr["spec"]["username"] == user.as_str())
+        .filter(|csr| csr["status"]["conditions"].is_null())
+        .filter_map(|csr| csr["metadata"]["name"].as_str().map(str::to_owned))
+        .collect())
+}
+
+/// Waits for `node`'s serving request and approves it, as OpenYurt's yurt-manager does.
+pub fn approve_serving_request(cluster: &Cluster, node: &str) -> Result<()> {
+    wait_until(
+        Duration::from_secs(120),
+        "the node's serving request",
+        || pending_serving_requests(cluster, node).is_ok_and(|p| !p.is_empty()),
+    )?;
+    for name in pending_serving_requests(cluster, node)? {
+        cluster.kubectl(&["certificate", "approve", &name])?;
+    }
+    Ok(())
+}
