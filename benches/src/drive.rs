@@ -51,7 +51,7 @@ pub fn watch(rt: &tokio::runtime::Runtime, chunks: &[Bytes], pipeline: Pipeline)
 
 async fn drain<S>(out: S) -> usize
 where
-    S: futures_util::Stream<Item = Result<Frame<Bytes>, edgegate::BoxError>>,
+    S: futures_util::Stream<Item = Result<Frame<Bytes>, edgegate::error::BoxError>>,
 {
     let mut out = std::pin::pin!(out);
     let mut sent = 0;

@@ -139,7 +139,7 @@ pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: H
     let client = match crate::informer::client_through(proxy, "autonomy") {
         Ok(client) => client,
         Err(error) => {
-            tracing::warn!(error = %crate::error_chain(&error), "no client for the node's autonomy condition");
+            tracing::warn!(error = %crate::error::error_chain(&error), "no client for the node's autonomy condition");
             return;
         }
     };
@@ -153,7 +153,7 @@ pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: H
         tokio::select! {
             event = events.next() => match event {
                 Some(Ok(object)) => current = Some(object),
-                Some(Err(error)) => tracing::debug!(error = %crate::error_chain(&error), "watching this node"),
+                Some(Err(error)) => tracing::debug!(error = %crate::error::error_chain(&error), "watching this node"),
                 None => return,
             },
             _ = every.tick() => {
@@ -171,7 +171,7 @@ pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: H
                         tracing::info!(%node, status = verdict.status, reason = verdict.reason, "set the node's {CONDITION} condition");
                         current = Some(updated);
                     }
-                    Err(error) => tracing::warn!(%node, error = %crate::error_chain(&error), "cannot set the node's {CONDITION} condition"),
+                    Err(error) => tracing::warn!(%node, error = %crate::error::error_chain(&error), "cannot set the node's {CONDITION} condition"),
                 }
             }
         }

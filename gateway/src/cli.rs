@@ -1,5 +1,5 @@
 //! The command line: YurtHub-compatible flags for running the gateway, and the operator
-//! subcommands. Parsing only; [`crate::config`] turns the flags into a checked [`crate::Config`].
+//! subcommands. Parsing only; [`crate::config`] turns the flags into a checked [`crate::config::Config`].
 
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -262,7 +262,7 @@ pub struct FilterSettings {
     /// behind goes with it; `None` does both in this process.
     pub helper: Option<PathBuf>,
     /// Called on the loading thread after each load, succeeded or failed (see
-    /// [`crate::Config::return_freed_memory`]).
+    /// [`crate::config::Config::return_freed_memory`]).
     pub after_load: Option<fn()>,
     /// This node's name, given to filters.
     pub node_name: String,

@@ -277,7 +277,7 @@ impl Link {
             }
             Ok(_) => {}
             Err(error) => tracing::error!(
-                error = %crate::error_chain(&error),
+                error = %crate::error::error_chain(&error),
                 "the hub interface was removed and cannot be made again; pods cannot reach the gateway"
             ),
         }

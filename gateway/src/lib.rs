@@ -15,7 +15,9 @@
 //! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
-//! - [`metrics`]: the Prometheus registry; [`reply`]: response bodies and `Status` answers.
+//! - [`reply`]: response bodies and `Status` answers.
+//! - [`metrics`]: the Prometheus registry; [`error`]: the boxed error and an error's causes
+//!   on one line; [`json`]: JSON indented for reading.
 //! - [`certificate`]: the gateway's client certificate: bootstrapped with a token, renewed.
 //! - [`config`] and [`cli`]: the command line and the checked configuration; [`tools`]: the
 //!   `filter` and `cache` subcommands.
@@ -25,10 +27,12 @@ pub mod cache;
 pub mod certificate;
 pub mod cli;
 pub mod config;
+pub mod error;
 pub mod filter;
 pub mod hubcfg;
 pub mod informer;
 pub mod interface;
+pub mod json;
 pub mod local;
 pub mod metrics;
 pub mod reply;
@@ -37,36 +41,3 @@ pub mod server;
 pub mod stream;
 pub mod tools;
 pub mod upstream;
-
-pub use config::Config;
-
-/// A boxed error from a body, a connection or a pipeline stage.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// JSON text indented for reading, its fields in their written order (not sorted, as a
-/// parse into a map would sort them); text that is not one JSON value is refused.
-pub fn indent_json(json: &[u8]) -> Result<String, serde_json::Error> {
-    let mut out = Vec::with_capacity(json.len() * 2);
-    let mut reader = serde_json::Deserializer::from_slice(json);
-    serde_transcode::transcode(&mut reader, &mut serde_json::Serializer::pretty(&mut out))?;
-    reader.end()?;
-    // serde_json writes UTF-8 only.
-    Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
-}
-
-/// An error and its causes on one line, `outer: cause: root cause`, for logs and `Status`
-/// messages.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        // Wrappers that repeat their cause verbatim add nothing.
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}

@@ -130,7 +130,7 @@ impl Local {
     ) -> Response<ResponseBody>
     where
         B: http_body::Body<Data = bytes::Bytes>,
-        B::Error: Into<crate::BoxError>,
+        B::Error: Into<crate::error::BoxError>,
     {
         let code = if info.verb == Verb::Create {
             StatusCode::CREATED
@@ -232,11 +232,14 @@ fn unavailable(reason: &str) -> Response<ResponseBody> {
 }
 
 fn store_failed(error: &dyn std::error::Error) -> Response<ResponseBody> {
-    tracing::error!(error = %crate::error_chain(error), "the local cache failed");
+    tracing::error!(error = %crate::error::error_chain(error), "the local cache failed");
     status_response(
         StatusCode::INTERNAL_SERVER_ERROR,
         "InternalError",
-        &format!("the local cache failed: {}", crate::error_chain(error)),
+        &format!(
+            "the local cache failed: {}",
+            crate::error::error_chain(error)
+        ),
     )
 }
 

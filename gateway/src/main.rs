@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use edgegate::cli::{Cli, Command, LogFormat};
-use edgegate::{Config, server, tools};
+use edgegate::config::Config;
+use edgegate::{server, tools};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -51,14 +52,14 @@ fn main() -> ExitCode {
                 ..config
             },
             Err(error) => {
-                eprintln!("edgegate: {}", edgegate::error_chain(&error));
+                eprintln!("edgegate: {}", edgegate::error::error_chain(&error));
                 return ExitCode::from(2);
             }
         };
         match server::run(config, shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                tracing::error!(error = %edgegate::error_chain(&error), "edgegate failed");
+                tracing::error!(error = %edgegate::error::error_chain(&error), "edgegate failed");
                 ExitCode::FAILURE
             }
         }

@@ -6,7 +6,7 @@ use http::{Response, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 
-use crate::BoxError;
+use crate::error::BoxError;
 use crate::stream::failure_status;
 
 /// The body of every response the gateway sends.

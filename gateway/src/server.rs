@@ -24,8 +24,8 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::Config;
 use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
+use crate::config::Config;
 use crate::filter::{FilterError, FilterSettings, Filters, Limits, Lookup, NoLookup};
 use crate::informer::Informers;
 use crate::interface::HubInterface;
@@ -179,7 +179,7 @@ fn make_hub_interface(config: &Config) -> Option<HubInterface> {
         }
         Err(error) => {
             tracing::error!(
-                error = %crate::error_chain(&error),
+                error = %crate::error::error_chain(&error),
                 "no hub interface (it needs CAP_NET_ADMIN): pods cannot reach the gateway at \
                  its address; the HTTPS proxy serves on --bind-proxy-address only"
             );

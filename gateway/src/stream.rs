@@ -50,7 +50,7 @@ pub enum FrameError {
 pub enum StreamError {
     /// The upstream body failed.
     #[error("the upstream body failed")]
-    Upstream(#[source] crate::BoxError),
+    Upstream(#[source] crate::error::BoxError),
     /// The transform gave a different number of verdicts than it was given objects.
     #[error("the filter chain returned the wrong number of verdicts")]
     VerdictCount,

@@ -30,7 +30,7 @@ pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("edgegate filter: {}", crate::error_chain(&error));
+            eprintln!("edgegate filter: {}", crate::error::error_chain(&error));
             ExitCode::FAILURE
         }
     }
@@ -105,7 +105,7 @@ fn list_sets(hub: &str, args: &RunArgs) -> Result<Vec<SetSummary>, String> {
             .map_err(|e| format!("the hub's answer is not a cache summary: {e}"));
     }
     let store = open_store(args)?;
-    cache::summary(&store).map_err(|e| crate::error_chain(&e))
+    cache::summary(&store).map_err(|e| crate::error::error_chain(&e))
 }
 
 fn get_object(
@@ -124,7 +124,8 @@ fn get_object(
         Some(body) => Some(body),
         None => {
             let store = open_store(args)?;
-            cache::object(&store, component, resource, name).map_err(|e| crate::error_chain(&e))?
+            cache::object(&store, component, resource, name)
+                .map_err(|e| crate::error::error_chain(&e))?
         }
     };
     let object = object.ok_or_else(|| format!("{component} has no cached {resource} {name}"))?;
@@ -134,7 +135,7 @@ fn get_object(
 /// A stored object indented for reading, its fields in the order they were stored (the
 /// upstream's).
 fn pretty(object: &[u8]) -> Result<String, String> {
-    crate::indent_json(object).map_err(|e| format!("the cached object is not JSON: {e}"))
+    crate::json::indent(object).map_err(|e| format!("the cached object is not JSON: {e}"))
 }
 
 fn open_store(args: &RunArgs) -> Result<RedbStore, String> {
@@ -142,7 +143,7 @@ fn open_store(args: &RunArgs) -> Result<RedbStore, String> {
         format!(
             "no gateway answered on its hub, and the cache at {} cannot be opened: {}",
             args.disk_cache_path.display(),
-            crate::error_chain(&e)
+            crate::error::error_chain(&e)
         )
     })
 }

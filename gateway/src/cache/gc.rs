@@ -43,7 +43,7 @@ pub fn collect_garbage(cache: &Cache, after: Duration, cloud_reachable: bool) ->
     let components = match store.components() {
         Ok(components) => components,
         Err(error) => {
-            tracing::warn!(error = %crate::error_chain(&error), "cannot list cached components");
+            tracing::warn!(error = %crate::error::error_chain(&error), "cannot list cached components");
             return Vec::new();
         }
     };
@@ -62,7 +62,7 @@ pub fn collect_garbage(cache: &Cache, after: Duration, cloud_reachable: bool) ->
                 removed.push(component);
             }
             Some(Err(error)) => {
-                tracing::warn!(%component, error = %crate::error_chain(&error), "cannot remove a component's cache");
+                tracing::warn!(%component, error = %crate::error::error_chain(&error), "cannot remove a component's cache");
             }
         }
     }

@@ -146,7 +146,7 @@ impl Inner {
 /// Moves the store file in `dir` aside and opens a fresh one, or one in memory when that
 /// fails too. `before` is the last replacement, if any.
 fn replace(dir: &Path, error: &StoreError, before: Option<&Damage>) -> (RedbStore, Damage) {
-    let reason = crate::error_chain(error);
+    let reason = crate::error::error_chain(error);
     let path = dir.join(FILE);
     let stamp = super::now();
     let mut to = dir.join(format!("{FILE}.damaged-{stamp}"));
@@ -168,7 +168,7 @@ fn replace(dir: &Path, error: &StoreError, before: Option<&Damage>) -> (RedbStor
     let (store, in_memory) = match contained(|| RedbStore::open(dir)) {
         Ok(store) => (store, false),
         Err(fresh) => {
-            tracing::error!(error = %crate::error_chain(&fresh), dir = %dir.display(), "cannot start a fresh cache file; caching in memory until exit");
+            tracing::error!(error = %crate::error::error_chain(&fresh), dir = %dir.display(), "cannot start a fresh cache file; caching in memory until exit");
             match RedbStore::in_memory() {
                 Ok(store) => (store, true),
                 // An in-memory database allocates, nothing else: failing here is a bug.

@@ -110,7 +110,7 @@ impl Cache {
         let base_agents = policy.agents();
         let (tx, rx) = std::sync::mpsc::channel();
         let base = store.running_secs().unwrap_or_else(|error| {
-            tracing::warn!(error = %crate::error_chain(&error), "cannot read the gateway's running time; counting from zero");
+            tracing::warn!(error = %crate::error::error_chain(&error), "cannot read the gateway's running time; counting from zero");
             0
         });
         let clock = Arc::new(RunningClock::new(base));
@@ -409,7 +409,7 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics, clock:
             }
             Err(error) => {
                 metrics.write_errors.inc();
-                tracing::error!(error = %crate::error_chain(&error), writes = batch.len(), "cache write failed");
+                tracing::error!(error = %crate::error::error_chain(&error), writes = batch.len(), "cache write failed");
             }
         }
         drop(held);
@@ -422,7 +422,7 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics, clock:
         }
     }
     if unflushed && let Err(error) = store.apply(&[], true) {
-        tracing::error!(error = %crate::error_chain(&error), "final cache flush failed");
+        tracing::error!(error = %crate::error::error_chain(&error), "final cache flush failed");
     }
 }
 

@@ -179,7 +179,7 @@ impl Renewal {
                     attempt = if due { attempt + 1 } else { 0 };
                 }
                 Err(error) => {
-                    tracing::warn!(error = %crate::error_chain(&error), "{what} renewal failed");
+                    tracing::warn!(error = %crate::error::error_chain(&error), "{what} renewal failed");
                     attempt += 1;
                 }
             }
@@ -268,7 +268,7 @@ async fn kubernetes_cluster_ip(client: kube::Client) -> Option<String> {
             .and_then(|spec| spec.cluster_ip)
             .filter(|ip| ip.parse::<std::net::IpAddr>().is_ok()),
         Err(error) => {
-            tracing::info!(error = %crate::error_chain(&error), "the default/kubernetes Service's cluster IP is not named by the serving certificate");
+            tracing::info!(error = %crate::error::error_chain(&error), "the default/kubernetes Service's cluster IP is not named by the serving certificate");
             None
         }
     }

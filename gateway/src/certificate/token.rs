@@ -122,7 +122,7 @@ pub async fn prepare(
                     return Err(error);
                 }
                 let wait = retry_after(attempt);
-                tracing::warn!(error = %crate::error_chain(&error), ?wait, "no client certificate yet; trying again");
+                tracing::warn!(error = %crate::error::error_chain(&error), ?wait, "no client certificate yet; trying again");
                 tokio::time::sleep(wait).await;
                 attempt += 1;
             }
@@ -196,7 +196,7 @@ async fn bootstrap_kubeconfig(
                 Ok(ca) => break ca,
                 Err(error) if error.is_transient() => {
                     let wait = retry_after(attempt);
-                    tracing::warn!(error = %crate::error_chain(&error), ?wait, "token discovery failed; trying again");
+                    tracing::warn!(error = %crate::error::error_chain(&error), ?wait, "token discovery failed; trying again");
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }

@@ -118,7 +118,7 @@ pub fn test(request: &TestRequest, input: &[u8]) -> Result<String, FilterError> 
     };
     // Serialising strings and JSON already checked cannot fail.
     let described = described.unwrap_or_default();
-    Ok(crate::indent_json(&described).unwrap_or_default())
+    Ok(crate::json::indent(&described).unwrap_or_default())
 }
 
 /// What `edgegate filter test` prints.

@@ -233,7 +233,7 @@ impl Shared {
             }
             Ok(None) => {}
             Err((snapshot, error)) => {
-                let message = crate::error_chain(&error);
+                let message = crate::error::error_chain(&error);
                 tracing::error!(error = %message, "filter load failed; the previous generation keeps serving");
                 self.loader.metrics.load_failures.inc();
                 state.failed = snapshot;

@@ -7,8 +7,8 @@ use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Ask, Local, not_found, store_failed};
-use crate::BoxError;
 use crate::cache::{self, Listing, ReadError, SetMeta};
+use crate::error::BoxError;
 use crate::reply::{ResponseBody, status_response};
 
 /// Bytes gathered before a chunk is sent: large enough for few syscalls, small enough to

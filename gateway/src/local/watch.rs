@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
 use super::{Ask, Local};
-use crate::BoxError;
 use crate::cache::{self, Backlog, ReadError, SetMeta};
+use crate::error::BoxError;
 use crate::reply::ResponseBody;
 use crate::stream::{Event, EventType, Meta, compare_versions, failure_status};
 use crate::upstream::HealthWatch;

@@ -25,7 +25,7 @@ const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
 pub(super) async fn create<B>(ask: &Ask<'_>, request: Request<B>) -> Response<ResponseBody>
 where
     B: http_body::Body<Data = Bytes>,
-    B::Error: Into<crate::BoxError>,
+    B::Error: Into<crate::error::BoxError>,
 {
     if !ask.info.subresource.is_empty() {
         return status_response(
@@ -94,7 +94,7 @@ impl Media {
 pub(super) async fn echo<B>(request: Request<B>, code: StatusCode) -> Response<ResponseBody>
 where
     B: http_body::Body<Data = Bytes>,
-    B::Error: Into<crate::BoxError>,
+    B::Error: Into<crate::error::BoxError>,
 {
     let media = match Media::of(request.headers()) {
         Ok(media) => media,

@@ -35,7 +35,7 @@ pub async fn handle<B>(
 ) -> Response<ResponseBody>
 where
     B: hyper::body::Body,
-    B::Error: Into<crate::BoxError>,
+    B::Error: Into<crate::error::BoxError>,
 {
     if let Some(refusal) = access::refused(peer, request.uri().path()) {
         return refusal;
@@ -134,7 +134,7 @@ async fn cache_summary(state: &State) -> Response<ResponseBody> {
             StatusCode::OK,
             bytes::Bytes::from(serde_json::to_vec(&sets).unwrap_or_default()),
         ),
-        Ok(Err(error)) => internal(&crate::error_chain(&error)),
+        Ok(Err(error)) => internal(&crate::error::error_chain(&error)),
         Err(error) => internal(&error.to_string()),
     }
 }
@@ -174,7 +174,7 @@ async fn cache_object(state: &State, query: Option<&str>) -> Response<ResponseBo
         Ok(Ok(Err(missing))) => {
             crate::reply::status_response(StatusCode::NOT_FOUND, "NotFound", &missing)
         }
-        Ok(Err(error)) => internal(&crate::error_chain(&error)),
+        Ok(Err(error)) => internal(&crate::error::error_chain(&error)),
         Err(error) => internal(&error.to_string()),
     }
 }

@@ -142,7 +142,7 @@ impl ProxyError {
                 kind,
             })
             .inc();
-        let message = crate::error_chain(&self);
+        let message = crate::error::error_chain(&self);
         match fault {
             Fault::Client => tracing::debug!(error = %message, "rejected request"),
             Fault::Upstream => tracing::warn!(error = %message, "upstream failure"),

@@ -17,7 +17,7 @@ use super::transform::{Transform, TransformError, Verdict};
 use super::visibility::Visibility;
 use super::watch::{Event, EventType, WatchFramer, failure_status};
 use super::{FrameError, StreamError};
-use crate::BoxError;
+use crate::error::BoxError;
 
 /// List items (or watch events already read) handed to the transform at once: enough to
 /// amortise a call into a filter, few enough that no list is held whole.

@@ -102,7 +102,7 @@ impl CertFiles {
         let current = match load(cert, key, &provider) {
             Ok(pair) => Some(Arc::new(pair)),
             Err(error) => {
-                tracing::info!(error = %crate::error_chain(&error), cert = %cert.display(), "no certificate yet; it is used once it is there");
+                tracing::info!(error = %crate::error::error_chain(&error), cert = %cert.display(), "no certificate yet; it is used once it is there");
                 None
             }
         };
@@ -152,7 +152,7 @@ impl CertFiles {
                         self.generation.fetch_add(1, Ordering::AcqRel);
                     }
                     Err(error) => tracing::warn!(
-                        error = %crate::error_chain(&error),
+                        error = %crate::error::error_chain(&error),
                         cert = %self.cert.display(),
                         key = %self.key.display(),
                         "the certificate files changed but do not load; keeping the previous pair"

@@ -20,7 +20,7 @@ use thiserror::Error;
 
 use super::Credentials;
 
-pub use crate::BoxError;
+pub use crate::error::BoxError;
 
 /// The body type requests are sent with.
 pub type RequestBody = UnsyncBoxBody<Bytes, BoxError>;

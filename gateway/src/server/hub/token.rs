@@ -18,7 +18,7 @@ const TOKEN_KEY: &str = "jointoken";
 pub(super) async fn update<B>(state: &State, request: Request<B>) -> Response<ResponseBody>
 where
     B: hyper::body::Body,
-    B::Error: Into<crate::BoxError>,
+    B::Error: Into<crate::error::BoxError>,
 {
     if request.method() != Method::POST && request.method() != Method::PUT {
         return refuse(
@@ -86,7 +86,7 @@ where
             "InternalError",
             &format!(
                 "could not update the bootstrap token: {}",
-                crate::error_chain(&error)
+                crate::error::error_chain(&error)
             ),
         ),
     }

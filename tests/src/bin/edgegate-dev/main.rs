@@ -11,7 +11,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use edgegate::cli::Cli;
-use edgegate::{Config, server};
+use edgegate::config::Config;
+use edgegate::server;
 use edgegate_testkit::{ADMIN_TOKEN, Cluster, Etcd, Toolchain, User};
 
 fn main() -> ExitCode {
