@@ -27,7 +27,7 @@ pub use guard::GuardedStore;
 pub use inspect::{SetSummary, object, summary};
 pub use key::{ResourceKey, SetKey};
 pub use metrics::CacheMetrics;
-pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS, ListQuery};
+pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS};
 pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selection::{Selection, SelectionError};

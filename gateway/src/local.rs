@@ -22,9 +22,9 @@ use std::sync::Arc;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
-use crate::cache::{Cache, ListQuery, ResourceKey, Scope};
+use crate::cache::{Cache, ResourceKey, Scope};
 use crate::reply::{ResponseBody, json, status_response};
-use crate::request::{RequestInfo, Verb};
+use crate::request::{RequestContext, RequestInfo, Verb};
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
 /// What the local proxy answers with.
@@ -43,42 +43,22 @@ pub struct Local {
     pub min_request_timeout: std::time::Duration,
 }
 
-/// One request the local proxy is asked to answer.
-pub struct Ask<'a> {
-    /// What it is.
-    pub info: &'a RequestInfo,
-    /// Who sent it.
-    pub component: &'a str,
-    /// Its list options.
-    pub query: ListQuery,
+/// The cache's key of what `context` reads, for its cache component.
+fn resource_of(context: &RequestContext) -> ResourceKey {
+    ResourceKey {
+        component: context.cache_component.clone(),
+        resource: context.info.resource.clone(),
+        version: context.info.api_version.clone(),
+        group: context.info.api_group.clone(),
+    }
 }
 
-impl Ask<'_> {
-    fn resource(&self) -> ResourceKey {
-        ResourceKey {
-            component: self.component.to_owned(),
-            resource: self.info.resource.clone(),
-            version: self.info.api_version.clone(),
-            group: self.info.api_group.clone(),
-        }
-    }
-
-    /// The namespace and selectors the request reads, owned, for a blocking reader.
-    fn read_scope(&self) -> ReadScope {
-        ReadScope {
-            namespace: self.info.namespace.clone(),
-            labels: self.query.labels.clone(),
-            fields: self.query.fields.clone(),
-        }
-    }
-
-    /// Whether this is kubelet's own node lease.
-    fn is_kubelet_lease(&self) -> bool {
-        self.component == "kubelet"
-            && self.info.resource == "leases"
-            && self.info.api_group == "coordination.k8s.io"
-            && self.info.subresource.is_empty()
-    }
+/// Whether `info`, cached for `cache_component`, is kubelet's own node lease.
+fn is_kubelet_lease(info: &RequestInfo, cache_component: &str) -> bool {
+    cache_component == "kubelet"
+        && info.resource == "leases"
+        && info.api_group == "coordination.k8s.io"
+        && info.subresource.is_empty()
 }
 
 /// What a read covers (namespace, label and field selectors), owned: the store is read on a
@@ -90,6 +70,15 @@ struct ReadScope {
 }
 
 impl ReadScope {
+    /// The namespace and selectors `context` reads.
+    fn of(context: &RequestContext) -> ReadScope {
+        ReadScope {
+            namespace: context.info.namespace.clone(),
+            labels: context.query.labels.clone(),
+            fields: context.query.fields.clone(),
+        }
+    }
+
     fn scope(&self) -> Scope<'_> {
         Scope {
             namespace: &self.namespace,
@@ -106,12 +95,7 @@ impl Local {
         let Some(node) = &self.node_name else {
             return false;
         };
-        let ask = Ask {
-            info,
-            component,
-            query: ListQuery::default(),
-        };
-        ask.is_kubelet_lease()
+        is_kubelet_lease(info, component)
             && info.namespace == NODE_LEASE_NAMESPACE
             && match info.verb {
                 Verb::Create => info.name.is_empty(),
@@ -145,17 +129,23 @@ impl Local {
     }
 
     /// Answers `request` from the cache.
-    pub async fn serve(&self, ask: Ask<'_>, request: Request<Incoming>) -> Response<ResponseBody> {
-        match ask.info.verb {
-            Verb::Get | Verb::List | Verb::Watch => self.read(ask).await,
-            _ if !self.answers(&ask) => {
+    pub async fn serve(
+        &self,
+        context: &RequestContext,
+        request: Request<Incoming>,
+    ) -> Response<ResponseBody> {
+        match context.info.verb {
+            Verb::Get | Verb::List | Verb::Watch => self.read(context).await,
+            _ if !self.answers(context) => {
                 unavailable("this request cannot be answered from the local cache")
             }
-            Verb::Create => write::create(&ask, request).await,
-            Verb::Update | Verb::Patch if ask.is_kubelet_lease() => {
+            Verb::Create => write::create(context, request).await,
+            Verb::Update | Verb::Patch
+                if is_kubelet_lease(&context.info, &context.cache_component) =>
+            {
                 write::echo(request, StatusCode::OK).await
             }
-            Verb::Update | Verb::Patch => self.get(&ask),
+            Verb::Update | Verb::Patch => self.get(context),
             Verb::Delete | Verb::DeleteCollection => status_response(
                 StatusCode::FORBIDDEN,
                 "Forbidden",
@@ -166,42 +156,43 @@ impl Local {
     }
 
     /// Answers a read (get, list, watch) from the cache.
-    pub async fn read(&self, ask: Ask<'_>) -> Response<ResponseBody> {
-        if !self.answers(&ask) {
+    pub async fn read(&self, context: &RequestContext) -> Response<ResponseBody> {
+        if !self.answers(context) {
             return unavailable("this request cannot be answered from the local cache");
         }
-        match ask.info.verb {
-            Verb::Get => self.get(&ask),
-            Verb::List => self.list(&ask).await,
-            Verb::Watch => self.watch(&ask).await,
+        match context.info.verb {
+            Verb::Get => self.get(context),
+            Verb::List => self.list(context).await,
+            Verb::Watch => self.watch(context).await,
             _ => unavailable("only reads are answered here"),
         }
     }
 
     /// Whether the cache can answer this component's request at all (and notes the use).
-    fn answers(&self, ask: &Ask<'_>) -> bool {
-        let answers =
-            ask.info.is_resource_request && self.cache.policy().caches_component(ask.component);
+    fn answers(&self, context: &RequestContext) -> bool {
+        let answers = context.info.is_resource_request
+            && self
+                .cache
+                .policy()
+                .caches_component(&context.cache_component);
         if answers {
-            self.cache.touch(ask.component);
+            self.cache.touch(&context.cache_component);
         }
         answers
     }
 
-    fn get(&self, ask: &Ask<'_>) -> Response<ResponseBody> {
+    fn get(&self, context: &RequestContext) -> Response<ResponseBody> {
         // Only whole objects and their `status` are cached; any other subresource (`log`,
         // `scale`, …) is something else, which the parent object must never stand in for.
-        let subresource = ask.info.subresource.as_str();
+        let subresource = context.info.subresource.as_str();
         if !subresource.is_empty() && subresource != "status" {
             self.cache.metrics().misses.inc();
             return unavailable(&format!(
                 "the {subresource} subresource of {} {:?} cannot be answered offline",
-                ask.info.resource, ask.info.name
+                context.info.resource, context.info.name
             ));
         }
-        let key = ask
-            .resource()
-            .object_key(&ask.info.namespace, &ask.info.name);
+        let key = resource_of(context).object_key(&context.info.namespace, &context.info.name);
         match self.cache.store().get(&key) {
             Ok(Some(object)) => {
                 self.cache.metrics().hits.inc();
@@ -211,7 +202,7 @@ impl Local {
                 self.cache.metrics().misses.inc();
                 not_found(&format!(
                     "{} {:?} is not in the local cache",
-                    ask.info.resource, ask.info.name
+                    context.info.resource, context.info.name
                 ))
             }
             Err(error) => store_failed(&error),

@@ -7,7 +7,6 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 
 use crate::error::BoxError;
-use crate::stream::failure_status;
 
 /// The body of every response the gateway sends.
 pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -30,6 +29,20 @@ pub fn full(code: StatusCode, content_type: &'static str, body: Bytes) -> Respon
 /// A JSON response.
 pub fn json(code: StatusCode, body: Bytes) -> Response<ResponseBody> {
     full(code, "application/json", body)
+}
+
+/// A Kubernetes `Status` with `status: Failure`: the body of an error response, and the
+/// object of a watch ERROR event.
+pub fn failure_status(code: u16, reason: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    })
 }
 
 /// A Kubernetes `Status` response (`kind: Status`, `status: Failure`).

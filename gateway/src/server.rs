@@ -13,6 +13,7 @@ mod respond;
 mod status;
 mod tls;
 mod upgrade;
+mod watch_end;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -93,6 +94,18 @@ pub(crate) struct State {
     pub(crate) known: caller::KnownCredentials,
     /// The certificate manager's renewals (`/v1/token` updates the client one's token).
     pub(crate) certificates: Vec<Arc<crate::certificate::Renewal>>,
+}
+
+impl State {
+    /// What ends open watches, for one watch's stop signal.
+    fn watch_ends(&self) -> watch_end::WatchEnds {
+        watch_end::WatchEnds {
+            health: self.health.clone(),
+            stopping: self.stopping.clone(),
+            filters: self.filters.clone(),
+            informers: self.informers.clone(),
+        }
+    }
 }
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).

@@ -2,56 +2,44 @@
 //! hook the filter chain implements, the watch visibility rule, and the tee to the cache.
 //!
 //! Nothing here holds a whole list: memory is bounded by the largest single object.
+//!
+//! # Layout
+//! - `body`: the one driver of list and watch bodies over a [`Framing`](body) per kind, and
+//!   [`until`], a body passed through until its watch must stop.
+//! - `list_body`, `watch_body`: the two framings: batches of items, events and their errors.
+//! - `object_body`: a single object, read whole (bounded), filtered and teed.
+//! - `list`, `watch`, `nesting`, `scan`: the framers that find items and events in bytes.
+//! - `object`: an object's metadata read without parsing it whole.
+//! - `transform`, `sink`, `stop`: what the filter chain, the tee and a watch's end implement.
+//! - `visibility`: what a filtered watch's client is shown as objects enter and leave its view.
+//! - `error`: malformed bodies and broken streams.
 
+mod body;
+mod error;
 mod list;
+mod list_body;
 mod nesting;
 mod object;
-mod pipeline;
+mod object_body;
 mod scan;
 mod sink;
+mod stop;
+#[cfg(test)]
+mod test_bodies;
 mod transform;
 mod visibility;
 mod watch;
+mod watch_body;
 
-use thiserror::Error;
-
+pub use body::{BATCH, Pipeline, until};
+pub use error::{FrameError, StreamError};
 pub use list::{ListFrame, ListFramer};
+pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};
-pub use pipeline::{BATCH, Pipeline, Stop, StopSignal, list, until, watch};
+pub use object_body::{MAX_OBJECT, ObjectError, object};
 pub use sink::{ListEnd, Sink};
+pub use stop::{Stop, StopSignal};
 pub use transform::{Transform, TransformError, Verdict};
 pub use visibility::Visibility;
-pub use watch::{Event, EventType, WatchFramer, failure_status};
-
-/// A body that is not the JSON it claims to be.
-#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
-pub enum FrameError {
-    /// The body ended inside a value.
-    #[error("the body ended inside a JSON value")]
-    Truncated,
-    /// The body's structure is not JSON.
-    #[error("the body is not well-formed JSON")]
-    Malformed,
-    /// A list item is not a JSON object.
-    #[error("a list item is not a JSON object")]
-    NonObjectItem,
-    /// A watch event lacks a known type or an object.
-    #[error(
-        "a watch event is not {{\"type\": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, \"object\": {{…}}}}"
-    )]
-    BadEvent,
-    /// An object's metadata cannot be read.
-    #[error("an object's metadata cannot be read")]
-    BadObject,
-}
-
-/// Why a response stream broke off.
-#[derive(Debug, Error)]
-pub enum StreamError {
-    /// The upstream body failed.
-    #[error("the upstream body failed")]
-    Upstream(#[source] crate::error::BoxError),
-    /// The transform gave a different number of verdicts than it was given objects.
-    #[error("the filter chain returned the wrong number of verdicts")]
-    VerdictCount,
-}
+pub use watch::{Event, EventType, WatchFramer};
+pub use watch_body::watch;

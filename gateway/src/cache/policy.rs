@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::key::{ResourceKey, SetKey};
-use crate::request::{RequestInfo, Verb};
+use crate::request::{RequestContext, Verb};
 
 /// YurtHub's default cache agents: the node components that must keep working offline.
 pub const DEFAULT_CACHE_AGENTS: &[&str] = &[
@@ -101,13 +101,10 @@ impl CachePolicy {
         name
     }
 
-    /// Where the response to this request goes in the cache, if anywhere.
-    pub fn target(
-        &self,
-        component: &str,
-        info: &RequestInfo,
-        query: Option<&str>,
-    ) -> Option<CacheTarget> {
+    /// Where the response to `request` goes in the cache (for its cache component), if
+    /// anywhere.
+    pub fn target(&self, request: &RequestContext) -> Option<CacheTarget> {
+        let (component, info, query) = (&request.cache_component, &request.info, &request.query);
         if !self.caches_component(component)
             || !info.is_resource_request
             || !(info.subresource.is_empty() || info.subresource == "status")
@@ -126,14 +123,13 @@ impl CachePolicy {
                 Some(CacheTarget::Object(resource))
             }
             Verb::List | Verb::Watch => {
-                let query = ListQuery::parse(query);
                 let set = SetKey::new(resource, &info.namespace, &query.labels, &query.fields);
                 Some(if info.verb == Verb::Watch {
                     CacheTarget::Watch(set)
                 } else {
                     CacheTarget::List {
                         set,
-                        continue_from: query.continue_token,
+                        continue_from: query.continue_token.clone(),
                     }
                 })
             }
@@ -165,45 +161,6 @@ impl CacheTarget {
     }
 }
 
-/// The list options of a query that matter to the cache and the local proxy.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ListQuery {
-    /// `labelSelector`.
-    pub labels: String,
-    /// `fieldSelector`.
-    pub fields: String,
-    /// `continue`, if non-empty.
-    pub continue_token: Option<String>,
-    /// `resourceVersion`, if non-empty.
-    pub resource_version: Option<String>,
-    /// `timeoutSeconds`, if given and valid.
-    pub timeout_seconds: Option<u64>,
-    /// `allowWatchBookmarks=true`.
-    pub allow_watch_bookmarks: bool,
-}
-
-impl ListQuery {
-    /// Reads the list options of a raw query string.
-    pub fn parse(query: Option<&str>) -> ListQuery {
-        let mut parsed = ListQuery::default();
-        let Some(query) = query else { return parsed };
-        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-            match key.as_ref() {
-                "labelSelector" => parsed.labels = value.into_owned(),
-                "fieldSelector" => parsed.fields = value.into_owned(),
-                "continue" if !value.is_empty() => parsed.continue_token = Some(value.into_owned()),
-                "resourceVersion" if !value.is_empty() => {
-                    parsed.resource_version = Some(value.into_owned());
-                }
-                "timeoutSeconds" => parsed.timeout_seconds = value.parse().ok(),
-                "allowWatchBookmarks" => parsed.allow_watch_bookmarks = value == "true",
-                _ => {}
-            }
-        }
-        parsed
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,8 +173,15 @@ mod tests {
         query: Option<&str>,
     ) -> Option<CacheTarget> {
         let policy = CachePolicy::new(DEFAULT_CACHE_AGENTS);
-        let info = RequestInfo::parse(&method, path, query);
-        policy.target(component, &info, query)
+        let uri: http::Uri = match query {
+            Some(query) => format!("{path}?{query}"),
+            None => path.to_owned(),
+        }
+        .parse()
+        .unwrap();
+        let request = RequestContext::parse(&method, &uri, &http::HeaderMap::new())
+            .cached_for(component.to_owned());
+        policy.target(&request)
     }
 
     #[test]
@@ -254,18 +218,6 @@ mod tests {
         // A component that merely looks like a partition is not one.
         assert!(!policy.caches_component("coredns@abc"));
         assert!(!policy.caches_component(&CachePolicy::partition("coredns@x", &[1; 32])));
-    }
-
-    #[test]
-    fn list_options_are_read_from_the_query() {
-        let query = ListQuery::parse(Some(
-            "watch=true&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=30",
-        ));
-        assert_eq!(query.resource_version.as_deref(), Some("12"));
-        assert_eq!(query.timeout_seconds, Some(30));
-        assert!(query.allow_watch_bookmarks);
-        assert!(!ListQuery::parse(Some("allowWatchBookmarks=false")).allow_watch_bookmarks);
-        assert!(!ListQuery::parse(None).allow_watch_bookmarks);
     }
 
     #[test]

@@ -6,10 +6,11 @@ use http::StatusCode;
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Ask, Local, not_found, store_failed};
+use super::{Local, not_found, store_failed};
 use crate::cache::{self, Listing, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::{ResponseBody, status_response};
+use crate::request::RequestContext;
 
 /// Bytes gathered before a chunk is sent: large enough for few syscalls, small enough to
 /// keep memory flat.
@@ -33,11 +34,11 @@ pub(super) enum Found {
 
 impl Local {
     /// Answers a list from the cache.
-    pub(super) async fn list(&self, ask: &Ask<'_>) -> http::Response<ResponseBody> {
-        let refuse_empty = ask.component == "kubelet"
-            && ask.info.resource == "pods"
-            && ask.info.api_group.is_empty();
-        let (found, chunks) = self.stream_from_store(ask, refuse_empty);
+    pub(super) async fn list(&self, context: &RequestContext) -> http::Response<ResponseBody> {
+        let refuse_empty = context.cache_component == "kubelet"
+            && context.info.resource == "pods"
+            && context.info.api_group.is_empty();
+        let (found, chunks) = self.stream_from_store(context, refuse_empty);
         match found.await {
             Ok(Ok(Found::Listing)) => {
                 self.cache.metrics().hits.inc();
@@ -62,14 +63,14 @@ impl Local {
         }
     }
 
-    /// Starts a blocking reader of the list that `ask` wants: it reports what it found,
+    /// Starts a blocking reader of the list that `context` wants: it reports what it found,
     /// then streams the body's chunks.
-    fn stream_from_store(&self, ask: &Ask<'_>, refuse_empty: bool) -> Reader {
+    fn stream_from_store(&self, context: &RequestContext, refuse_empty: bool) -> Reader {
         let (found_tx, found_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let store = self.cache.store().clone();
-        let resource = ask.resource();
-        let scope = ask.read_scope();
+        let resource = super::resource_of(context);
+        let scope = super::ReadScope::of(context);
         tokio::task::spawn_blocking(move || {
             let listing = cache::list(store.as_ref(), &resource, scope.scope());
             let Listing { meta, items, .. } = match listing {

@@ -8,9 +8,9 @@ use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
-use super::{Ask, Local};
-use crate::cache::{Cache, CacheMetrics, CachePolicy, ListQuery, RedbStore, Store, WriteOp};
-use crate::request::RequestInfo;
+use super::Local;
+use crate::cache::{Cache, CacheMetrics, CachePolicy, RedbStore, Store, WriteOp};
+use crate::request::{RequestContext, RequestInfo};
 use crate::upstream::KubeletLease;
 
 fn local(dir: &tempfile::TempDir, node_name: Option<&str>) -> Local {
@@ -138,14 +138,15 @@ fn local_with_a_pod() -> (tempfile::TempDir, Local) {
     )
 }
 
+/// kubelet's GET of `target`.
+fn kubelet(target: &str) -> RequestContext {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::USER_AGENT, "kubelet/v1.20".parse().unwrap());
+    RequestContext::parse(&Method::GET, &target.parse().unwrap(), &headers)
+}
+
 async fn get(local: &Local, path: &str) -> (StatusCode, Value) {
-    let info = RequestInfo::parse(&Method::GET, path, None);
-    let ask = Ask {
-        info: &info,
-        component: "kubelet",
-        query: ListQuery::default(),
-    };
-    let response = local.read(ask).await;
+    let response = local.read(&kubelet(path)).await;
     let status = response.status();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     (status, serde_json::from_slice(&body).unwrap())
@@ -179,14 +180,8 @@ async fn an_offline_watch_without_timeout_ends_within_one_to_two_min_request_tim
     local.min_request_timeout = Duration::from_secs(100);
     let (_cloud_down, health) = tokio::sync::watch::channel(false);
     local.health = health;
-    let info = RequestInfo::parse(&Method::GET, "/api/v1/pods", Some("watch=true"));
-    let ask = Ask {
-        info: &info,
-        component: "kubelet",
-        query: ListQuery::parse(Some("watch=true")),
-    };
     let start = tokio::time::Instant::now();
-    let response = local.read(ask).await;
+    let response = local.read(&kubelet("/api/v1/pods?watch=true")).await;
     assert_eq!(response.status(), StatusCode::OK);
     // The paused clock jumps to the watch's end once nothing else is left to run.
     response.into_body().collect().await.unwrap();

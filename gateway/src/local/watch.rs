@@ -12,12 +12,14 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
+use super::Local;
 use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
-use super::{Ask, Local};
 use crate::cache::{self, Backlog, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
-use crate::stream::{Event, EventType, Meta, compare_versions, failure_status};
+use crate::reply::failure_status;
+use crate::request::RequestContext;
+use crate::stream::{Event, EventType, Meta, compare_versions};
 use crate::upstream::HealthWatch;
 
 /// What the backlog reader reports before it streams (whether there is a backlog), and the
@@ -37,8 +39,8 @@ struct Waiting {
 
 impl Local {
     /// Answers a watch from the cache.
-    pub(super) async fn watch(&self, ask: &Ask<'_>) -> http::Response<ResponseBody> {
-        let (found, chunks) = self.backlog_from_store(ask);
+    pub(super) async fn watch(&self, context: &RequestContext) -> http::Response<ResponseBody> {
+        let (found, chunks) = self.backlog_from_store(context);
         let (backlog, ends) = match found.await {
             Ok(Ok(())) => {
                 self.cache.metrics().hits.inc();
@@ -58,7 +60,7 @@ impl Local {
             Err(_) => (None, false),
         };
         let timeout = lasts(
-            ask.query.timeout_seconds,
+            context.query.timeout_seconds,
             self.min_request_timeout,
             fastrand::f64(),
         );
@@ -92,16 +94,16 @@ impl Local {
         response
     }
 
-    /// Starts a blocking reader of the backlog `ask` wants: it reports whether there is
+    /// Starts a blocking reader of the backlog `context` wants: it reports whether there is
     /// one, then streams its events in chunks.
-    fn backlog_from_store(&self, ask: &Ask<'_>) -> Reader {
+    fn backlog_from_store(&self, context: &RequestContext) -> Reader {
         let (found_tx, found_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let store = self.cache.store().clone();
-        let resource = ask.resource();
-        let since = ask.query.resource_version.clone().unwrap_or_default();
-        let bookmark = ask.query.allow_watch_bookmarks;
-        let scope = ask.read_scope();
+        let resource = super::resource_of(context);
+        let since = context.query.resource_version.clone().unwrap_or_default();
+        let bookmark = context.query.allow_watch_bookmarks;
+        let scope = super::ReadScope::of(context);
         tokio::task::spawn_blocking(move || {
             match cache::watch_backlog(&store, &resource, scope.scope(), &since) {
                 Ok(backlog) => {

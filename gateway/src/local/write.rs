@@ -8,8 +8,8 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
-use super::Ask;
 use crate::reply::{ResponseBody, full, status_response};
+use crate::request::RequestContext;
 
 /// The largest body an offline write may carry: Kubernetes objects are at most 1.5 MiB in
 /// etcd, a little more as JSON.
@@ -22,18 +22,21 @@ const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
 
 /// Echoes a create with 201; `serviceaccounts/token` cannot be faked usefully and is refused.
-pub(super) async fn create<B>(ask: &Ask<'_>, request: Request<B>) -> Response<ResponseBody>
+pub(super) async fn create<B>(
+    context: &RequestContext,
+    request: Request<B>,
+) -> Response<ResponseBody>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<crate::error::BoxError>,
 {
-    if !ask.info.subresource.is_empty() {
+    if !context.info.subresource.is_empty() {
         return status_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "ServiceUnavailable",
             &format!(
                 "the cloud is unreachable: {} cannot be created offline",
-                ask.info.subresource
+                context.info.subresource
             ),
         );
     }

@@ -8,6 +8,8 @@ use std::fmt;
 use http::Method;
 use percent_encoding::percent_decode_str;
 
+use super::list_query::ListQuery;
+
 /// The Kubernetes verb of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verb {
@@ -115,6 +117,11 @@ impl RequestInfo {
 
     /// Derives the RequestInfo of a method, a path and a raw (still encoded) query.
     pub fn parse(method: &Method, path: &str, query: Option<&str>) -> RequestInfo {
+        RequestInfo::of(method, path, &ListQuery::parse(query))
+    }
+
+    /// Derives the RequestInfo of a method, a path and the request's parsed list options.
+    pub fn of(method: &Method, path: &str, query: &ListQuery) -> RequestInfo {
         let verb = Verb::of_method(method);
         let segments: Vec<Cow<'_, str>> = path
             .trim_matches('/')
@@ -173,14 +180,9 @@ impl RequestInfo {
         info.resource = parts[0].to_string();
 
         if info.name.is_empty() && info.verb == Verb::Get {
-            let options = ListQuery::parse(query);
-            info.verb = if options.watch {
-                Verb::Watch
-            } else {
-                Verb::List
-            };
-            if let Some(name) = options.exact_name {
-                info.name = name;
+            info.verb = if query.watch { Verb::Watch } else { Verb::List };
+            if let Some(name) = &query.exact_name {
+                info.name = name.clone();
             }
         }
         if info.name.is_empty() && info.verb == Verb::Delete {
@@ -188,63 +190,6 @@ impl RequestInfo {
         }
         info
     }
-}
-
-/// What the query of a collection request says about watching and naming.
-struct ListQuery {
-    watch: bool,
-    exact_name: Option<String>,
-}
-
-impl ListQuery {
-    fn parse(query: Option<&str>) -> ListQuery {
-        let mut parsed = ListQuery {
-            watch: false,
-            exact_name: None,
-        };
-        let Some(query) = query else { return parsed };
-        let mut watch_value = None;
-        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-            match key.as_ref() {
-                "watch" if watch_value.is_none() => watch_value = Some(value.into_owned()),
-                "fieldSelector" if parsed.exact_name.is_none() => {
-                    parsed.exact_name = exact_name(&value);
-                }
-                _ => {}
-            }
-        }
-        parsed.watch = watch_value.is_some_and(|v| watch_flag(&v));
-        parsed
-    }
-}
-
-/// Reads `watch=` as Go's `strconv.ParseBool`; a value it cannot parse counts as true unless
-/// it reads `false` or `0`, which is what kube-apiserver falls back to.
-fn watch_flag(value: &str) -> bool {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => true,
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
-        other => !matches!(other.to_ascii_lowercase().as_str(), "false" | "0"),
-    }
-}
-
-/// The name a field selector pins with `metadata.name=x` or `metadata.name==x`, if it is a
-/// valid path segment.
-fn exact_name(selector: &str) -> Option<String> {
-    selector.split(',').find_map(|term| {
-        let (field, value) = term.split_once("==").or_else(|| {
-            // `!=` is an inequality; only a lone `=` is an exact match.
-            term.split_once('=')
-                .filter(|(field, _)| !field.ends_with('!'))
-        })?;
-        if field.trim() != "metadata.name" {
-            return None;
-        }
-        let value = value.trim();
-        let valid =
-            !value.is_empty() && value != "." && value != ".." && !value.contains(['/', '%']);
-        valid.then(|| value.to_owned())
-    })
 }
 
 #[cfg(test)]

@@ -1,26 +1,13 @@
-//! The plan of one response: which filters it passes, whether it is teed into the cache, and
-//! when an open watch must end. Made before the request is forwarded, because a planned
-//! response must come back as JSON, uncompressed.
-
-use std::hash::BuildHasher;
-use std::sync::Arc;
-use std::time::Duration;
+//! The plan of one response: which filters it passes and whether it is teed into the cache.
+//! Made before the request is forwarded, because a planned response must come back as JSON,
+//! uncompressed.
 
 use http::HeaderMap;
 use http::header::{ACCEPT, ACCEPT_ENCODING, HeaderValue};
 
-use super::State;
-use crate::cache::CacheTarget;
-use crate::filter::{LookupUse, Session};
-use crate::request::RequestInfo;
-use crate::stream::{Stop, StopSignal};
-
-/// Open watches whose filter chain changed end at a random moment within this window, so a
-/// node's clients do not all re-list at once.
-const RELIST_JITTER: Duration = Duration::from_secs(1);
-/// Watches whose filters' lookups changed are spread wider: such changes are not urgent, and
-/// every node of the cluster sees them at the same moment.
-const LOOKUP_RELIST_JITTER: Duration = Duration::from_secs(5);
+use crate::cache::{CachePolicy, CacheTarget};
+use crate::filter::{Filters, Session};
+use crate::request::{RequestContext, Verb};
 
 /// What a resource request's response passes through.
 pub struct Plan {
@@ -40,24 +27,23 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan of a resource request (`None` for others): filtered for `component`,
-    /// cached for `cache_component` (the component, or its caller's partition). Nothing
-    /// filters or caches the response when the client cannot take JSON (a protobuf-only
-    /// client is passed through uncached) or asks for a server-side table.
+    /// The plan of a resource request (`None` for others): filtered for its component by
+    /// `filters`, cached for its cache component as `policy` says. Nothing filters or caches
+    /// the response when the client cannot take JSON (a protobuf-only client is passed
+    /// through uncached) or asks for a server-side table.
     pub fn of(
-        state: &Arc<State>,
-        info: &RequestInfo,
-        component: &str,
-        cache_component: &str,
-        query: Option<&str>,
+        context: &RequestContext,
         headers: &HeaderMap,
+        filters: &Filters,
+        policy: &CachePolicy,
     ) -> Option<Plan> {
+        let info = &context.info;
         if !info.is_resource_request {
             return None;
         }
-        let generation = state.filters.current();
-        let fingerprint = generation.fingerprint(info, component);
-        let watch = info.verb == crate::request::Verb::Watch;
+        let generation = filters.current();
+        let fingerprint = generation.fingerprint(info, &context.component);
+        let watch = info.verb == Verb::Watch;
         if !takes_json(headers) {
             return Some(Plan {
                 session: None,
@@ -67,10 +53,10 @@ impl Plan {
                 watch,
             });
         }
-        let session = generation.session(info, component);
+        let session = generation.session(info, &context.component);
         Some(Plan {
             session,
-            cache: state.cache.policy().target(cache_component, info, query),
+            cache: policy.target(context),
             fingerprint,
             json: true,
             watch,
@@ -120,76 +106,6 @@ pub fn is_plain_json(headers: &HeaderMap) -> bool {
         .is_some_and(|t| t.starts_with("application/json") && !t.contains("as="))
 }
 
-/// Resolves when an open watch must end: the cloud became unreachable (the client re-lists
-/// once it is back), the filters that apply to it changed or — for a filtered watch — a kind
-/// its filters have looked up changed (both after a jitter), or the gateway is stopping.
-pub fn watch_stop(
-    state: &Arc<State>,
-    info: RequestInfo,
-    component: String,
-    fingerprint: u64,
-    lookups: Option<LookupUse>,
-) -> StopSignal {
-    // A kind its filters read changed: the watch is filtered anew after a re-list.
-    let feeds = state
-        .informers
-        .as_ref()
-        .zip(lookups)
-        .map(|(informers, lookups)| (informers.changes(), lookups));
-    let mut health = state.health.clone();
-    let mut stopping = state.stopping.clone();
-    let filters = state.filters.clone();
-    let mut generations = filters.subscribe();
-    Box::pin(async move {
-        let lost = health.wait_for(|healthy| !*healthy);
-        let stop = stopping.wait_for(|stopping| *stopping);
-        let changed = async {
-            loop {
-                if generations.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-                if filters.current().fingerprint(&info, &component) != fingerprint {
-                    tokio::time::sleep(jitter(RELIST_JITTER)).await;
-                    tracing::debug!(%component, resource = %info.resource, "the filter chain changed: ending the watch");
-                    return;
-                }
-            }
-        };
-        let looked_up = async {
-            let Some((mut changes, lookups)) = feeds else {
-                return std::future::pending::<()>().await;
-            };
-            let mut seen = *changes.borrow_and_update();
-            loop {
-                if changes.changed().await.is_err() {
-                    return std::future::pending::<()>().await;
-                }
-                let now = *changes.borrow_and_update();
-                let changed = now.changed_since(&seen);
-                seen = now;
-                if lookups.reads_any(changed) {
-                    break;
-                }
-            }
-            tokio::time::sleep(jitter(LOOKUP_RELIST_JITTER)).await;
-            tracing::debug!(%component, resource = %info.resource, "what its filters looked up changed: ending the watch");
-        };
-        tokio::select! {
-            _ = lost => Stop::End,
-            _ = stop => Stop::End,
-            () = changed => Stop::Relist("the gateway's filters for this watch changed: re-list".into()),
-            () = looked_up => Stop::Relist("what this watch's filters look up changed: re-list".into()),
-        }
-    })
-}
-
-/// A random delay within `window`.
-fn jitter(window: Duration) -> Duration {
-    let random = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
-    let millis = u64::try_from(window.as_millis()).unwrap_or(1000).max(1);
-    Duration::from_millis(random % millis)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,10 +143,5 @@ mod tests {
         );
         assert!(!is_plain_json(&headers));
         assert!(!is_plain_json(&HeaderMap::new()));
-    }
-
-    #[test]
-    fn jitter_stays_in_its_window() {
-        assert!((0..100).all(|_| jitter(RELIST_JITTER) < RELIST_JITTER));
     }
 }

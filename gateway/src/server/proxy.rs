@@ -15,10 +15,8 @@ use super::metered::{InFlight, Metered};
 use super::plan::{self, Plan};
 use super::status::ProxyError;
 use super::{ResponseBody, State, headers, limit, respond, upgrade};
-use crate::cache::ListQuery;
-use crate::local::Ask;
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
-use crate::request::{RequestInfo, Verb, component_of};
+use crate::request::{RequestContext, Verb};
 use crate::upstream::{CallerOnly, RequestBody, Server, TransportError};
 
 /// The component the gateway's own clients are (`edgegate/VERSION PURPOSE`).
@@ -56,15 +54,11 @@ async fn handle_as(
     peer: SocketAddr,
     caller: Result<Caller, ProxyError>,
 ) -> Response<ResponseBody> {
-    let info = RequestInfo::parse(
-        request.method(),
-        request.uri().path(),
-        request.uri().query(),
-    );
-    let component = component_of(request.headers());
+    let context = RequestContext::parse(request.method(), request.uri(), request.headers());
+    let (info, component) = (&context.info, &context.component);
     let labels = state
         .metrics
-        .request_labels(&component, info.verb.as_str(), &info.resource);
+        .request_labels(component, info.verb.as_str(), &info.resource);
     let in_flight = InFlight::enter(&state.metrics, &labels);
     tracing::trace!(%component, verb = %info.verb, resource = %info.resource, path = %request.uri().path(), "request");
 
@@ -76,7 +70,7 @@ async fn handle_as(
         if matches!(caller, Caller::Node) && component == OWN_COMPONENT {
             Ok(None)
         } else {
-            state.in_flight.enter(&info, upgrading)
+            state.in_flight.enter(info, upgrading)
         }
     };
     let response = match caller.map(|caller| {
@@ -85,7 +79,10 @@ async fn handle_as(
     }) {
         Err(refused) => refused.into_response(&state.metrics),
         Ok((caller, Ok(slot))) => {
-            let forwarded = forward(&state, request, peer, &info, &component, &caller).await;
+            // Filters see the component; the cache, its caller's partition.
+            let cache_component = caller.cache_component(&context.component);
+            let context = context.clone().cached_for(cache_component);
+            let forwarded = forward(&state, request, peer, &context, &caller).await;
             let response = match forwarded {
                 Ok(response) => response,
                 Err(error) => error.into_response(&state.metrics),
@@ -111,36 +108,31 @@ async fn forward(
     state: &Arc<State>,
     mut request: Request<Incoming>,
     peer: SocketAddr,
-    info: &RequestInfo,
-    component: &str,
+    context: &RequestContext,
     caller: &Caller,
 ) -> Result<Response<ResponseBody>, ProxyError> {
+    let info = &context.info;
     if request.method() == Method::CONNECT {
         return Err(ProxyError::MethodNotAllowed(Method::CONNECT));
     }
     if !request.uri().path().starts_with('/') {
         return Err(ProxyError::BadRequest("the request target must be a path"));
     }
-    let query = request.uri().query().map(str::to_owned);
-    // Filters see the component; the cache, its caller's partition.
-    let cache_component = caller.cache_component(component);
-    let ask = || Ask {
-        info,
-        component: &cache_component,
-        query: ListQuery::parse(query.as_deref()),
-    };
     // Offline, a caller with its own credentials is answered only on a token the apiserver
     // was seen to accept.
     let offline = || match caller {
         Caller::Node => Ok(()),
         Caller::Own(own) => state.known.answers_offline(own),
     };
-    if state.local.answers_kubelet_lease(info, &cache_component) {
+    if state
+        .local
+        .answers_kubelet_lease(info, &context.cache_component)
+    {
         return Ok(state.local.kubelet_lease(info, request).await);
     }
     if !state.balancer.any_healthy() {
         offline()?;
-        return Ok(state.local.serve(ask(), request).await);
+        return Ok(state.local.serve(context, request).await);
     }
     let server = state
         .balancer
@@ -154,12 +146,10 @@ async fn forward(
         None
     } else {
         Plan::of(
-            state,
-            info,
-            component,
-            &cache_component,
-            query.as_deref(),
+            context,
             request.headers(),
+            &state.filters,
+            &state.cache.policy(),
         )
     };
     if plan.as_ref().is_some_and(Plan::frames) {
@@ -199,7 +189,7 @@ async fn forward(
             tracing::debug!(server = %name, error = %source, "connect failed: answering from the cache");
             server.suspect();
             offline()?;
-            return Ok(state.local.read(ask()).await);
+            return Ok(state.local.read(context).await);
         }
         Some(Err(error)) => {
             server.suspect();
@@ -210,14 +200,14 @@ async fn forward(
         None if reads => {
             tracing::debug!(server = %server.name, "server lost in flight: answering from the cache");
             offline()?;
-            return Ok(state.local.read(ask()).await);
+            return Ok(state.local.read(context).await);
         }
         None => return Err(ProxyError::Lost(server.name.clone())),
     };
     if let Some(client_upgrade) = client_upgrade {
         return Ok(upgrade::tunnel(client_upgrade, response));
     }
-    Ok(respond::respond(state, info, component, plan, response).await)
+    respond::respond(&state.cache, &state.watch_ends(), context, plan, response).await
 }
 
 /// The upstream's answer to `send`, or `None` once `server` is found unhealthy first. An

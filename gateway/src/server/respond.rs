@@ -1,154 +1,119 @@
-//! Turning an apiserver's response and its [`Plan`] into the client's response: lists and
-//! watches stream through the pipeline, single objects are filtered whole, everything else
-//! passes through as it came.
+//! Turning an apiserver's response and its [`Plan`] into the client's response: one switch on
+//! what kind of response it is.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::{Response, StatusCode};
-use http_body_util::{BodyExt, Limited, StreamBody};
+use http::Response;
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Incoming;
 
 use super::plan::{self, Plan};
-use super::{ResponseBody, State, headers};
+use super::status::ProxyError;
+use super::watch_end::WatchEnds;
+use super::{ResponseBody, headers};
+use crate::cache::Cache;
 use crate::filter::Session;
-use crate::reply::status_response;
-use crate::request::{RequestInfo, Verb};
-use crate::stream::{self, Pipeline, Sink, Transform, Verdict};
+use crate::request::{RequestContext, Verb};
+use crate::stream::{self, Pipeline, Sink, Transform};
 
-/// The largest single object read whole to filter or cache it: far above etcd's 1.5 MiB
-/// object limit, low enough that a hostile upstream cannot exhaust memory.
-const MAX_OBJECT: usize = 16 << 20;
+/// What kind of response the client gets, with the plan it is sent through.
+enum Kind {
+    /// As it came, nothing cached: errors, tables, protobuf, non-resource requests.
+    AsItCame(Option<Plan>),
+    /// A watch as it came (nothing frames it), still ended when the cloud goes or its filters
+    /// change.
+    WatchAsItCame(Plan),
+    /// Framed, filtered and teed.
+    Framed(Framed, Plan),
+}
 
-/// The client's response to `response`, sent through `plan`.
+/// How a framed response is read.
+enum Framed {
+    /// Item by item.
+    List,
+    /// Event by event, until its stop signal.
+    Watch,
+    /// One object (get, create, update, patch), read whole.
+    Object,
+}
+
+impl Kind {
+    fn of(context: &RequestContext, plan: Option<Plan>, response: &Response<Incoming>) -> Kind {
+        let success = response.status().is_success();
+        let verb = context.info.verb;
+        match plan {
+            Some(plan) if success && plan.frames() && plan::is_plain_json(response.headers()) => {
+                let framed = match verb {
+                    Verb::List => Framed::List,
+                    Verb::Watch => Framed::Watch,
+                    _ => Framed::Object,
+                };
+                Kind::Framed(framed, plan)
+            }
+            Some(plan) if success && verb == Verb::Watch => Kind::WatchAsItCame(plan),
+            plan => Kind::AsItCame(plan),
+        }
+    }
+}
+
+/// The client's response to `response` for `context`, sent through `plan`: teed into
+/// `cache`, and ended, for a watch, by `ends`.
 pub async fn respond(
-    state: &Arc<State>,
-    info: &RequestInfo,
-    component: &str,
+    cache: &Arc<Cache>,
+    ends: &WatchEnds,
+    context: &RequestContext,
     plan: Option<Plan>,
     mut response: Response<Incoming>,
-) -> Response<ResponseBody> {
+) -> Result<Response<ResponseBody>, ProxyError> {
     headers::strip_hop_by_hop(response.headers_mut(), false);
-    let success = response.status().is_success();
-    let plan = match plan {
-        Some(plan) if success && plan.frames() && plan::is_plain_json(response.headers()) => plan,
-        // A watch passed through still ends when the cloud goes or its filters change.
-        Some(plan) if success && info.verb == Verb::Watch => {
-            let stop = plan::watch_stop(
-                state,
-                info.clone(),
-                component.to_owned(),
-                plan.fingerprint,
-                None,
-            );
-            return response.map(|body| StreamBody::new(stream::until(body, stop)).boxed_unsync());
-        }
-        // Errors, tables and protobuf pass through, and nothing of them is cached.
-        plan => {
+    let (framed, plan) = match Kind::of(context, plan, &response) {
+        Kind::AsItCame(plan) => {
+            // Nothing of it is cached: a list the cache was told of is given up.
             if let Some(target) = plan.and_then(|plan| plan.cache) {
-                state.cache.pass_up(target);
+                cache.pass_up(target);
             }
-            return response.map(|body| body.map_err(Into::into).boxed_unsync());
+            return Ok(response.map(|body| body.map_err(Into::into).boxed_unsync()));
         }
+        Kind::WatchAsItCame(plan) => {
+            let stop = ends.signal(context, plan.fingerprint, None);
+            return Ok(
+                response.map(|body| StreamBody::new(stream::until(body, stop)).boxed_unsync())
+            );
+        }
+        Kind::Framed(framed, plan) => (framed, plan),
     };
     let (mut parts, body) = response.into_parts();
     let lookups = plan.session.as_ref().map(Session::lookup_use);
-    let pipeline = Pipeline {
+    let mut pipeline = Pipeline {
         transform: plan.session.map(|s| Box::new(s) as Box<dyn Transform>),
         sink: plan
             .cache
             .and_then(|target| {
                 let component = target.component().to_owned();
-                state.cache.tee(&component, target)
+                cache.tee(&component, target)
             })
             .map(|t| Box::new(t) as Box<dyn Sink>),
         stop: None,
     };
-    match info.verb {
-        Verb::List => {
+    let body = match framed {
+        Framed::List => {
             parts.headers.remove(http::header::CONTENT_LENGTH);
-            Response::from_parts(
-                parts,
-                StreamBody::new(stream::list(body, pipeline)).boxed_unsync(),
-            )
+            StreamBody::new(stream::list(body, pipeline)).boxed_unsync()
         }
-        Verb::Watch => {
-            let stop = plan::watch_stop(
-                state,
-                info.clone(),
-                component.to_owned(),
-                plan.fingerprint,
-                lookups,
-            );
-            let pipeline = Pipeline {
-                stop: Some(stop),
-                ..pipeline
-            };
-            Response::from_parts(
-                parts,
-                StreamBody::new(stream::watch(body, pipeline)).boxed_unsync(),
-            )
+        Framed::Watch => {
+            pipeline.stop = Some(ends.signal(context, plan.fingerprint, lookups));
+            StreamBody::new(stream::watch(body, pipeline)).boxed_unsync()
         }
-        _ => single_object(parts, body, pipeline, info.verb).await,
-    }
-}
-
-/// A single object (get, create, update, patch) is read whole, filtered and teed.
-async fn single_object(
-    mut parts: http::response::Parts,
-    body: Incoming,
-    mut pipeline: Pipeline,
-    verb: Verb,
-) -> Response<ResponseBody> {
-    let object = match Limited::new(body, MAX_OBJECT).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            if let Some(sink) = pipeline.sink.as_mut() {
-                sink.abort("the object could not be read");
-            }
-            return status_response(
-                StatusCode::BAD_GATEWAY,
-                "ServiceUnavailable",
-                &format!("the apiserver's answer could not be read: {error}"),
-            );
+        Framed::Object => {
+            let reads = context.info.verb == Verb::Get;
+            let sent = stream::object(body, pipeline, reads).await?;
+            parts
+                .headers
+                .insert(http::header::CONTENT_LENGTH, sent.len().into());
+            http_body_util::Full::new(sent)
+                .map_err(|never| match never {})
+                .boxed_unsync()
         }
     };
-    let verdict = match pipeline.transform.as_mut() {
-        Some(transform) => match transform.apply(&object) {
-            Ok(verdict) => verdict,
-            Err(error) => {
-                return status_response(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "InternalError",
-                    &error.message,
-                );
-            }
-        },
-        None => Verdict::Keep,
-    };
-    let sent: Bytes = match verdict {
-        Verdict::Keep => object,
-        Verdict::Replace(bytes) => bytes,
-        // Hidden from this component: a read finds nothing; a write's answer is left as is.
-        Verdict::Drop if verb == Verb::Get => {
-            return status_response(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                "the object is not visible to this component",
-            );
-        }
-        Verdict::Drop => object,
-    };
-    if let Some(sink) = pipeline.sink.as_mut() {
-        sink.object(&sent);
-    }
-    parts
-        .headers
-        .insert(http::header::CONTENT_LENGTH, sent.len().into());
-    Response::from_parts(
-        parts,
-        http_body_util::Full::new(sent)
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    )
+    Ok(Response::from_parts(parts, body))
 }

@@ -6,6 +6,7 @@ use thiserror::Error;
 
 use crate::metrics::{ErrorLabels, Metrics};
 use crate::reply::{ResponseBody, status_response};
+use crate::stream::ObjectError;
 use crate::upstream::TransportError;
 
 /// Why a request was answered by the gateway instead of an apiserver.
@@ -39,6 +40,9 @@ pub enum ProxyError {
         "the gateway's HTTPS proxy cannot pass on the identity of client certificate {0:?}: send a bearer token (a service account's) instead"
     )]
     CertificateNotPassedOn(String),
+    /// A single object's answer could not be read, a filter failed on it, or hides it.
+    #[error(transparent)]
+    Object(#[from] ObjectError),
     /// Offline, a token the gateway never saw the apiserver accept.
     #[error(
         "the apiserver is unreachable, and the gateway has not seen it accept this token, so nothing cached is served on it"
@@ -53,6 +57,8 @@ pub enum Fault {
     Client,
     /// The apiserver is unreachable or misbehaved.
     Upstream,
+    /// A filter failed.
+    Filter,
 }
 
 impl Fault {
@@ -60,6 +66,7 @@ impl Fault {
         match self {
             Fault::Client => "client",
             Fault::Upstream => "upstream",
+            Fault::Filter => "filter",
         }
     }
 }
@@ -122,6 +129,24 @@ impl ProxyError {
                 Fault::Client,
                 "certificate_not_passed_on",
             ),
+            ProxyError::Object(ObjectError::Unreadable(_)) => (
+                StatusCode::BAD_GATEWAY,
+                "ServiceUnavailable",
+                Fault::Upstream,
+                "object_unreadable",
+            ),
+            ProxyError::Object(ObjectError::Filter(_)) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                Fault::Filter,
+                "filter",
+            ),
+            ProxyError::Object(ObjectError::Hidden) => (
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                Fault::Client,
+                "not_visible",
+            ),
             // Counted, not logged as a warning: each offline retry of a pod would log one.
             ProxyError::UnknownToken => (
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -146,6 +171,7 @@ impl ProxyError {
         match fault {
             Fault::Client => tracing::debug!(error = %message, "rejected request"),
             Fault::Upstream => tracing::warn!(error = %message, "upstream failure"),
+            Fault::Filter => tracing::warn!(error = %message, "filter failure"),
         }
         status_response(code, reason, &message)
     }

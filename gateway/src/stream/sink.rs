@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use super::pipeline::Stop;
+use super::stop::Stop;
 use super::watch::Event;
 
 /// The end of a list page, with what its metadata said.

@@ -146,20 +146,6 @@ impl Event {
     }
 }
 
-/// A Kubernetes `Status` with `status: Failure`: the body of an error response, and the
-/// object of a watch ERROR event.
-pub fn failure_status(code: u16, reason: &str, message: &str) -> serde_json::Value {
-    serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,176 @@
+use bytes::Bytes;
+
+use super::super::sink::{ListEnd, Sink};
+use super::super::test_bodies::{bare, client_reads, upstream};
+use super::super::transform::Transform;
+use super::*;
+
+#[tokio::test]
+async fn a_malformed_watch_body_ends_with_an_error_event_not_a_broken_stream() {
+    let good = r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#;
+    for bad in [
+        "}{\n",
+        r#"{"type":"ADDED","object":{"metadata":{"name":"b"]}}"#,
+        r#"{"type":"ADDED","obj"#,
+    ] {
+        let body = upstream(vec![good, "\n", bad]);
+        let (text, errors) = client_reads(watch(body, bare())).await;
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(errors, 0, "{bad}: a clean end");
+        assert_eq!(lines.len(), 2, "{bad}: {text}");
+        assert_eq!(lines[0]["object"]["metadata"]["name"], "a");
+        assert_eq!(
+            (
+                lines[1]["type"].as_str(),
+                lines[1]["object"]["code"].as_u64()
+            ),
+            (Some("ERROR"), Some(500)),
+            "{bad}"
+        );
+    }
+}
+
+/// A tee that cannot take the events named `lost-*`: it ends the watch there.
+struct Lossy;
+
+impl Sink for Lossy {
+    fn list_item(&mut self, _object: &Bytes) {}
+    fn list_end(&mut self, _end: ListEnd) {}
+    fn event(&mut self, event: &Event) -> Option<Stop> {
+        let lost = Meta::parse(&event.object).is_ok_and(|m| m.name.starts_with("lost-"));
+        lost.then(|| Stop::Relist("fell behind".into()))
+    }
+    fn object(&mut self, _object: &Bytes) {}
+    fn abort(&mut self, _reason: &str) {}
+}
+
+#[tokio::test]
+async fn a_watch_whose_tee_lost_an_event_ends_after_it_with_a_410() {
+    let read = [
+        event("ADDED", "a", 1),
+        event("MODIFIED", "lost-b", 2),
+        event("MODIFIED", "c", 3),
+    ]
+    .concat();
+    let body = upstream(vec![chunk(read), chunk(event("DELETED", "a", 4))]);
+    let pipeline = Pipeline {
+        sink: Some(Box::new(Lossy)),
+        ..bare()
+    };
+    let (text, errors) = client_reads(watch(body, pipeline)).await;
+    assert_eq!(errors, 0);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<_> = lines
+        .iter()
+        .map(|l| l["object"]["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, [Some("a"), Some("lost-b"), None], "{text}");
+    assert_eq!(
+        (
+            lines[2]["type"].as_str(),
+            lines[2]["object"]["code"].as_u64()
+        ),
+        (Some("ERROR"), Some(410))
+    );
+}
+
+/// Drops objects named `drop-*`, renames `edit-*` to `edited`, fails on `fail-*`, and
+/// records the size of every call.
+struct Names(std::sync::Arc<std::sync::Mutex<Vec<usize>>>);
+
+impl Transform for Names {
+    fn apply(&mut self, object: &Bytes) -> Result<Verdict, TransformError> {
+        self.apply_batch(std::slice::from_ref(object))
+            .map(|mut verdicts| verdicts.remove(0))
+    }
+
+    fn apply_batch(&mut self, objects: &[Bytes]) -> Result<Vec<Verdict>, TransformError> {
+        self.0.lock().unwrap().push(objects.len());
+        let verdict = |object: &Bytes| {
+            let meta = Meta::parse(object).unwrap();
+            match meta.name.split_once('-') {
+                Some(("drop", _)) => Ok(Verdict::Drop),
+                Some(("edit", _)) => Ok(Verdict::Replace(Bytes::from_static(
+                    br#"{"metadata":{"name":"edited","resourceVersion":"3"}}"#,
+                ))),
+                Some(("fail", _)) => Err(TransformError {
+                    message: "failed closed".into(),
+                }),
+                _ => Ok(Verdict::Keep),
+            }
+        };
+        objects.iter().map(verdict).collect()
+    }
+}
+
+fn event(kind: &str, name: &str, version: u32) -> String {
+    format!(
+        r#"{{"type":"{kind}","object":{{"metadata":{{"name":"{name}","resourceVersion":"{version}"}}}}}}"#
+    ) + "\n"
+}
+
+/// Test data that lives as long as the upstream stream needs it.
+fn chunk(text: String) -> &'static str {
+    text.leak()
+}
+
+fn filtered(calls: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>) -> Pipeline {
+    Pipeline {
+        transform: Some(Box::new(Names(calls.clone()))),
+        ..bare()
+    }
+}
+
+#[tokio::test]
+async fn the_events_of_one_read_are_filtered_in_one_call() {
+    let calls = std::sync::Arc::default();
+    let read = [
+        event("ADDED", "a", 1),
+        event("BOOKMARK", "", 2),
+        event("ADDED", "drop-b", 2),
+        event("MODIFIED", "edit-c", 3),
+    ]
+    .concat();
+    let body = upstream(vec![chunk(read), chunk(event("DELETED", "a", 4))]);
+    let (text, errors) = client_reads(watch(body, filtered(&calls))).await;
+    let names: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            format!("{} {}", event["type"], event["object"]["metadata"]["name"])
+        })
+        .collect();
+    assert_eq!(errors, 0);
+    assert_eq!(
+        names,
+        [
+            r#""ADDED" "a""#,
+            r#""BOOKMARK" """#,
+            r#""MODIFIED" "edited""#,
+            r#""DELETED" "a""#
+        ]
+    );
+    assert_eq!(*calls.lock().unwrap(), [3, 1], "one call per read");
+}
+
+#[tokio::test]
+async fn a_failed_batch_ends_the_watch_with_an_error_event() {
+    let calls = std::sync::Arc::default();
+    let read = [event("ADDED", "a", 1), event("ADDED", "fail-b", 2)].concat();
+    let body = upstream(vec![chunk(read)]);
+    let (text, errors) = client_reads(watch(body, filtered(&calls))).await;
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(errors, 0);
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["type"], "ERROR");
+    assert_eq!(lines[0]["object"]["message"], "failed closed");
+}
