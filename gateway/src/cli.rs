@@ -1,18 +1,19 @@
 //! The command line: YurtHub-compatible flags for running the gateway, and the operator
-//! subcommands. Parsing only; [`crate::config`] turns the flags into a checked [`crate::config::Config`].
+//! subcommands. Parsing only, with nothing of the gateway below it: [`crate::config`] turns
+//! the flags into a checked [`crate::config::Config`].
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::upstream::LbMode;
-
 mod certificates;
 mod yurthub;
 
-pub use certificates::CertificateArgs;
-pub use yurthub::{EDGE_ONLY_FILTERS, WorkingMode, YurtHubArgs, parse_go_duration};
+pub use certificates::{BootstrapMode, CertificateArgs};
+pub use yurthub::{
+    DEFAULT_HUB_INTERFACE, EDGE_ONLY_FILTERS, WorkingMode, YurtHubArgs, parse_go_duration,
+};
 
 /// edgegate: a node-local gateway for the Kubernetes API on edge nodes.
 ///
@@ -341,3 +342,12 @@ fn parse_server(value: &str) -> Result<http::Uri, String> {
 
 #[cfg(test)]
 mod tests;
+
+/// How requests are spread over several servers (`--lb-mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LbMode {
+    /// Round-robin over the healthy servers.
+    Rr,
+    /// The first healthy server, in the order given.
+    Priority,
+}

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::certificate::CertificateSettings;
 use crate::certificate::request::APISERVER_NAMES;
 use crate::certificate::{BootstrapMode, CertificateError, Renewal};
-use crate::cli::{EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
+use crate::cli::{self, CertificateArgs, EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
 use crate::upstream::{Credentials, CredentialsError, HealthSettings, LbMode};
 
 /// Why the configuration is unusable; every variant is the operator's to fix.
@@ -31,7 +32,7 @@ pub enum ConfigError {
     LocalMode,
     /// The HTTPS proxy's certificate or key cannot be used.
     #[error(transparent)]
-    Tls(#[from] crate::server::TlsError),
+    Tls(#[from] crate::tls::TlsError),
     /// The hub interface's name or address is not one YurtHub accepts.
     #[error("{0}")]
     HubInterface(String),
@@ -150,11 +151,11 @@ impl Config {
         ) {
             (Some(cert), Some(key), _) => Some((
                 secure_addr,
-                crate::server::server_config(cert, key, credentials.cluster_ca(), false)?,
+                crate::tls::server_config(cert, key, credentials.cluster_ca(), false)?,
             )),
             (None, _, Some(pair)) => Some((
                 secure_addr,
-                crate::server::server_config(pair, pair, credentials.cluster_ca(), true)?,
+                crate::tls::server_config(pair, pair, credentials.cluster_ca(), true)?,
             )),
             _ => None,
         };
@@ -162,7 +163,10 @@ impl Config {
             servers,
             credentials,
             certificate_renewals: identity.renewals,
-            lb_mode: args.lb_mode,
+            lb_mode: match args.lb_mode {
+                cli::LbMode::Rr => LbMode::Rr,
+                cli::LbMode::Priority => LbMode::Priority,
+            },
             node_name: args.node_name.clone(),
             nodepool_name: args.nodepool_name.clone(),
             hub_addr: SocketAddr::new(args.bind_address, args.serve_port),
@@ -240,10 +244,11 @@ async fn identity(
         .tls_cert_file
         .is_none()
         .then(|| serving_names(args, hub_interface));
-    let settings = args
-        .yurthub
-        .certificates
-        .settings(args.node_name.clone(), serving_names);
+    let settings = certificate_settings(
+        &args.yurthub.certificates,
+        args.node_name.clone(),
+        serving_names,
+    );
     if !settings.applies() {
         return Ok(none(Credentials::anonymous()?));
     }
@@ -256,6 +261,31 @@ async fn identity(
         renewals: prepared.renewals.into_iter().map(Arc::new).collect(),
         serving_pair: prepared.serving_pair,
     })
+}
+
+/// The certificate manager's settings from its flags, for the node `node_name`, requesting
+/// a serving certificate for `serving_names` when given.
+fn certificate_settings(
+    args: &CertificateArgs,
+    node_name: Option<String>,
+    serving_names: Option<Vec<String>>,
+) -> CertificateSettings {
+    CertificateSettings {
+        mode: match args.bootstrap_mode {
+            cli::BootstrapMode::Token => BootstrapMode::Token,
+            cli::BootstrapMode::Kubeletcertificate => BootstrapMode::Kubeletcertificate,
+        },
+        root_dir: args.root_dir.clone(),
+        node_name,
+        join_token: args.join_token.clone(),
+        bootstrap_file: args.bootstrap_file.clone(),
+        ca_pins: args.discovery_token_ca_cert_hash.clone(),
+        skip_ca_verification: args.discovery_token_unsafe_skip_ca_verification,
+        organizations: args.hub_cert_organizations.clone(),
+        kubelet_pair: args.kubelet_client_certificate.clone(),
+        kubelet_ca: args.kubelet_ca_file.clone(),
+        serving_names,
+    }
 }
 
 /// The names of the HTTPS proxy's serving certificate besides the node's, as YurtHub's: the

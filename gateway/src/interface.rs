@@ -30,8 +30,6 @@ use tokio::io::unix::AsyncFd;
 
 use self::netlink::{Route, libc_errno};
 
-/// YurtHub's default name of the link.
-pub const DEFAULT_NAME: &str = "yurthub-dummy0";
 /// YurtHub's default address of the link.
 pub const DEFAULT_IP: Ipv4Addr = Ipv4Addr::new(169, 254, 2, 1);
 

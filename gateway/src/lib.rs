@@ -11,6 +11,7 @@
 //! - [`informer`]: the objects filters look up, kept by the gateway's own informers.
 //! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
 //! - [`interface`]: the hub interface (a dummy link with the address pods reach).
+//! - [`tls`]: the HTTPS proxy's TLS settings: its pair, and the client CAs it asks for.
 //! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
 //! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
@@ -39,5 +40,6 @@ pub mod reply;
 pub mod request;
 pub mod server;
 pub mod stream;
+pub mod tls;
 pub mod tools;
 pub mod upstream;

@@ -26,6 +26,11 @@ pub fn full(code: StatusCode, content_type: &'static str, body: Bytes) -> Respon
     response
 }
 
+/// A plain-text response.
+pub fn text(code: StatusCode, body: String) -> Response<ResponseBody> {
+    full(code, "text/plain; charset=utf-8", Bytes::from(body))
+}
+
 /// A JSON response.
 pub fn json(code: StatusCode, body: Bytes) -> Response<ResponseBody> {
     full(code, "application/json", body)

@@ -10,8 +10,8 @@ mod metered;
 mod plan;
 mod proxy;
 mod respond;
+mod state;
 mod status;
-mod tls;
 mod upgrade;
 mod watch_end;
 
@@ -33,6 +33,7 @@ use crate::interface::HubInterface;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::upstream::{Balancer, HealthWatch, Transport, health};
+use state::State;
 
 /// How long start-up waits for the informers behind filter lookups to sync before it is
 /// over anyway ([`Config::after_start`]): without the cloud they cannot.
@@ -43,7 +44,6 @@ pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
 
 pub use crate::reply::{ResponseBody, status_response};
 pub use status::ProxyError;
-pub use tls::{TlsError, server_config};
 
 /// Why the gateway could not start.
 #[derive(Debug, Error)]
@@ -70,43 +70,6 @@ pub enum ServerError {
 
 /// How often unused components' caches are looked for.
 const GC_EVERY: Duration = Duration::from_secs(3600);
-
-/// What every request is served with.
-pub(crate) struct State {
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) balancer: Arc<Balancer>,
-    pub(crate) transport: Transport,
-    /// "Some apiserver is healthy", and its changes.
-    pub(crate) health: HealthWatch,
-    pub(crate) cache: Arc<Cache>,
-    pub(crate) filters: Arc<Filters>,
-    /// The objects filters look up, when filters are configured.
-    pub(crate) informers: Option<Arc<Informers>>,
-    pub(crate) local: Local,
-    /// Turns true when the gateway is stopping: open watches end.
-    pub(crate) stopping: watch::Receiver<bool>,
-    /// An upstream answer later than this (the heartbeat's timeout) has the health checker
-    /// probe that server at once.
-    pub(crate) late_answer: Duration,
-    /// `--max-requests-in-flight`.
-    pub(crate) in_flight: limit::InFlightLimit,
-    /// The HTTPS proxy's callers' credentials the apiserver accepted.
-    pub(crate) known: caller::KnownCredentials,
-    /// The certificate manager's renewals (`/v1/token` updates the client one's token).
-    pub(crate) certificates: Vec<Arc<crate::certificate::Renewal>>,
-}
-
-impl State {
-    /// What ends open watches, for one watch's stop signal.
-    fn watch_ends(&self) -> watch_end::WatchEnds {
-        watch_end::WatchEnds {
-            health: self.health.clone(),
-            stopping: self.stopping.clone(),
-            filters: self.filters.clone(),
-            informers: self.informers.clone(),
-        }
-    }
-}
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
 pub struct Listeners {

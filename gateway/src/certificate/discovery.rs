@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
-use super::CertificateError;
+use super::error::CertificateError;
 use super::pins::{CaPins, JoinToken};
 
 /// The cluster CA (PEM) that `server` publishes, checked by `token`'s signature and `pins`
@@ -33,7 +33,7 @@ pub async fn cluster_ca(
     }
     pins.check(&ca)?;
     let mut secure = kube::Config::new(server.clone());
-    secure.root_cert = Some(super::parse_pem_certificates(&ca)?);
+    secure.root_cert = Some(super::pem::parse_pem_certificates(&ca)?);
     let again = signed_kubeconfig(secure, token).await?;
     if again != kubeconfig {
         return Err(CertificateError::Discovery(

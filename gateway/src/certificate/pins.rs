@@ -8,7 +8,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
-use super::CertificateError;
+use super::error::CertificateError;
 
 /// A bootstrap token, `<id>.<secret>` (`[a-z0-9]{6}.[a-z0-9]{16}`).
 #[derive(Clone, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl CaPins {
 
 /// `sha256` of each certificate's DER SubjectPublicKeyInfo, as kubeadm pins a CA.
 pub fn ca_key_hashes(ca_pem: &[u8]) -> Result<Vec<[u8; 32]>, CertificateError> {
-    let certs = super::parse_pem_certificates(ca_pem)?;
+    let certs = super::pem::parse_pem_certificates(ca_pem)?;
     certs
         .iter()
         .map(|der| {

@@ -10,29 +10,14 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::core::v1::Service;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use super::error::CertificateError;
+use super::pem::{Validity, leaf_of};
 use super::pins::JoinToken;
 use super::request::{
     CLIENT_USAGES, SERVING_SIGNER, SERVING_USAGES, csr_object, new_request, new_serving_request,
     signer_for, submit,
 };
 use super::store::{PairKind, Store, io_error, kubeconfig};
-use super::{CertificateError, leaf_of};
-
-/// A certificate's validity period.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Validity {
-    /// notBefore.
-    pub not_before: SystemTime,
-    /// notAfter.
-    pub not_after: SystemTime,
-}
-
-impl Validity {
-    /// Whether the certificate may be presented at `now`.
-    pub fn valid_at(&self, now: SystemTime) -> bool {
-        self.not_before <= now && now < self.not_after
-    }
-}
 
 /// When to renew: `not_before + lifetime × (0.7 + 0.2 × jitter)`, `jitter` in `[0, 1)`.
 pub fn renewal_deadline(validity: Validity, jitter: f64) -> SystemTime {

@@ -13,7 +13,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use rcgen::{KeyPair, PKCS_ECDSA_P256_SHA256, PublicKeyData, SigningKey};
 use yasna::models::ObjectIdentifier;
 
-use super::CertificateError;
+use super::error::CertificateError;
 
 /// The group every node's certificate names; alone, kube-controller-manager approves it.
 pub const NODES_GROUP: &str = "system:nodes";

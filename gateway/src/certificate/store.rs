@@ -22,7 +22,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::CertificateError;
+use super::error::CertificateError;
 
 /// Which of the gateway's two certificates a pair is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

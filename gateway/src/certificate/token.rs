@@ -1,18 +1,19 @@
 //! The certificate manager's start: the bootstrap credential, the first client
 //! certificate, and the renewals to run.
 
-use clap::ValueEnum;
 use kube::config::Kubeconfig;
 use std::path::{Path, PathBuf};
 
+use super::discovery;
+use super::error::CertificateError;
+use super::pem::leaf_of;
 use super::pins::{CaPins, JoinToken};
 use super::renewal::{Renewal, Subject, retry_after};
 use super::request::organizations;
 use super::store::{PairKind, Store, io_error, kubeconfig};
-use super::{CertificateError, discovery, leaf_of};
 
 /// YurtHub's `--bootstrap-mode`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum BootstrapMode {
     /// A certificate requested with a bootstrap token (or bootstrap kubeconfig) and renewed.
     #[default]

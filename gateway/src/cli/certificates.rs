@@ -3,9 +3,17 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
-use crate::certificate::{BootstrapMode, CertificateSettings};
+/// YurtHub's `--bootstrap-mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum BootstrapMode {
+    /// A certificate requested with a bootstrap token (or bootstrap kubeconfig) and renewed.
+    #[default]
+    Token,
+    /// kubelet's client certificate, as kubelet rotates it.
+    Kubeletcertificate,
+}
 
 /// The certificate manager's flags.
 #[derive(Debug, Args)]
@@ -64,28 +72,6 @@ pub struct CertificateArgs {
 }
 
 impl CertificateArgs {
-    /// The certificate manager's settings for the node `node_name`, requesting a serving
-    /// certificate for `serving_names` when given.
-    pub fn settings(
-        &self,
-        node_name: Option<String>,
-        serving_names: Option<Vec<String>>,
-    ) -> CertificateSettings {
-        CertificateSettings {
-            mode: self.bootstrap_mode,
-            root_dir: self.root_dir.clone(),
-            node_name,
-            join_token: self.join_token.clone(),
-            bootstrap_file: self.bootstrap_file.clone(),
-            ca_pins: self.discovery_token_ca_cert_hash.clone(),
-            skip_ca_verification: self.discovery_token_unsafe_skip_ca_verification,
-            organizations: self.hub_cert_organizations.clone(),
-            kubelet_pair: self.kubelet_client_certificate.clone(),
-            kubelet_ca: self.kubelet_ca_file.clone(),
-            serving_names,
-        }
-    }
-
     /// With --kubeconfig the certificate manager does not run: the flags given for it are
     /// named in a warning.
     pub fn warnings(&self, kubeconfig_given: bool) -> Vec<String> {

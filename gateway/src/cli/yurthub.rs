@@ -11,6 +11,9 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+/// YurtHub's default name of the hub interface.
+pub const DEFAULT_HUB_INTERFACE: &str = "yurthub-dummy0";
+
 /// YurtHub's `--working-mode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum WorkingMode {
@@ -109,7 +112,7 @@ pub struct YurtHubArgs {
     pub hub_interface_ip: Option<std::net::IpAddr>,
 
     /// The hub interface's name (YurtHub's --dummy-if-name), at most 15 bytes.
-    #[arg(long, alias = "dummy-if-name", default_value = crate::interface::DEFAULT_NAME,
+    #[arg(long, alias = "dummy-if-name", default_value = DEFAULT_HUB_INTERFACE,
           value_name = "NAME")]
     pub hub_interface_name: String,
 

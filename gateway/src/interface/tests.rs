@@ -2,6 +2,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::*;
+use crate::cli::DEFAULT_HUB_INTERFACE as DEFAULT_NAME;
 
 #[test]
 fn yurthubs_rules_for_the_name_and_address() {

@@ -20,7 +20,7 @@ use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use sha2::{Digest, Sha256};
 
-use super::ProxyError;
+use super::status::ProxyError;
 use crate::cache::CachePolicy;
 
 /// The group of node identities.

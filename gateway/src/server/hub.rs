@@ -20,12 +20,11 @@ mod token;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
 
-use super::{ResponseBody, State};
+use super::state::State;
 use crate::cache::Damage;
+use crate::reply::{ResponseBody, text};
 
 /// Serves one hub request from `peer`.
 pub async fn handle<B>(
@@ -181,18 +180,4 @@ async fn cache_object(state: &State, query: Option<&str>) -> Response<ResponseBo
 
 fn internal(message: &str) -> Response<ResponseBody> {
     crate::reply::status_response(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
-}
-
-fn text(code: StatusCode, body: String) -> Response<ResponseBody> {
-    let mut response = Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
-    *response.status_mut() = code;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }

@@ -19,8 +19,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::ResponseBody;
 use super::caller::PeerCertificate;
+use crate::reply::ResponseBody;
 
 /// How long a client may take to send its request headers (or finish its TLS handshake):
 /// a slow or stuck client does not hold a connection slot forever.

@@ -10,8 +10,8 @@ use http_body::{Body, Frame, SizeHint};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 
-use super::ResponseBody;
 use crate::metrics::{Metrics, RequestLabels};
+use crate::reply::ResponseBody;
 use crate::upstream::BoxError;
 
 /// Counts a request as in flight until dropped.

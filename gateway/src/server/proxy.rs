@@ -13,9 +13,11 @@ use hyper::body::Incoming;
 use super::caller::{Caller, PeerCertificate};
 use super::metered::{InFlight, Metered};
 use super::plan::{self, Plan};
+use super::state::State;
 use super::status::ProxyError;
-use super::{ResponseBody, State, headers, limit, respond, upgrade};
+use super::{headers, limit, respond, upgrade};
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
+use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
 use crate::upstream::{CallerOnly, RequestBody, Server, TransportError};
 

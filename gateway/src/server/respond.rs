@@ -7,12 +7,13 @@ use http::Response;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Incoming;
 
+use super::headers;
 use super::plan::{self, Plan};
 use super::status::ProxyError;
 use super::watch_end::WatchEnds;
-use super::{ResponseBody, headers};
 use crate::cache::Cache;
 use crate::filter::Session;
+use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
 use crate::stream::{self, Pipeline, Sink, Transform};
 

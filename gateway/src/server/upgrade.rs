@@ -7,7 +7,8 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
-use super::{ResponseBody, headers};
+use super::headers;
+use crate::reply::ResponseBody;
 
 /// Returns the apiserver's answer to the client; if it switched protocols, a task splices
 /// the two upgraded connections together.

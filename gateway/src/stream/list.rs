@@ -5,7 +5,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::FrameError;
+use super::error::FrameError;
 use super::nesting::Nesting;
 use super::scan::{Skipped, Strings};
 

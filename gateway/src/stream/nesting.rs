@@ -5,7 +5,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 use edgegate_json_scan::Brackets;
 
-use super::FrameError;
+use super::error::FrameError;
 
 /// Where the scan of an object is, carried from one chunk to the next.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::ops::Range;
 use edgegate_filter_sdk::Object;
 use serde::Deserialize;
 
-use super::FrameError;
+use super::error::FrameError;
 
 /// An object's identity and version, borrowed from its bytes where no unescaping was needed.
 #[derive(Debug, Default, Deserialize, PartialEq, Eq)]

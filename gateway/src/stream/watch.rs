@@ -8,7 +8,7 @@
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
-use super::FrameError;
+use super::error::FrameError;
 use super::nesting::Nesting;
 
 /// Splits a watch body into event frames.

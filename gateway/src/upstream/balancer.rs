@@ -6,7 +6,7 @@ use http::Uri;
 use tokio::sync::Notify;
 
 /// How requests are spread over several servers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LbMode {
     /// Round-robin over the healthy servers.
     Rr,

@@ -12,7 +12,7 @@ use rustls::ClientConfig;
 use thiserror::Error;
 
 use super::cert_files::Stamp;
-use super::{CertFiles, CertFilesError};
+use super::cert_files::{CHECK_EVERY as CERT_CHECK_EVERY, CertFiles, CertFilesError};
 
 /// Why the credentials could not be loaded.
 #[derive(Debug, Error)]
@@ -169,7 +169,7 @@ enum Authorization {
     /// A bearer token or basic credentials, fixed for the life of the process.
     Fixed(HeaderValue),
     /// A bearer token read from a file (projected service-account tokens rotate), looked at
-    /// every [`super::CERT_CHECK_EVERY`] at most and read again when it changed.
+    /// every [`CERT_CHECK_EVERY`] at most and read again when it changed.
     File {
         path: PathBuf,
         cached: Mutex<TokenFile>,
@@ -215,7 +215,7 @@ impl Authorization {
     }
 
     fn value(&self) -> HeaderValue {
-        self.value_checked_every(super::CERT_CHECK_EVERY)
+        self.value_checked_every(CERT_CHECK_EVERY)
     }
 
     fn value_checked_every(&self, every: Duration) -> HeaderValue {

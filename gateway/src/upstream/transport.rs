@@ -18,7 +18,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thiserror::Error;
 
-use super::Credentials;
+use super::credentials::Credentials;
 
 pub use crate::error::BoxError;
 

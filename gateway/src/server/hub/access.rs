@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use http::{Response, StatusCode};
 
-use super::ResponseBody;
+use crate::reply::ResponseBody;
 
 /// The endpoints any caller may ask: what kubelet's probes and Prometheus scrape.
 const OPEN: [&str; 3] = ["/v1/healthz", "/v1/readyz", "/metrics"];

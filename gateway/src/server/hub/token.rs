@@ -5,8 +5,9 @@
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
-use super::{ResponseBody, State, text};
+use super::super::state::State;
 use crate::certificate::PairKind;
+use crate::reply::{ResponseBody, text};
 
 /// The most a token request's body may hold.
 const MAX_BODY: usize = 4096;
