@@ -16,7 +16,9 @@
 //! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
 //! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
 //! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
-//! - [`reply`]: response bodies and `Status` answers.
+//! - [`refusal`]: answers the gateway makes itself, and the one function that makes them
+//!   `Status` responses, counted by fault.
+//! - [`reply`]: response bodies and `Status` bodies.
 //! - [`metrics`]: the Prometheus registry; [`error`]: the boxed error and an error's causes
 //!   on one line; [`json`]: JSON indented for reading.
 //! - [`certificate`]: the gateway's client certificate: bootstrapped with a token, renewed.
@@ -36,6 +38,7 @@ pub mod interface;
 pub mod json;
 pub mod local;
 pub mod metrics;
+pub mod refusal;
 pub mod reply;
 pub mod request;
 pub mod server;

@@ -13,6 +13,7 @@
 //! With `--node-name`, kubelet's writes of its node lease are answered here online too
 //! ([`Local::kubelet_lease`]): the gateway's heartbeat is the node's lease in the cloud.
 
+mod error;
 mod list;
 mod watch;
 mod write;
@@ -23,9 +24,11 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::cache::{Cache, ResourceKey, Scope};
-use crate::reply::{ResponseBody, json, status_response};
+use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, RequestInfo, Verb};
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
+
+pub use error::LocalError;
 
 /// What the local proxy answers with.
 #[derive(Clone)]
@@ -111,7 +114,7 @@ impl Local {
         &self,
         info: &RequestInfo,
         request: Request<B>,
-    ) -> Response<ResponseBody>
+    ) -> Result<Response<ResponseBody>, LocalError>
     where
         B: http_body::Body<Data = bytes::Bytes>,
         B::Error: Into<crate::error::BoxError>,
@@ -121,11 +124,9 @@ impl Local {
         } else {
             StatusCode::OK
         };
-        let response = write::echo(request, code).await;
-        if response.status().is_success() {
-            self.kubelet.renewed();
-        }
-        response
+        let response = write::echo(request, code).await?;
+        self.kubelet.renewed();
+        Ok(response)
     }
 
     /// Answers `request` from the cache.
@@ -133,12 +134,12 @@ impl Local {
         &self,
         context: &RequestContext,
         request: Request<Incoming>,
-    ) -> Response<ResponseBody> {
+    ) -> Result<Response<ResponseBody>, LocalError> {
         match context.info.verb {
             Verb::Get | Verb::List | Verb::Watch => self.read(context).await,
-            _ if !self.answers(context) => {
-                unavailable("this request cannot be answered from the local cache")
-            }
+            _ if !self.answers(context) => Err(unanswerable(
+                "this request cannot be answered from the local cache",
+            )),
             Verb::Create => write::create(context, request).await,
             Verb::Update | Verb::Patch
                 if is_kubelet_lease(&context.info, &context.cache_component) =>
@@ -146,25 +147,26 @@ impl Local {
                 write::echo(request, StatusCode::OK).await
             }
             Verb::Update | Verb::Patch => self.get(context),
-            Verb::Delete | Verb::DeleteCollection => status_response(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                "the cloud is unreachable: deletes are refused until it is back",
-            ),
-            Verb::Proxy | Verb::Unknown => unavailable("proxy requests need the cloud"),
+            Verb::Delete | Verb::DeleteCollection => Err(LocalError::Delete),
+            Verb::Proxy | Verb::Unknown => Err(unanswerable("proxy requests need the cloud")),
         }
     }
 
     /// Answers a read (get, list, watch) from the cache.
-    pub async fn read(&self, context: &RequestContext) -> Response<ResponseBody> {
+    pub async fn read(
+        &self,
+        context: &RequestContext,
+    ) -> Result<Response<ResponseBody>, LocalError> {
         if !self.answers(context) {
-            return unavailable("this request cannot be answered from the local cache");
+            return Err(unanswerable(
+                "this request cannot be answered from the local cache",
+            ));
         }
         match context.info.verb {
             Verb::Get => self.get(context),
             Verb::List => self.list(context).await,
             Verb::Watch => self.watch(context).await,
-            _ => unavailable("only reads are answered here"),
+            _ => Err(unanswerable("only reads are answered here")),
         }
     }
 
@@ -181,57 +183,37 @@ impl Local {
         answers
     }
 
-    fn get(&self, context: &RequestContext) -> Response<ResponseBody> {
+    fn get(&self, context: &RequestContext) -> Result<Response<ResponseBody>, LocalError> {
         // Only whole objects and their `status` are cached; any other subresource (`log`,
         // `scale`, …) is something else, which the parent object must never stand in for.
         let subresource = context.info.subresource.as_str();
         if !subresource.is_empty() && subresource != "status" {
             self.cache.metrics().misses.inc();
-            return unavailable(&format!(
+            return Err(unanswerable(&format!(
                 "the {subresource} subresource of {} {:?} cannot be answered offline",
                 context.info.resource, context.info.name
-            ));
+            )));
         }
         let key = resource_of(context).object_key(&context.info.namespace, &context.info.name);
         match self.cache.store().get(&key) {
             Ok(Some(object)) => {
                 self.cache.metrics().hits.inc();
-                json(StatusCode::OK, object)
+                Ok(json(StatusCode::OK, object))
             }
             Ok(None) => {
                 self.cache.metrics().misses.inc();
-                not_found(&format!(
+                Err(LocalError::NotCached(format!(
                     "{} {:?} is not in the local cache",
                     context.info.resource, context.info.name
-                ))
+                )))
             }
-            Err(error) => store_failed(&error),
+            Err(error) => Err(LocalError::store(&error)),
         }
     }
 }
 
-fn not_found(message: &str) -> Response<ResponseBody> {
-    status_response(StatusCode::NOT_FOUND, "NotFound", message)
-}
-
-fn unavailable(reason: &str) -> Response<ResponseBody> {
-    status_response(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "ServiceUnavailable",
-        &format!("the cloud is unreachable and {reason}"),
-    )
-}
-
-fn store_failed(error: &dyn std::error::Error) -> Response<ResponseBody> {
-    tracing::error!(error = %crate::error::error_chain(error), "the local cache failed");
-    status_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "InternalError",
-        &format!(
-            "the local cache failed: {}",
-            crate::error::error_chain(error)
-        ),
-    )
+fn unanswerable(reason: &str) -> LocalError {
+    LocalError::Unanswerable(reason.to_owned())
 }
 
 #[cfg(test)]

@@ -2,14 +2,13 @@
 //! response in chunks: a 10 000-object list is never gathered.
 
 use bytes::{Bytes, BytesMut};
-use http::StatusCode;
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Local, not_found, store_failed};
+use super::{Local, LocalError};
 use crate::cache::{self, Listing, ReadError, SetMeta};
 use crate::error::BoxError;
-use crate::reply::{ResponseBody, status_response};
+use crate::reply::ResponseBody;
 use crate::request::RequestContext;
 
 /// Bytes gathered before a chunk is sent: large enough for few syscalls, small enough to
@@ -34,7 +33,10 @@ pub(super) enum Found {
 
 impl Local {
     /// Answers a list from the cache.
-    pub(super) async fn list(&self, context: &RequestContext) -> http::Response<ResponseBody> {
+    pub(super) async fn list(
+        &self,
+        context: &RequestContext,
+    ) -> Result<http::Response<ResponseBody>, LocalError> {
         let refuse_empty = context.cache_component == "kubelet"
             && context.info.resource == "pods"
             && context.info.api_group.is_empty();
@@ -53,13 +55,16 @@ impl Local {
                     http::header::CONTENT_TYPE,
                     http::HeaderValue::from_static("application/json"),
                 );
-                response
+                Ok(response)
             }
-            Ok(Ok(Found::NoPods)) => not_found(
-                "no pods are cached for this node: refusing an empty list so kubelet keeps its pods",
-            ),
-            Ok(Err(error)) => self.read_failed(&error),
-            Err(_) => store_failed(&std::io::Error::other("the cache reader stopped")),
+            Ok(Ok(Found::NoPods)) => Err(LocalError::NotCached(
+                "no pods are cached for this node: refusing an empty list so kubelet keeps its pods"
+                    .to_owned(),
+            )),
+            Ok(Err(error)) => Err(self.read_failed(&error)),
+            Err(_) => Err(LocalError::store(&std::io::Error::other(
+                "the cache reader stopped",
+            ))),
         }
     }
 
@@ -93,19 +98,16 @@ impl Local {
         (found_rx, chunks_rx)
     }
 
-    pub(super) fn read_failed(&self, error: &ReadError) -> http::Response<ResponseBody> {
+    /// Why a read of the cache answers nothing.
+    pub(super) fn read_failed(&self, error: &ReadError) -> LocalError {
         match error {
             ReadError::NotCached => {
                 self.cache.metrics().misses.inc();
-                not_found("nothing covering this list is in the local cache")
+                LocalError::NotCached("nothing covering this list is in the local cache".to_owned())
             }
-            ReadError::Selection(error) => {
-                status_response(StatusCode::BAD_REQUEST, "BadRequest", &error.to_string())
-            }
-            ReadError::Expired { .. } => {
-                status_response(StatusCode::GONE, "Expired", &error.to_string())
-            }
-            ReadError::Store(error) => store_failed(error),
+            ReadError::Selection(error) => LocalError::BadSelector(error.to_string()),
+            ReadError::Expired { .. } => LocalError::Expired(error.to_string()),
+            ReadError::Store(error) => LocalError::store(error),
         }
     }
 }

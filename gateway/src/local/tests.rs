@@ -85,7 +85,10 @@ async fn a_renewal_is_echoed_and_noted_for_the_heartbeat() {
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from_static(b"{")))
         .unwrap();
-    assert_eq!(local.kubelet_lease(&renew, broken).await.status(), 400);
+    assert_eq!(
+        answered(local.kubelet_lease(&renew, broken).await).status(),
+        400
+    );
     assert!(!local.kubelet.alive(), "a refused body is no renewal");
 
     let lease = Bytes::from_static(
@@ -95,7 +98,7 @@ async fn a_renewal_is_echoed_and_noted_for_the_heartbeat() {
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(Full::new(lease.clone()))
         .unwrap();
-    let response = local.kubelet_lease(&renew, request).await;
+    let response = answered(local.kubelet_lease(&renew, request).await);
     assert_eq!(response.status(), 200);
     let body = BodyExt::collect(response.into_body())
         .await
@@ -138,6 +141,14 @@ fn local_with_a_pod() -> (tempfile::TempDir, Local) {
     )
 }
 
+/// The response the client gets: a refusal as the server maps it.
+fn answered(
+    result: Result<http::Response<crate::reply::ResponseBody>, super::LocalError>,
+) -> http::Response<crate::reply::ResponseBody> {
+    result
+        .unwrap_or_else(|refusal| crate::refusal::refuse(&refusal, &crate::metrics::Metrics::new()))
+}
+
 /// kubelet's GET of `target`.
 fn kubelet(target: &str) -> RequestContext {
     let mut headers = http::HeaderMap::new();
@@ -146,7 +157,7 @@ fn kubelet(target: &str) -> RequestContext {
 }
 
 async fn get(local: &Local, path: &str) -> (StatusCode, Value) {
-    let response = local.read(&kubelet(path)).await;
+    let response = answered(local.read(&kubelet(path)).await);
     let status = response.status();
     let body = response.into_body().collect().await.unwrap().to_bytes();
     (status, serde_json::from_slice(&body).unwrap())
@@ -181,7 +192,7 @@ async fn an_offline_watch_without_timeout_ends_within_one_to_two_min_request_tim
     let (_cloud_down, health) = tokio::sync::watch::channel(false);
     local.health = health;
     let start = tokio::time::Instant::now();
-    let response = local.read(&kubelet("/api/v1/pods?watch=true")).await;
+    let response = answered(local.read(&kubelet("/api/v1/pods?watch=true")).await);
     assert_eq!(response.status(), StatusCode::OK);
     // The paused clock jumps to the watch's end once nothing else is left to run.
     response.into_body().collect().await.unwrap();

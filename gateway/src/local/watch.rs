@@ -12,8 +12,8 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
-use super::Local;
 use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
+use super::{Local, LocalError};
 use crate::cache::{self, Backlog, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
@@ -39,7 +39,10 @@ struct Waiting {
 
 impl Local {
     /// Answers a watch from the cache.
-    pub(super) async fn watch(&self, context: &RequestContext) -> http::Response<ResponseBody> {
+    pub(super) async fn watch(
+        &self,
+        context: &RequestContext,
+    ) -> Result<http::Response<ResponseBody>, LocalError> {
         let (found, chunks) = self.backlog_from_store(context);
         let (backlog, ends) = match found.await {
             Ok(Ok(())) => {
@@ -56,7 +59,7 @@ impl Local {
                 let _ = tx.try_send(Ok(expired(&error.to_string())));
                 (Some(rx), true)
             }
-            Ok(Err(error)) => return self.read_failed(&error),
+            Ok(Err(error)) => return Err(self.read_failed(&error)),
             Err(_) => (None, false),
         };
         let timeout = lasts(
@@ -91,7 +94,7 @@ impl Local {
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
-        response
+        Ok(response)
     }
 
     /// Starts a blocking reader of the backlog `context` wants: it reports whether there is

@@ -8,7 +8,8 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
-use crate::reply::{ResponseBody, full, status_response};
+use super::LocalError;
+use crate::reply::{ResponseBody, full};
 use crate::request::RequestContext;
 
 /// The largest body an offline write may carry: Kubernetes objects are at most 1.5 MiB in
@@ -25,20 +26,15 @@ const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
 pub(super) async fn create<B>(
     context: &RequestContext,
     request: Request<B>,
-) -> Response<ResponseBody>
+) -> Result<Response<ResponseBody>, LocalError>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<crate::error::BoxError>,
 {
     if !context.info.subresource.is_empty() {
-        return status_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            &format!(
-                "the cloud is unreachable: {} cannot be created offline",
-                context.info.subresource
-            ),
-        );
+        return Err(LocalError::SubresourceCreate(
+            context.info.subresource.clone(),
+        ));
     }
     echo(request, StatusCode::CREATED).await
 }
@@ -94,7 +90,10 @@ impl Media {
 }
 
 /// Answers with the request's own object, in the content type it came in.
-pub(super) async fn echo<B>(request: Request<B>, code: StatusCode) -> Response<ResponseBody>
+pub(super) async fn echo<B>(
+    request: Request<B>,
+    code: StatusCode,
+) -> Result<Response<ResponseBody>, LocalError>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<crate::error::BoxError>,
@@ -102,34 +101,19 @@ where
     let media = match Media::of(request.headers()) {
         Ok(media) => media,
         Err(media) => {
-            return status_response(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "UnsupportedMediaType",
-                &format!(
-                    "the cloud is unreachable and a {media:?} body cannot be answered offline \
-                     (application/json and {PROTOBUF} can)"
-                ),
-            );
+            return Err(LocalError::Media(media));
         }
     };
     let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
-            return status_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "RequestEntityTooLarge",
-                "the request body is too large or broke off",
-            );
+            return Err(LocalError::TooLarge);
         }
     };
     if !media.holds_object(&body) {
-        return status_response(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            &format!("the request body is not a {} object", media.content_type()),
-        );
+        return Err(LocalError::NotAnObject(media.content_type()));
     }
-    full(code, media.content_type(), body)
+    Ok(full(code, media.content_type(), body))
 }
 
 #[cfg(test)]
@@ -146,7 +130,13 @@ mod tests {
         builder.body(Full::new(Bytes::from_static(body))).unwrap()
     }
 
-    async fn answer(response: Response<ResponseBody>) -> (StatusCode, String, Bytes) {
+    /// The answer as the client gets it: a refusal as the server maps it.
+    async fn answer(
+        response: Result<Response<ResponseBody>, LocalError>,
+    ) -> (StatusCode, String, Bytes) {
+        let response = response.unwrap_or_else(|refusal| {
+            crate::refusal::refuse(&refusal, &crate::metrics::Metrics::new())
+        });
         let code = response.status();
         let content_type = response.headers()[CONTENT_TYPE]
             .to_str()

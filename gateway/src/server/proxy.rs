@@ -130,11 +130,11 @@ async fn forward(
         .local
         .answers_kubelet_lease(info, &context.cache_component)
     {
-        return Ok(state.local.kubelet_lease(info, request).await);
+        return Ok(state.local.kubelet_lease(info, request).await?);
     }
     if !state.balancer.any_healthy() {
         offline()?;
-        return Ok(state.local.serve(context, request).await);
+        return Ok(state.local.serve(context, request).await?);
     }
     let server = state
         .balancer
@@ -191,7 +191,7 @@ async fn forward(
             tracing::debug!(server = %name, error = %source, "connect failed: answering from the cache");
             server.suspect();
             offline()?;
-            return Ok(state.local.read(context).await);
+            return Ok(state.local.read(context).await?);
         }
         Some(Err(error)) => {
             server.suspect();
@@ -202,7 +202,7 @@ async fn forward(
         None if reads => {
             tracing::debug!(server = %server.name, "server lost in flight: answering from the cache");
             offline()?;
-            return Ok(state.local.read(context).await);
+            return Ok(state.local.read(context).await?);
         }
         None => return Err(ProxyError::Lost(server.name.clone())),
     };

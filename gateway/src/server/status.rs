@@ -1,11 +1,13 @@
-//! Errors the gateway answers itself, and the one place they become a Kubernetes `Status`
-//! response with its HTTP code and a metric label.
+//! The proxy's errors: why a request was answered by the gateway instead of an apiserver,
+//! each with its HTTP code, `Status` reason, fault and metric label.
 
 use http::{Method, Response, StatusCode};
 use thiserror::Error;
 
-use crate::metrics::{ErrorLabels, Metrics};
-use crate::reply::{ResponseBody, status_response};
+use crate::local::LocalError;
+use crate::metrics::Metrics;
+use crate::refusal::{Fault, Refusal, Verdict, refuse};
+use crate::reply::ResponseBody;
 use crate::stream::ObjectError;
 use crate::upstream::TransportError;
 
@@ -43,6 +45,9 @@ pub enum ProxyError {
     /// A single object's answer could not be read, a filter failed on it, or hides it.
     #[error(transparent)]
     Object(#[from] ObjectError),
+    /// Offline, the cache cannot answer.
+    #[error(transparent)]
+    Local(#[from] LocalError),
     /// Offline, a token the gateway never saw the apiserver accept.
     #[error(
         "the apiserver is unreachable, and the gateway has not seen it accept this token, so nothing cached is served on it"
@@ -50,31 +55,9 @@ pub enum ProxyError {
     UnknownToken,
 }
 
-/// Who is at fault for an error, as metric label.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// The client sent something wrong.
-    Client,
-    /// The apiserver is unreachable or misbehaved.
-    Upstream,
-    /// A filter failed.
-    Filter,
-}
-
-impl Fault {
-    fn as_str(self) -> &'static str {
-        match self {
-            Fault::Client => "client",
-            Fault::Upstream => "upstream",
-            Fault::Filter => "filter",
-        }
-    }
-}
-
-impl ProxyError {
-    /// The HTTP code, the `Status` reason, who is at fault and the step that failed.
-    fn classify(&self) -> (StatusCode, &'static str, Fault, &'static str) {
-        match self {
+impl Refusal for ProxyError {
+    fn verdict(&self) -> Verdict {
+        let (code, reason, fault, kind) = match self {
             ProxyError::BadRequest(_) => (
                 StatusCode::BAD_REQUEST,
                 "BadRequest",
@@ -147,33 +130,27 @@ impl ProxyError {
                 Fault::Client,
                 "not_visible",
             ),
-            // Counted, not logged as a warning: each offline retry of a pod would log one.
             ProxyError::UnknownToken => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "ServiceUnavailable",
                 Fault::Client,
                 "unknown_token",
             ),
+            ProxyError::Local(error) => return error.verdict(),
+        };
+        Verdict {
+            code,
+            reason,
+            fault,
+            kind,
         }
     }
+}
 
+impl ProxyError {
     /// The `Status` response for this error, counted in `metrics`.
     pub fn into_response(self, metrics: &Metrics) -> Response<ResponseBody> {
-        let (code, reason, fault, kind) = self.classify();
-        metrics
-            .errors
-            .get_or_create(&ErrorLabels {
-                fault: fault.as_str(),
-                kind,
-            })
-            .inc();
-        let message = crate::error::error_chain(&self);
-        match fault {
-            Fault::Client => tracing::debug!(error = %message, "rejected request"),
-            Fault::Upstream => tracing::warn!(error = %message, "upstream failure"),
-            Fault::Filter => tracing::warn!(error = %message, "filter failure"),
-        }
-        status_response(code, reason, &message)
+        refuse(&self, metrics)
     }
 }
 

@@ -1,0 +1,112 @@
+//! Why the local proxy cannot answer a request from the cache.
+
+use http::StatusCode;
+use thiserror::Error;
+
+use crate::refusal::{Fault, Refusal, Verdict};
+
+/// Why an offline request is refused.
+#[derive(Debug, Error)]
+pub enum LocalError {
+    /// Nothing cached answers it (a 404, as the apiserver would say of a missing object).
+    #[error("{0}")]
+    NotCached(String),
+    /// It cannot be answered from the cache at all.
+    #[error("the cloud is unreachable and {0}")]
+    Unanswerable(String),
+    /// A subresource cannot be created offline.
+    #[error("the cloud is unreachable: {0} cannot be created offline")]
+    SubresourceCreate(String),
+    /// Deletes wait for the cloud.
+    #[error("the cloud is unreachable: deletes are refused until it is back")]
+    Delete,
+    /// The request's selectors cannot be read.
+    #[error("{0}")]
+    BadSelector(String),
+    /// The client's resourceVersion is older than what the cache holds.
+    #[error("{0}")]
+    Expired(String),
+    /// A write's body is in a media type the gateway cannot echo.
+    #[error(
+        "the cloud is unreachable and a {0:?} body cannot be answered offline (application/json and application/vnd.kubernetes.protobuf can)"
+    )]
+    Media(String),
+    /// A write's body is too large or broke off.
+    #[error("the request body is too large or broke off")]
+    TooLarge,
+    /// A write's body is not an object of its media type.
+    #[error("the request body is not a {0} object")]
+    NotAnObject(&'static str),
+    /// The cache failed.
+    #[error("the local cache failed: {0}")]
+    Store(String),
+}
+
+impl Refusal for LocalError {
+    fn verdict(&self) -> Verdict {
+        let (code, reason, fault, kind) = match self {
+            LocalError::NotCached(_) => (
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                Fault::Offline,
+                "not_cached",
+            ),
+            LocalError::Unanswerable(_) | LocalError::SubresourceCreate(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                Fault::Offline,
+                "unanswerable",
+            ),
+            LocalError::Delete => (
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                Fault::Offline,
+                "offline_delete",
+            ),
+            LocalError::BadSelector(_) => (
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                Fault::Client,
+                "bad_selector",
+            ),
+            LocalError::Expired(_) => (StatusCode::GONE, "Expired", Fault::Client, "expired"),
+            LocalError::Media(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                Fault::Client,
+                "media_type",
+            ),
+            LocalError::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "RequestEntityTooLarge",
+                Fault::Client,
+                "too_large",
+            ),
+            LocalError::NotAnObject(_) => (
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                Fault::Client,
+                "bad_body",
+            ),
+            LocalError::Store(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                Fault::Gateway,
+                "cache",
+            ),
+        };
+        Verdict {
+            code,
+            reason,
+            fault,
+            kind,
+        }
+    }
+}
+
+impl LocalError {
+    /// The cache failed with `error`.
+    pub fn store(error: &dyn std::error::Error) -> LocalError {
+        LocalError::Store(crate::error::error_chain(error))
+    }
+}
