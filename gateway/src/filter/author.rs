@@ -14,11 +14,12 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::chain::Generation;
+use super::error::FilterError;
 use super::loaded::LoadedFilter;
 use super::loader::load_one;
+use super::lookup::NoLookup;
 use super::session::Session;
-use super::{FilterError, NoLookup};
-use crate::request::{RequestInfo, Verb as RequestVerb};
+use crate::request::RequestInfo;
 use crate::stream::{Transform, TransformError, Verdict};
 use input::Input;
 
@@ -195,7 +196,7 @@ fn open(request: &TestRequest, verb: Verb) -> Result<Session, FilterError> {
         &source.name,
         &source.wasm,
         source.toml.as_deref(),
-        super::NodeFacts::new(request.node_name.clone(), request.node_pool.clone()),
+        super::chain::NodeFacts::new(request.node_name.clone(), request.node_pool.clone()),
         Arc::new(NoLookup),
         None,
     )?;
@@ -265,16 +266,7 @@ fn load(wasm: &Path, options: Option<&Path>) -> Result<LoadedFilter, FilterError
 fn request_info(request: &TestRequest, verb: Verb) -> RequestInfo {
     RequestInfo {
         is_resource_request: true,
-        verb: match verb {
-            Verb::Get => RequestVerb::Get,
-            Verb::List => RequestVerb::List,
-            Verb::Watch => RequestVerb::Watch,
-            Verb::Create => RequestVerb::Create,
-            Verb::Update => RequestVerb::Update,
-            Verb::Patch => RequestVerb::Patch,
-            Verb::Delete => RequestVerb::Delete,
-            Verb::DeleteCollection => RequestVerb::DeleteCollection,
-        },
+        verb: verb.into(),
         api_prefix: if request.group.is_empty() {
             "api"
         } else {

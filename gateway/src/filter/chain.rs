@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use edgegate_filter_sdk::Verb as SdkVerb;
 
-use super::bindings::{Context, Verb};
+use super::bindings::Context;
+use super::error::FilterError;
 use super::loaded::LoadedFilter;
 use super::loader::load_one;
+use super::lookup::Lookup;
 use super::session::Session;
-use super::{FilterError, Lookup};
-use crate::request::{RequestInfo, Verb as RequestVerb};
+use crate::request::RequestInfo;
 
 /// What filters are told of the node the gateway serves: its name, and its pool, which can
 /// change while the gateway runs (it may come from the node's label).
@@ -114,7 +115,7 @@ impl Generation {
         }
         let ctx = Context {
             component: component.to_owned(),
-            verb: wit_verb(verb),
+            verb: verb.into(),
             group: info.api_group.clone(),
             version: info.api_version.clone(),
             resource: info.resource.clone(),
@@ -161,41 +162,5 @@ fn sdk_verb(info: &RequestInfo) -> Option<SdkVerb> {
     if !info.is_resource_request || !info.subresource.is_empty() {
         return None;
     }
-    Some(match info.verb {
-        RequestVerb::Get => SdkVerb::Get,
-        RequestVerb::List => SdkVerb::List,
-        RequestVerb::Watch => SdkVerb::Watch,
-        RequestVerb::Create => SdkVerb::Create,
-        RequestVerb::Update => SdkVerb::Update,
-        RequestVerb::Patch => SdkVerb::Patch,
-        RequestVerb::Delete => SdkVerb::Delete,
-        RequestVerb::DeleteCollection => SdkVerb::DeleteCollection,
-        RequestVerb::Proxy | RequestVerb::Unknown => return None,
-    })
-}
-
-pub(crate) fn wit_verb(verb: SdkVerb) -> Verb {
-    match verb {
-        SdkVerb::Get => Verb::Get,
-        SdkVerb::List => Verb::List,
-        SdkVerb::Watch => Verb::Watch,
-        SdkVerb::Create => Verb::Create,
-        SdkVerb::Update => Verb::Update,
-        SdkVerb::Patch => Verb::Patch,
-        SdkVerb::Delete => Verb::Delete,
-        SdkVerb::DeleteCollection => Verb::DeleteCollection,
-    }
-}
-
-pub(crate) fn sdk_verb_of(verb: Verb) -> SdkVerb {
-    match verb {
-        Verb::Get => SdkVerb::Get,
-        Verb::List => SdkVerb::List,
-        Verb::Watch => SdkVerb::Watch,
-        Verb::Create => SdkVerb::Create,
-        Verb::Update => SdkVerb::Update,
-        Verb::Patch => SdkVerb::Patch,
-        Verb::Delete => SdkVerb::Delete,
-        Verb::DeleteCollection => SdkVerb::DeleteCollection,
-    }
+    SdkVerb::try_from(info.verb).ok()
 }

@@ -22,13 +22,14 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
 };
 
-use super::FilterError;
 use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version, runs};
-use super::child::{Child, Place};
+use super::child::Child;
 use super::compiled::CompiledStore;
 use super::dir::sha256;
+use super::error::FilterError;
 use super::functions::FunctionCache;
 use super::host::{HostState, WASI_INTERFACES, WASI_POLL, add_wasi_to_linker, define_pollable};
+use super::metrics::Place;
 use super::seal::{Seal, Untrusted};
 use super::standins::{self, Provided};
 
@@ -382,6 +383,17 @@ impl Drop for Ticker {
 /// Whether [`PERF_MAP_ENV`] asks for a perf map.
 fn perf_map_asked() -> bool {
     std::env::var_os(PERF_MAP_ENV).is_some_and(|value| !value.is_empty() && value != "0")
+}
+
+/// `edgegate filter compile`: compiles `wasm` into the compiled-code store in
+/// `compiled_cache_dir`, where a gateway using that store finds it.
+pub fn compile_into_cache(
+    name: &str,
+    wasm: &[u8],
+    compiled_cache_dir: &Path,
+) -> Result<(), FilterError> {
+    let runtime = Runtime::new(Some(compiled_cache_dir), None)?;
+    runtime.compile(name, wasm).map(|_| ())
 }
 
 #[cfg(test)]

@@ -28,8 +28,8 @@ use wasmtime_wasi::{
     Deterministic, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView,
 };
 
-use super::Lookup;
 use super::bindings::{HostImports, Level, TypesHost};
+use super::lookup::Lookup;
 use super::metrics::{FilterMetrics, MAX_GUEST_COUNTERS};
 
 /// Longest log line a filter may write; the rest is cut, so a filter cannot flood the log

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use wasmtime::Store;
 
-use super::Lookup;
 use super::bindings::{Context, Decision, FilterWorld, FilterWorldPre, Manifest};
 use super::engine::Runtime;
 use super::feeds::FeedsRead;
 use super::host::HostState;
+use super::lookup::Lookup;
 use super::metrics::{CallMetrics, FilterMetrics};
-use super::options::Limits;
 use super::output::check_replacement;
+use super::settings::Limits;
 
 /// Why a call into a filter failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]

@@ -11,15 +11,16 @@ use edgegate_filter_sdk::{Manifest, ResourceMatch};
 use wasmtime::component::Component;
 
 use super::bindings;
-use super::chain::sdk_verb_of;
 use super::dir::{FilterFiles, sha256};
 use super::engine::Runtime;
+use super::error::FilterError;
 use super::instance::Factory;
 use super::loaded::LoadedFilter;
+use super::lookup::Lookup;
 use super::metrics::FilterMetrics;
-use super::options::{self, FilterFile, GatewayFile, Limits};
+use super::options::{self, FilterFile, GatewayFile};
 use super::schema::SchemaChecks;
-use super::{FilterError, Lookup};
+use super::settings::Limits;
 
 /// What loading a directory produced.
 pub(crate) struct Loaded {
@@ -189,7 +190,7 @@ fn manifest_of(manifest: bindings::Manifest) -> Manifest {
             .map(|m| ResourceMatch {
                 group: m.group,
                 resources: m.resources,
-                verbs: m.verbs.into_iter().map(sdk_verb_of).collect(),
+                verbs: m.verbs.into_iter().map(Into::into).collect(),
             })
             .collect(),
         components: manifest.components,

@@ -11,8 +11,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::child::Place;
-
 /// Counter names one filter may create through `count`; later names are counted as `other`,
 /// so a filter cannot grow the registry without limit.
 pub(crate) const MAX_GUEST_COUNTERS: usize = 32;
@@ -285,5 +283,24 @@ mod tests {
         assert_eq!(value("f", "other"), 10, "five names beyond the cap");
         assert_eq!(value("f", &format!("c{MAX_GUEST_COUNTERS}")), 0);
         assert_eq!(value("g", "c0"), 1, "each filter has its own share");
+    }
+}
+
+/// Where a piece of the gateway's work ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// In a child process (compiled code then mapped from the compiled-code store).
+    Child,
+    /// In the gateway's own process (no child configured, or the child failed).
+    Gateway,
+}
+
+impl Place {
+    /// The metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Place::Child => "child",
+            Place::Gateway => "gateway",
+        }
     }
 }

@@ -9,8 +9,10 @@ use std::sync::Mutex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::child::{Child, Place};
+use super::child::{Child, ConfigCheck, Verdict};
+use super::error::FilterError;
 use super::metrics::FilterMetrics;
+use super::metrics::Place;
 
 /// Schema and config pairs remembered as passed; beyond this the memory starts afresh.
 const MAX_REMEMBERED: usize = 1024;
@@ -100,6 +102,17 @@ pub(crate) fn check(schema: Option<&str>, config: &Value) -> Result<(), String> 
             problems.join("; ")
         ))
     }
+}
+
+/// `edgegate filter check-config`: the verdict (JSON) on the check `input` asks for.
+pub fn check_config(input: &[u8]) -> Result<String, FilterError> {
+    let asked: ConfigCheck = serde_json::from_slice(input)
+        .map_err(|e| FilterError::Input(format!("not a config check: {e}")))?;
+    let verdict = Verdict {
+        refused: check(Some(&asked.schema), &asked.config).err(),
+    };
+    serde_json::to_string(&verdict)
+        .map_err(|e| FilterError::Input(format!("cannot encode the verdict: {e}")))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::bindings::{Context, Decision};
 use super::feeds::LookupUse;
 use super::instance::{Failure, Instance};
 use super::loaded::LoadedFilter;
-use super::options::OnError;
+use super::settings::OnError;
 use crate::stream::{Transform, TransformError, Verdict};
 
 /// Most objects sent in one `filter-batch` call: large enough to amortise the call, small

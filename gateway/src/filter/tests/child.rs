@@ -4,9 +4,9 @@ use serde_json::json;
 
 use super::support::wasm;
 use crate::filter::check_config;
-use crate::filter::child::{Child, Place};
+use crate::filter::child::Child;
 use crate::filter::engine::Runtime;
-use crate::filter::metrics::{FilterMetrics, PlaceLabels};
+use crate::filter::metrics::{FilterMetrics, Place, PlaceLabels};
 use crate::filter::schema::SchemaChecks;
 
 const SCHEMA: &str = r#"{"type": "object", "properties": {"tag": {"type": "string"}},

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::support::{TempDir, temp_dir, wasm};
-use crate::filter::child::Place;
 use crate::filter::compiled::CompiledStore;
 use crate::filter::dir::sha256;
 use crate::filter::engine::Runtime;
+use crate::filter::metrics::Place;
 use crate::filter::seal::Seal;
 
 /// The store in `dir` for code `engine` compiles, as the runtime opens it.

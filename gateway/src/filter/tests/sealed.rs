@@ -12,8 +12,8 @@ use prometheus_client::metrics::counter::Counter;
 
 use super::support::{TempDir, temp_dir, wasm};
 use crate::filter::FilterError;
-use crate::filter::child::Place;
 use crate::filter::engine::Runtime;
+use crate::filter::metrics::Place;
 use crate::filter::seal::KEY_FILE;
 
 /// The store's file of the code compiled from `wasm`.

@@ -12,8 +12,9 @@ use crate::filter::dir::FilterFiles;
 use crate::filter::engine::Runtime;
 use crate::filter::loader::Loader;
 use crate::filter::metrics::FilterMetrics;
-use crate::filter::options::{GatewayFile, Limits};
+use crate::filter::options::GatewayFile;
 use crate::filter::schema::SchemaChecks;
+use crate::filter::settings::Limits;
 use crate::filter::{FilterError, Generation, LabelSelector, Lookup, dir};
 use crate::request::RequestInfo;
 
