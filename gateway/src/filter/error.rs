@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use super::bindings;
+use super::runtime::bindings;
 
 /// Why filters could not be loaded or the filter host could not start. A load failure
 /// names the filter and the step; the previous generation keeps serving.

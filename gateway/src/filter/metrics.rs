@@ -257,6 +257,25 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(10e-6, 4.0, 9))
 }
 
+/// Where a piece of the gateway's work ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// In a child process (compiled code then mapped from the compiled-code store).
+    Child,
+    /// In the gateway's own process (no child configured, or the child failed).
+    Gateway,
+}
+
+impl Place {
+    /// The metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Place::Child => "child",
+            Place::Gateway => "gateway",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,24 +302,5 @@ mod tests {
         assert_eq!(value("f", "other"), 10, "five names beyond the cap");
         assert_eq!(value("f", &format!("c{MAX_GUEST_COUNTERS}")), 0);
         assert_eq!(value("g", "c0"), 1, "each filter has its own share");
-    }
-}
-
-/// Where a piece of the gateway's work ran.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Place {
-    /// In a child process (compiled code then mapped from the compiled-code store).
-    Child,
-    /// In the gateway's own process (no child configured, or the child failed).
-    Gateway,
-}
-
-impl Place {
-    /// The metric label.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Place::Child => "child",
-            Place::Gateway => "gateway",
-        }
     }
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::harness::{TestRequest, failed, kind_of, open, parse_verb};
 use super::input::Input;
-use super::{TestRequest, failed, kind_of, open, parse_verb};
 use crate::filter::error::FilterError;
 use crate::stream::{BATCH, Transform, Verdict};
 

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use std::collections::BTreeMap;
 
-use super::chain::Generation;
-use super::settings::FilterSettings;
+use crate::filter::chain::generation::Generation;
+use crate::filter::settings::FilterSettings;
 
 /// The last load that failed.
 #[derive(Clone, Debug)]

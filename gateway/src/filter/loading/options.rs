@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::engine::MAX_MEMORY_BYTES;
-use super::settings::{Limits, OnError};
+use crate::filter::runtime::engine::MAX_MEMORY_BYTES;
+use crate::filter::settings::{Limits, OnError};
 use edgegate_filter_sdk::Manifest;
 
 /// `[limits]` of a `NAME.toml`.

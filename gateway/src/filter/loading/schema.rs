@@ -1,6 +1,6 @@
 //! Checks a filter's config against the JSON Schema its manifest declares, before the
 //! config reaches `configure`: in a child process when the gateway has one (see
-//! [`super::child`]), remembering the pairs that passed so that a reload does not check an
+//! [`super::helper_process`]), remembering the pairs that passed so that a reload does not check an
 //! unchanged filter again.
 
 use std::collections::HashSet;
@@ -9,10 +9,10 @@ use std::sync::Mutex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::child::{Child, ConfigCheck, Verdict};
-use super::error::FilterError;
-use super::metrics::FilterMetrics;
-use super::metrics::Place;
+use super::helper_process::{ConfigCheck, HelperProcess, Verdict};
+use crate::filter::error::FilterError;
+use crate::filter::metrics::FilterMetrics;
+use crate::filter::metrics::Place;
 
 /// Schema and config pairs remembered as passed; beyond this the memory starts afresh.
 const MAX_REMEMBERED: usize = 1024;
@@ -20,13 +20,13 @@ const MAX_REMEMBERED: usize = 1024;
 /// The gateway's config checks.
 #[derive(Debug)]
 pub(crate) struct SchemaChecks {
-    child: Option<Child>,
+    child: Option<HelperProcess>,
     passed: Mutex<HashSet<[u8; 32]>>,
 }
 
 impl SchemaChecks {
     /// Checks run by `child` when given, else in this process.
-    pub(crate) fn new(child: Option<Child>) -> SchemaChecks {
+    pub(crate) fn new(child: Option<HelperProcess>) -> SchemaChecks {
         SchemaChecks {
             child,
             passed: Mutex::new(HashSet::new()),

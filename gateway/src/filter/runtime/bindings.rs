@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn the_world_version_is_the_wit_package_version() {
-        let wit = include_str!("../../../filters-sdk/wit/filter.wit");
+        let wit = include_str!("../../../../filters-sdk/wit/filter.wit");
         let package = format!("package edgegate:filter@{};", super::WORLD_VERSION);
         assert!(wit.lines().any(|line| line == package), "{package}");
     }

@@ -11,19 +11,19 @@ use notify::RecommendedWatcher;
 use tokio::sync::{Notify, watch};
 use wasmtime::component::Component;
 
-use super::chain::{Generation, NodeFacts};
-use super::child::Child;
 use super::describe::{self, LoadFailure};
 use super::dir::{self, FilterFiles};
 use super::dir_watch;
-use super::engine::Runtime;
-use super::error::FilterError;
+use super::helper_process::HelperProcess;
 use super::loader::Loader;
-use super::lookup::Lookup;
-use super::metrics::FilterMetrics;
 use super::options::GatewayFile;
 use super::schema::SchemaChecks;
-use super::settings::FilterSettings;
+use crate::filter::chain::generation::{Generation, NodeFacts};
+use crate::filter::error::FilterError;
+use crate::filter::lookup::Lookup;
+use crate::filter::metrics::FilterMetrics;
+use crate::filter::runtime::engine::Runtime;
+use crate::filter::settings::FilterSettings;
 use crate::metrics::Metrics;
 
 /// What the directory held at the last load attempt: names → (hash, toml), the gateway
@@ -91,7 +91,7 @@ impl Filters {
         let child = settings
             .helper
             .clone()
-            .map(|exe| Child::new(exe, cache_dir.clone()));
+            .map(|exe| HelperProcess::new(exe, cache_dir.clone()));
         let schemas = Arc::new(SchemaChecks::new(child.clone()));
         let rejects = metrics.stored_rejects.clone();
         let runtime = tokio::task::spawn_blocking(move || {

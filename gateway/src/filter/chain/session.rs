@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::bindings::{Context, Decision};
-use super::feeds::LookupUse;
-use super::instance::{Failure, Instance};
-use super::loaded::LoadedFilter;
-use super::settings::OnError;
+use super::lookup_use::LookupUse;
+use crate::filter::loading::loaded_filter::LoadedFilter;
+use crate::filter::runtime::bindings::{Context, Decision};
+use crate::filter::runtime::instance::{Failure, Instance};
+use crate::filter::settings::OnError;
 use crate::stream::{Transform, TransformError, Verdict};
 
 /// Most objects sent in one `filter-batch` call: large enough to amortise the call, small

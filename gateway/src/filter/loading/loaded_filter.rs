@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use edgegate_filter_sdk::{Manifest, Verb};
 
-use super::instance::{Factory, Failure, Instance};
 use super::options::Effective;
+use crate::filter::runtime::instance::{Failure, Instance, Instantiator};
 
 /// Idle instances kept per filter: enough for the responses a 2–4 core edge node filters at
 /// once; more are made on demand (microseconds with the pooling allocator) and dropped when
@@ -28,7 +28,7 @@ pub(crate) struct LoadedFilter {
     /// Names the code, settings and config: equal identities filter alike.
     pub(crate) identity: u64,
     config_text: String,
-    factory: Factory,
+    factory: Instantiator,
     idle: Mutex<Vec<Instance>>,
 }
 
@@ -38,7 +38,7 @@ impl LoadedFilter {
         manifest: Manifest,
         hash: String,
         effective: Effective,
-        factory: Factory,
+        factory: Instantiator,
         first: Instance,
     ) -> LoadedFilter {
         let config_text = effective.config.to_string();
@@ -64,7 +64,7 @@ impl LoadedFilter {
     }
 
     /// The factory that makes and calls its instances.
-    pub(crate) fn factory(&self) -> &Factory {
+    pub(crate) fn factory(&self) -> &Instantiator {
         &self.factory
     }
 

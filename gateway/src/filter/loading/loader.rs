@@ -10,17 +10,17 @@ use std::sync::Arc;
 use edgegate_filter_sdk::{Manifest, ResourceMatch};
 use wasmtime::component::Component;
 
-use super::bindings;
 use super::dir::{FilterFiles, sha256};
-use super::engine::Runtime;
-use super::error::FilterError;
-use super::instance::Factory;
-use super::loaded::LoadedFilter;
-use super::lookup::Lookup;
-use super::metrics::FilterMetrics;
+use super::loaded_filter::LoadedFilter;
 use super::options::{self, FilterFile, GatewayFile};
 use super::schema::SchemaChecks;
-use super::settings::Limits;
+use crate::filter::error::FilterError;
+use crate::filter::lookup::Lookup;
+use crate::filter::metrics::FilterMetrics;
+use crate::filter::runtime::bindings;
+use crate::filter::runtime::engine::Runtime;
+use crate::filter::runtime::instance::Instantiator;
+use crate::filter::settings::Limits;
 
 /// What loading a directory produced.
 pub(crate) struct Loaded {
@@ -100,7 +100,7 @@ impl Loader {
         };
         let limits = file.limits(self.default_limits).map_err(options_error)?;
         let pre = self.runtime.prepare(name, component)?;
-        let factory = Factory::new(
+        let factory = Instantiator::new(
             Arc::from(name),
             limits,
             pre,

@@ -16,15 +16,15 @@ use serde_json::Value;
 
 /// Runs `EXE filter compile -` and `EXE filter check-config`, with their input on stdin.
 #[derive(Clone, Debug)]
-pub(crate) struct Child {
+pub(crate) struct HelperProcess {
     exe: PathBuf,
     compiled_cache_dir: PathBuf,
 }
 
-impl Child {
+impl HelperProcess {
     /// A child running `exe`, compiling into the compiled-code store in `compiled_cache_dir`.
-    pub(crate) fn new(exe: PathBuf, compiled_cache_dir: PathBuf) -> Child {
-        Child {
+    pub(crate) fn new(exe: PathBuf, compiled_cache_dir: PathBuf) -> HelperProcess {
+        HelperProcess {
             exe,
             compiled_cache_dir,
         }
