@@ -37,7 +37,7 @@ pub use chain::replacement::check_replacement;
 pub use chain::session::Session;
 pub use edgegate_filter_sdk::LabelSelector;
 pub use error::FilterError;
-pub use loading::options::Effective;
+pub use loading::options::RunSettings;
 pub use loading::reload::{Filters, HubComponents};
 pub use loading::schema::check_config;
 pub use lookup::{Lookup, NoLookup};

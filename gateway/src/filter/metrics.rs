@@ -174,6 +174,7 @@ impl FilterMetrics {
         );
     }
 
+    /// Counts a component compiled at `place`.
     pub(crate) fn compiled(&self, place: Place) {
         self.compiles
             .get_or_create(&PlaceLabels {
@@ -182,6 +183,7 @@ impl FilterMetrics {
             .inc();
     }
 
+    /// Counts a config checked at `place`.
     pub(crate) fn config_checked(&self, place: Place) {
         self.config_checks
             .get_or_create(&PlaceLabels {
@@ -190,6 +192,7 @@ impl FilterMetrics {
             .inc();
     }
 
+    /// Counts a failure of `kind` of `filter`.
     pub(crate) fn failure(&self, filter: &str, kind: &'static str) {
         self.failures
             .get_or_create(&OutcomeLabels {

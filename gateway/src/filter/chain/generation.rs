@@ -101,6 +101,7 @@ impl Generation {
         self.filters.iter().map(|f| &*f.name).collect()
     }
 
+    /// The filters, in chain order.
     pub(crate) fn filters(&self) -> &[Arc<LoadedFilter>] {
         &self.filters
     }

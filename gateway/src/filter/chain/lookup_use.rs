@@ -28,6 +28,7 @@ impl FeedsRead {
 pub struct LookupUse(Vec<FeedsRead>);
 
 impl LookupUse {
+    /// The use of the filters whose feeds read are `filters`.
     pub(crate) fn new(filters: Vec<FeedsRead>) -> LookupUse {
         LookupUse(filters)
     }

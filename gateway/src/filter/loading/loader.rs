@@ -100,7 +100,7 @@ impl Loader {
         };
         let limits = file.limits(self.default_limits).map_err(options_error)?;
         let pre = self.runtime.prepare(name, component)?;
-        let factory = Instantiator::new(
+        let instantiator = Instantiator::new(
             Arc::from(name),
             limits,
             pre,
@@ -108,8 +108,12 @@ impl Loader {
             Arc::clone(&self.lookup),
             self.metrics.clone(),
         );
-        let mut instance = factory.instantiate().map_err(instantiate_error)?;
-        let manifest = manifest_of(factory.manifest(&mut instance).map_err(instantiate_error)?);
+        let mut instance = instantiator.instantiate().map_err(instantiate_error)?;
+        let manifest = manifest_of(
+            instantiator
+                .manifest(&mut instance)
+                .map_err(instantiate_error)?,
+        );
         let effective = options::effective(name, &manifest, file, gateway, self.default_limits)
             .map_err(options_error)?;
         self.schemas
@@ -123,7 +127,7 @@ impl Loader {
                 message,
             })?;
         let config = effective.config.to_string();
-        factory
+        instantiator
             .configure(&mut instance, &config)
             .map_err(instantiate_error)?
             .map_err(|message| FilterError::Configure {
@@ -134,7 +138,7 @@ impl Loader {
             manifest,
             hash.to_owned(),
             effective,
-            factory,
+            instantiator,
             instance,
         ))
     }

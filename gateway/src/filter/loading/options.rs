@@ -196,9 +196,10 @@ fn plain(name: &str) -> String {
     name.replace(['-', '_'], "").to_ascii_lowercase()
 }
 
-/// Everything a loaded filter runs with.
+/// Everything a loaded filter runs with: the manifest's defaults under its `NAME.toml` and
+/// the gateway filter config.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Effective {
+pub struct RunSettings {
     /// Order in the chain.
     pub priority: i32,
     /// Components it applies to.
@@ -218,7 +219,7 @@ pub(crate) fn effective(
     file: &FilterFile,
     gateway: &GatewayFile,
     default_limits: Limits,
-) -> Result<Effective, String> {
+) -> Result<RunSettings, String> {
     let mut components: BTreeSet<String> = manifest.components.iter().cloned().collect();
     components.extend(file.add_components.iter().cloned());
     for removed in &file.remove_components {
@@ -230,7 +231,7 @@ pub(crate) fn effective(
             components.remove(removed);
         }
     }
-    Ok(Effective {
+    Ok(RunSettings {
         priority: file.priority.unwrap_or(manifest.priority),
         components,
         on_error: file.on_error.unwrap_or_default(),

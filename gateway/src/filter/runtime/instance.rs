@@ -97,7 +97,7 @@ pub(crate) struct Instantiator {
 }
 
 impl Instantiator {
-    /// A factory for instances of a prepared component.
+    /// An instantiator of a prepared component.
     pub(crate) fn new(
         name: Arc<str>,
         limits: Limits,
