@@ -1,7 +1,7 @@
 //! Tools for filter authors: `edgegate filter check` loads a component as the gateway
 //! would and prints its manifest and settings; `edgegate filter test` runs it on one object
 //! or a list read from stdin and prints the decisions and the result; `edgegate filter
-//! bench` measures what it costs per object ([`bench`]).
+//! bench` measures what it costs per object ([`bench()`]).
 //!
 //! # Layout
 //! - `harness`: the simulated request, loading a filter and opening its session.
