@@ -11,8 +11,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::child::Place;
-
 /// Counter names one filter may create through `count`; later names are counted as `other`,
 /// so a filter cannot grow the registry without limit.
 pub(crate) const MAX_GUEST_COUNTERS: usize = 32;
@@ -176,6 +174,7 @@ impl FilterMetrics {
         );
     }
 
+    /// Counts a component compiled at `place`.
     pub(crate) fn compiled(&self, place: Place) {
         self.compiles
             .get_or_create(&PlaceLabels {
@@ -184,6 +183,7 @@ impl FilterMetrics {
             .inc();
     }
 
+    /// Counts a config checked at `place`.
     pub(crate) fn config_checked(&self, place: Place) {
         self.config_checks
             .get_or_create(&PlaceLabels {
@@ -192,6 +192,7 @@ impl FilterMetrics {
             .inc();
     }
 
+    /// Counts a failure of `kind` of `filter`.
     pub(crate) fn failure(&self, filter: &str, kind: &'static str) {
         self.failures
             .get_or_create(&OutcomeLabels {
@@ -257,6 +258,25 @@ impl Default for FilterMetrics {
 /// Buckets from 10 µs (a keep on a small object) to about 1.3 s (past any deadline).
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(10e-6, 4.0, 9))
+}
+
+/// Where a piece of the gateway's work ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// In a child process (compiled code then mapped from the compiled-code store).
+    Child,
+    /// In the gateway's own process (no child configured, or the child failed).
+    Gateway,
+}
+
+impl Place {
+    /// The metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Place::Child => "child",
+            Place::Gateway => "gateway",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 
 mod author;
 mod chain;
-mod child;
-mod compiled;
+mod code_store;
 mod grants;
+mod helper_process;
 mod limits;
 mod reload;
 mod sealed;

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::harness::{TestRequest, failed, kind_of, open, parse_verb};
 use super::input::Input;
-use super::{TestRequest, failed, kind_of, open, parse_verb};
-use crate::filter::FilterError;
+use crate::filter::error::FilterError;
 use crate::stream::{BATCH, Transform, Verdict};
 
 /// The longest a bench may be asked to measure each way of calling, in seconds.

@@ -7,7 +7,7 @@ use std::fmt;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::filter::FilterError;
+use crate::filter::error::FilterError;
 
 /// Stdin, read as the objects a filter is given.
 pub(super) enum Input<'a> {

@@ -12,13 +12,13 @@ use prometheus_client::metrics::counter::Counter;
 
 use super::support::{TempDir, temp_dir, wasm};
 use crate::filter::FilterError;
-use crate::filter::child::Place;
-use crate::filter::engine::Runtime;
-use crate::filter::seal::KEY_FILE;
+use crate::filter::metrics::Place;
+use crate::filter::runtime::engine::Runtime;
+use crate::filter::runtime::seal::KEY_FILE;
 
 /// The store's file of the code compiled from `wasm`.
 fn code_file(dir: &Path, wasm: &[u8]) -> PathBuf {
-    let digest = crate::filter::dir::sha256(wasm);
+    let digest = crate::filter::loading::dir::sha256(wasm);
     fs::read_dir(dir)
         .expect("the store's dir")
         .map(|entry| entry.expect("an entry").path())

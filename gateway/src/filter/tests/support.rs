@@ -8,13 +8,15 @@ use bytes::Bytes;
 use http::Method;
 use serde_json::Value;
 
-use crate::filter::dir::FilterFiles;
-use crate::filter::engine::Runtime;
-use crate::filter::loader::Loader;
+use crate::filter::loading::dir;
+use crate::filter::loading::dir::FilterFiles;
+use crate::filter::loading::loader::Loader;
+use crate::filter::loading::options::GatewayFile;
+use crate::filter::loading::schema::SchemaChecks;
 use crate::filter::metrics::FilterMetrics;
-use crate::filter::options::{GatewayFile, Limits};
-use crate::filter::schema::SchemaChecks;
-use crate::filter::{FilterError, Generation, LabelSelector, Lookup, dir};
+use crate::filter::runtime::engine::Runtime;
+use crate::filter::settings::Limits;
+use crate::filter::{FilterError, Generation, LabelSelector, Lookup};
 use crate::request::RequestInfo;
 
 /// The filters every test may use.

@@ -3,13 +3,28 @@
 
 use serde_json::{Value, json};
 
-use super::reload::Shared;
+use std::collections::BTreeMap;
 
-/// Describes the current generation and the state of loading.
-pub(crate) fn describe(shared: &Shared) -> Value {
-    let generation = shared.current.load_full();
-    let state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
-    let failure = state.last_failure.clone();
+use crate::filter::chain::generation::Generation;
+use crate::filter::settings::FilterSettings;
+
+/// The last load that failed.
+#[derive(Clone, Debug)]
+pub(crate) struct LoadFailure {
+    /// The filter it is about, if one.
+    pub(crate) filter: Option<String>,
+    /// What went wrong.
+    pub(crate) message: String,
+}
+
+/// Describes `generation`, the filters `disabled` (names → hashes) and the last load
+/// `failure` of the filters `settings` name.
+pub(crate) fn describe(
+    generation: &Generation,
+    disabled: &BTreeMap<String, String>,
+    failure: Option<&LoadFailure>,
+    settings: &FilterSettings,
+) -> Value {
     let error_for = |name: &str| {
         failure
             .as_ref()
@@ -39,10 +54,10 @@ pub(crate) fn describe(shared: &Shared) -> Value {
             })
         })
         .collect();
-    filters.extend(state.disabled.iter().map(|(name, hash)| {
+    filters.extend(disabled.iter().map(|(name, hash)| {
         json!({"name": name, "hash": hash, "status": "disabled", "lastLoadError": error_for(name)})
     }));
-    if let Some(f) = &failure {
+    if let Some(f) = failure {
         // A filter that failed to load and is not in the chain still gets an entry.
         if let Some(name) = &f.filter {
             let listed = filters.iter().any(|v| v["name"] == json!(name));
@@ -53,8 +68,8 @@ pub(crate) fn describe(shared: &Shared) -> Value {
     }
     json!({
         "generation": generation.number(),
-        "directory": shared.settings.dir,
-        "configFile": shared.settings.config_file,
+        "directory": settings.dir,
+        "configFile": settings.config_file,
         "order": generation.names(),
         "filters": filters,
         "lastLoadError": failure.map(|f| json!({"filter": f.filter, "message": f.message})),

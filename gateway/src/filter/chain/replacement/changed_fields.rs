@@ -6,10 +6,10 @@
 use edgegate_json_scan::{Check, Paused, checked_value_end};
 use serde::Deserialize;
 
-use super::ending::Ending;
+use super::common_tail::CommonTail;
 
 /// The rest of a JSON object's text, read one field at a time.
-pub(super) struct Rest<'a> {
+pub(super) struct ChangedFields<'a> {
     text: &'a str,
     at: usize,
     /// Whether no field was read yet, so the object may close at once.
@@ -27,11 +27,11 @@ impl From<NotJson> for String {
     }
 }
 
-impl<'a> Rest<'a> {
+impl<'a> ChangedFields<'a> {
     /// The rest of an object from just after its opening brace (`first`) or after a field's
     /// value.
-    pub(super) fn new(text: &'a str, first: bool) -> Rest<'a> {
-        Rest { text, at: 0, first }
+    pub(super) fn new(text: &'a str, first: bool) -> ChangedFields<'a> {
+        ChangedFields { text, at: 0, first }
     }
 
     /// The next field's key, JSON text with its quotes, leaving its value to be read; `None`
@@ -61,7 +61,7 @@ impl<'a> Rest<'a> {
     /// to the comma or brace after it. With the original's `ending`, stops where the text is
     /// found to go on as the original's does instead, and answers `true`: the rest of the
     /// object is then the original's own text, and nothing more need be read.
-    pub(super) fn skip(&mut self, mut ending: Option<&mut Ending>) -> Result<bool, NotJson> {
+    pub(super) fn skip(&mut self, mut ending: Option<&mut CommonTail>) -> Result<bool, NotJson> {
         let text = self.text.as_bytes();
         let mut check = Check::member_value(self.at);
         let from = match ending.as_deref_mut() {

@@ -13,11 +13,11 @@ use edgegate_filter_sdk::Object;
 
 use crate::stream::Meta;
 
-mod ending;
-mod rest;
+mod changed_fields;
+mod common_tail;
 
-use ending::Ending;
-use rest::{NotJson, Rest};
+use changed_fields::{ChangedFields, NotJson};
+use common_tail::CommonTail;
 
 /// Why a replacement is refused, for the failure's message; `Ok` when it may be sent.
 pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), String> {
@@ -37,14 +37,14 @@ pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), Stri
     // Where the rest ends as the original's does, it is the original's text: it names the
     // original if the kept metadata does.
     let mut ending = match has_metadata {
-        true => Ending::new(
+        true => CommonTail::new(
             &original[kept.rest..],
             text.as_bytes(),
             kept.same.saturating_sub(kept.rest),
         ),
         false => None,
     };
-    let mut rest = Rest::new(text, kept.keys.is_empty());
+    let mut rest = ChangedFields::new(text, kept.keys.is_empty());
     while let Some(key) = rest.key()? {
         if is_metadata(key.as_bytes()) {
             has_metadata = true;

@@ -34,6 +34,10 @@ const EXTENSION: &str = "cwasm";
 /// The extension of the seal of a stored component's code.
 const SEAL_EXTENSION: &str = "seal";
 
+/// The extension of a component's functions (kept by the function cache, pruned here with
+/// the component's code).
+pub(crate) const FUNCTIONS_EXTENSION: &str = "functions";
+
 /// How many files no loaded filter uses are kept, the most recently used (loaded or written)
 /// first: a filter removed and put back, or compiled ahead of its install (in a node image,
 /// say), is not compiled again.
@@ -185,7 +189,7 @@ impl CompiledStore {
         let live: Vec<PathBuf> = live.into_iter().map(|digest| self.path(digest)).collect();
         let ours = format!("-{}.{EXTENSION}", self.engine_tag);
         let any_engines = format!(".{EXTENSION}");
-        let functions_suffix = format!(".{}", super::functions::EXTENSION);
+        let functions_suffix = format!(".{FUNCTIONS_EXTENSION}");
         let seal_suffix = format!(".{SEAL_EXTENSION}");
         let now = SystemTime::now();
         let mut unused = Vec::new();

@@ -1,6 +1,6 @@
 //! Checks a filter's config against the JSON Schema its manifest declares, before the
 //! config reaches `configure`: in a child process when the gateway has one (see
-//! [`super::child`]), remembering the pairs that passed so that a reload does not check an
+//! [`super::helper_process`]), remembering the pairs that passed so that a reload does not check an
 //! unchanged filter again.
 
 use std::collections::HashSet;
@@ -9,8 +9,10 @@ use std::sync::Mutex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::child::{Child, Place};
-use super::metrics::FilterMetrics;
+use super::helper_process::{ConfigCheck, HelperProcess, Verdict};
+use crate::filter::error::FilterError;
+use crate::filter::metrics::FilterMetrics;
+use crate::filter::metrics::Place;
 
 /// Schema and config pairs remembered as passed; beyond this the memory starts afresh.
 const MAX_REMEMBERED: usize = 1024;
@@ -18,13 +20,13 @@ const MAX_REMEMBERED: usize = 1024;
 /// The gateway's config checks.
 #[derive(Debug)]
 pub(crate) struct SchemaChecks {
-    child: Option<Child>,
+    child: Option<HelperProcess>,
     passed: Mutex<HashSet<[u8; 32]>>,
 }
 
 impl SchemaChecks {
     /// Checks run by `child` when given, else in this process.
-    pub(crate) fn new(child: Option<Child>) -> SchemaChecks {
+    pub(crate) fn new(child: Option<HelperProcess>) -> SchemaChecks {
         SchemaChecks {
             child,
             passed: Mutex::new(HashSet::new()),
@@ -100,6 +102,17 @@ pub(crate) fn check(schema: Option<&str>, config: &Value) -> Result<(), String> 
             problems.join("; ")
         ))
     }
+}
+
+/// `edgegate filter check-config`: the verdict (JSON) on the check `input` asks for.
+pub fn check_config(input: &[u8]) -> Result<String, FilterError> {
+    let asked: ConfigCheck = serde_json::from_slice(input)
+        .map_err(|e| FilterError::Input(format!("not a config check: {e}")))?;
+    let verdict = Verdict {
+        refused: check(Some(&asked.schema), &asked.config).err(),
+    };
+    serde_json::to_string(&verdict)
+        .map_err(|e| FilterError::Input(format!("cannot encode the verdict: {e}")))
 }
 
 #[cfg(test)]

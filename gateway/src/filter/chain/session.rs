@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::bindings::{Context, Decision};
-use super::feeds::LookupUse;
-use super::instance::{Failure, Instance};
-use super::loaded::LoadedFilter;
-use super::options::OnError;
+use super::lookup_use::LookupUse;
+use crate::filter::loading::loaded_filter::LoadedFilter;
+use crate::filter::runtime::bindings::{Context, Decision};
+use crate::filter::runtime::instance::{Failure, Instance};
+use crate::filter::settings::OnError;
 use crate::stream::{Transform, TransformError, Verdict};
 
 /// Most objects sent in one `filter-batch` call: large enough to amortise the call, small
@@ -46,6 +46,7 @@ pub struct Session {
 }
 
 impl Session {
+    /// The filtering of a response of context `ctx` by `filters`, in order.
     pub(crate) fn new(ctx: Context, filters: Vec<Arc<LoadedFilter>>) -> Session {
         let steps = filters
             .into_iter()
@@ -66,7 +67,7 @@ impl Session {
         LookupUse::new(
             self.steps
                 .iter()
-                .map(|s| s.filter.factory().feeds_read.clone())
+                .map(|s| s.filter.instantiator().feeds_read.clone())
                 .collect(),
         )
     }
@@ -115,8 +116,8 @@ impl Step {
             return self.policy(None);
         }
         let decision = self.with_instance(|filter, instance| {
-            let decision = filter.factory().filter(instance, ctx, object)?;
-            filter.factory().check_output(object, &decision)?;
+            let decision = filter.instantiator().filter(instance, ctx, object)?;
+            filter.instantiator().check_output(object, &decision)?;
             Ok(decision)
         });
         match decision {
@@ -127,7 +128,7 @@ impl Step {
 
     /// A decision as an outcome, counted.
     fn outcome(&self, decision: Decision) -> Outcome {
-        let metrics = &self.filter.factory().calls;
+        let metrics = &self.filter.instantiator().calls;
         match decision {
             Decision::Keep => {
                 metrics.keep();
@@ -149,7 +150,10 @@ impl Step {
         let name = &*self.filter.name;
         let on_error = self.filter.effective.on_error;
         if let Some(failure) = &failure {
-            self.filter.factory().metrics.failure(name, failure.kind());
+            self.filter
+                .instantiator()
+                .metrics
+                .failure(name, failure.kind());
             tracing::warn!(filter = name, policy = ?on_error, "filter failed: {failure}");
         }
         match on_error {
@@ -175,14 +179,15 @@ impl Step {
             return objects.iter().map(|o| self.decide(ctx, o)).collect();
         }
         let owned: Vec<Vec<u8>> = objects.iter().map(|o| o.to_vec()).collect();
-        let decisions = self
-            .with_instance(|filter, instance| filter.factory().filter_batch(instance, ctx, &owned));
+        let decisions = self.with_instance(|filter, instance| {
+            filter.instantiator().filter_batch(instance, ctx, &owned)
+        });
         match decisions {
             Ok(decisions) => decisions
                 .into_iter()
                 .zip(objects)
                 .map(|(decision, object)| {
-                    match self.filter.factory().check_output(object, &decision) {
+                    match self.filter.instantiator().check_output(object, &decision) {
                         Ok(()) => Ok(self.outcome(decision)),
                         Err(failure) => self.policy(Some(failure)),
                     }
@@ -190,7 +195,7 @@ impl Step {
                 .collect(),
             Err(failure) => {
                 self.filter
-                    .factory()
+                    .instantiator()
                     .metrics
                     .failure(&self.filter.name, failure.kind());
                 tracing::debug!(

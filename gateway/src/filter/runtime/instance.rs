@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 use wasmtime::Store;
 
-use super::Lookup;
 use super::bindings::{Context, Decision, FilterWorld, FilterWorldPre, Manifest};
 use super::engine::Runtime;
-use super::feeds::FeedsRead;
 use super::host::HostState;
-use super::metrics::{CallMetrics, FilterMetrics};
-use super::options::Limits;
-use super::output::check_replacement;
+use crate::filter::chain::lookup_use::FeedsRead;
+use crate::filter::chain::replacement::check_replacement;
+use crate::filter::lookup::Lookup;
+use crate::filter::metrics::{CallMetrics, FilterMetrics};
+use crate::filter::settings::Limits;
 
 /// Why a call into a filter failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -83,7 +83,7 @@ pub(crate) struct Instance {
 }
 
 /// Makes instances of one filter and calls them under its limits.
-pub(crate) struct Factory {
+pub(crate) struct Instantiator {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pre: FilterWorldPre<HostState>,
@@ -96,8 +96,8 @@ pub(crate) struct Factory {
     pub(crate) feeds_read: FeedsRead,
 }
 
-impl Factory {
-    /// A factory for instances of a prepared component.
+impl Instantiator {
+    /// An instantiator of a prepared component.
     pub(crate) fn new(
         name: Arc<str>,
         limits: Limits,
@@ -105,9 +105,9 @@ impl Factory {
         runtime: Arc<Runtime>,
         lookup: Arc<dyn Lookup>,
         metrics: FilterMetrics,
-    ) -> Factory {
+    ) -> Instantiator {
         let calls = metrics.for_filter(&name);
-        Factory {
+        Instantiator {
             name,
             limits,
             pre,

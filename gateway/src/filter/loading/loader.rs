@@ -10,16 +10,17 @@ use std::sync::Arc;
 use edgegate_filter_sdk::{Manifest, ResourceMatch};
 use wasmtime::component::Component;
 
-use super::bindings;
-use super::chain::sdk_verb_of;
 use super::dir::{FilterFiles, sha256};
-use super::engine::Runtime;
-use super::instance::Factory;
-use super::loaded::LoadedFilter;
-use super::metrics::FilterMetrics;
-use super::options::{self, FilterFile, GatewayFile, Limits};
+use super::loaded_filter::LoadedFilter;
+use super::options::{self, FilterFile, GatewayFile};
 use super::schema::SchemaChecks;
-use super::{FilterError, Lookup};
+use crate::filter::error::FilterError;
+use crate::filter::lookup::Lookup;
+use crate::filter::metrics::FilterMetrics;
+use crate::filter::runtime::bindings;
+use crate::filter::runtime::engine::Runtime;
+use crate::filter::runtime::instance::Instantiator;
+use crate::filter::settings::Limits;
 
 /// What loading a directory produced.
 pub(crate) struct Loaded {
@@ -99,7 +100,7 @@ impl Loader {
         };
         let limits = file.limits(self.default_limits).map_err(options_error)?;
         let pre = self.runtime.prepare(name, component)?;
-        let factory = Factory::new(
+        let instantiator = Instantiator::new(
             Arc::from(name),
             limits,
             pre,
@@ -107,8 +108,12 @@ impl Loader {
             Arc::clone(&self.lookup),
             self.metrics.clone(),
         );
-        let mut instance = factory.instantiate().map_err(instantiate_error)?;
-        let manifest = manifest_of(factory.manifest(&mut instance).map_err(instantiate_error)?);
+        let mut instance = instantiator.instantiate().map_err(instantiate_error)?;
+        let manifest = manifest_of(
+            instantiator
+                .manifest(&mut instance)
+                .map_err(instantiate_error)?,
+        );
         let effective = options::effective(name, &manifest, file, gateway, self.default_limits)
             .map_err(options_error)?;
         self.schemas
@@ -122,7 +127,7 @@ impl Loader {
                 message,
             })?;
         let config = effective.config.to_string();
-        factory
+        instantiator
             .configure(&mut instance, &config)
             .map_err(instantiate_error)?
             .map_err(|message| FilterError::Configure {
@@ -133,7 +138,7 @@ impl Loader {
             manifest,
             hash.to_owned(),
             effective,
-            factory,
+            instantiator,
             instance,
         ))
     }
@@ -189,7 +194,7 @@ fn manifest_of(manifest: bindings::Manifest) -> Manifest {
             .map(|m| ResourceMatch {
                 group: m.group,
                 resources: m.resources,
-                verbs: m.verbs.into_iter().map(sdk_verb_of).collect(),
+                verbs: m.verbs.into_iter().map(Into::into).collect(),
             })
             .collect(),
         components: manifest.components,

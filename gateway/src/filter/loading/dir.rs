@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::FilterError;
+use crate::filter::error::FilterError;
 
 /// Largest `.wasm` read; beyond it the file is refused (filters are tens to hundreds of KiB).
 const MAX_WASM_BYTES: u64 = 64 << 20;

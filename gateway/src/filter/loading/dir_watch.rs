@@ -14,7 +14,7 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::FilterError;
+use crate::filter::error::FilterError;
 
 /// How many quiet spells a rescan waits at most: folders that never go quiet (a file
 /// written slowly in place) are still rescanned this often.

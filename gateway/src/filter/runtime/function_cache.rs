@@ -25,11 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use prometheus_client::metrics::counter::Counter;
 use wasmtime::CacheStore;
 
-use super::compiled::write_whole;
+use super::code_store::{FUNCTIONS_EXTENSION as EXTENSION, write_whole};
 use super::seal::{LENGTH, Seal};
-
-/// The extension of a component's functions.
-pub(crate) const EXTENSION: &str = "functions";
 
 /// What a file of functions starts with (its format's version included).
 const MAGIC: &[u8] = b"edgegate-functions 1\n";

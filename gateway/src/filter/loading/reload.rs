@@ -11,26 +11,20 @@ use notify::RecommendedWatcher;
 use tokio::sync::{Notify, watch};
 use wasmtime::component::Component;
 
-use super::chain::{Generation, NodeFacts};
-use super::child::Child;
+use super::describe::{self, LoadFailure};
 use super::dir::{self, FilterFiles};
 use super::dir_watch;
-use super::engine::Runtime;
+use super::helper_process::HelperProcess;
 use super::loader::Loader;
-use super::metrics::FilterMetrics;
 use super::options::GatewayFile;
 use super::schema::SchemaChecks;
-use super::{FilterError, FilterSettings, Lookup};
+use crate::filter::chain::generation::{Generation, NodeFacts};
+use crate::filter::error::FilterError;
+use crate::filter::lookup::Lookup;
+use crate::filter::metrics::FilterMetrics;
+use crate::filter::runtime::engine::Runtime;
+use crate::filter::settings::FilterSettings;
 use crate::metrics::Metrics;
-
-/// The last load that failed.
-#[derive(Clone, Debug)]
-pub(crate) struct LoadFailure {
-    /// The filter it is about, if one.
-    pub(crate) filter: Option<String>,
-    /// What went wrong.
-    pub(crate) message: String,
-}
 
 /// What the directory held at the last load attempt: names → (hash, toml), the gateway
 /// config text, and the components `yurt-hub-cfg` adds to those filters.
@@ -97,7 +91,7 @@ impl Filters {
         let child = settings
             .helper
             .clone()
-            .map(|exe| Child::new(exe, cache_dir.clone()));
+            .map(|exe| HelperProcess::new(exe, cache_dir.clone()));
         let schemas = Arc::new(SchemaChecks::new(child.clone()));
         let rejects = metrics.stored_rejects.clone();
         let runtime = tokio::task::spawn_blocking(move || {
@@ -205,7 +199,15 @@ impl Filters {
 
     /// The live chain as JSON, for `GET /v1/filters`.
     pub fn describe(&self) -> serde_json::Value {
-        super::describe::describe(&self.shared)
+        let shared = &self.shared;
+        let generation = shared.current.load_full();
+        let state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        describe::describe(
+            &generation,
+            &state.disabled,
+            state.last_failure.as_ref(),
+            &shared.settings,
+        )
     }
 }
 

@@ -7,7 +7,7 @@ use edgegate_json_scan::{Check, Paused};
 
 /// The original's side of a replacement's check: both texts from where the replacement's
 /// kept fields end, so that indexes into them agree up to the first byte that differs.
-pub(super) struct Ending<'a> {
+pub(super) struct CommonTail<'a> {
     original: &'a [u8],
     /// The replacement's length, to place its indexes in the original's text.
     replaced: usize,
@@ -21,14 +21,18 @@ pub(super) struct Ending<'a> {
     gave_up: bool,
 }
 
-impl<'a> Ending<'a> {
+impl<'a> CommonTail<'a> {
     /// The ending of `replacement` and its `original`, which begin with `same` bytes alike;
     /// `None` when the original's text up to their common end is longer than that end, so
     /// that checking it would cost more than reading the rest of the replacement.
-    pub(super) fn new(original: &'a [u8], replacement: &[u8], same: usize) -> Option<Ending<'a>> {
+    pub(super) fn new(
+        original: &'a [u8],
+        replacement: &[u8],
+        same: usize,
+    ) -> Option<CommonTail<'a>> {
         let shorter = original.len().min(replacement.len());
         let suffix = common_end(original, replacement).min(shorter - same);
-        (original.len() - suffix < suffix).then_some(Ending {
+        (original.len() - suffix < suffix).then_some(CommonTail {
             original,
             replaced: replacement.len(),
             same,
@@ -40,7 +44,7 @@ impl<'a> Ending<'a> {
 
     /// Begins the original's check alike with the replacement's `check` of a member's value,
     /// if that is its first and begins before they differ; where the replacement's check
-    /// should pause, for [`Ending::joins`]: the index from which a comma lies in the common end.
+    /// should pause, for [`CommonTail::joins`]: the index from which a comma lies in the common end.
     pub(super) fn start(&mut self, check: &Check) -> usize {
         if self.check.is_none() && !self.gave_up {
             if check.at() <= self.same {

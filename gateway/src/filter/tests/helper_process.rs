@@ -4,10 +4,10 @@ use serde_json::json;
 
 use super::support::wasm;
 use crate::filter::check_config;
-use crate::filter::child::{Child, Place};
-use crate::filter::engine::Runtime;
-use crate::filter::metrics::{FilterMetrics, PlaceLabels};
-use crate::filter::schema::SchemaChecks;
+use crate::filter::loading::helper_process::HelperProcess;
+use crate::filter::loading::schema::SchemaChecks;
+use crate::filter::metrics::{FilterMetrics, Place, PlaceLabels};
+use crate::filter::runtime::engine::Runtime;
 
 const SCHEMA: &str = r#"{"type": "object", "properties": {"tag": {"type": "string"}},
                          "additionalProperties": false}"#;
@@ -17,7 +17,7 @@ fn a_failing_compiler_process_falls_back_to_compiling_here() {
     let scratch = tempfile::tempdir().expect("a scratch dir");
     for exe in ["/bin/false", "/nonexistent/edgegate"] {
         let cache = scratch.path().join(exe.replace('/', "_"));
-        let child = Child::new(exe.into(), cache.clone());
+        let child = HelperProcess::new(exe.into(), cache.clone());
         let reason = child
             .compile(&wasm("tagger"))
             .expect_err("no compiler there");
@@ -40,7 +40,7 @@ fn a_failing_compiler_process_falls_back_to_compiling_here() {
 fn a_bad_component_is_refused_with_the_compilers_error() {
     let scratch = tempfile::tempdir().expect("a scratch dir");
     let cache = scratch.path().join("compiled");
-    let child = Child::new("/bin/false".into(), cache.clone());
+    let child = HelperProcess::new("/bin/false".into(), cache.clone());
     let runtime = Runtime::new(Some(&cache), Some(child)).expect("the runtime builds");
     let truncated = &wasm("tagger")[..1000];
     let error = runtime
@@ -62,7 +62,7 @@ fn checks(metrics: &FilterMetrics, place: Place) -> u64 {
 #[test]
 fn a_config_check_the_child_cannot_do_is_done_here_with_the_same_verdict() {
     let metrics = FilterMetrics::new();
-    let checks_here = SchemaChecks::new(Some(Child::new(
+    let checks_here = SchemaChecks::new(Some(HelperProcess::new(
         "/nonexistent/edgegate".into(),
         "/nonexistent/compiled".into(),
     )));

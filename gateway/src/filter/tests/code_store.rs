@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::support::{TempDir, temp_dir, wasm};
-use crate::filter::child::Place;
-use crate::filter::compiled::CompiledStore;
-use crate::filter::dir::sha256;
-use crate::filter::engine::Runtime;
-use crate::filter::seal::Seal;
+use crate::filter::loading::dir::sha256;
+use crate::filter::metrics::Place;
+use crate::filter::runtime::code_store::CompiledStore;
+use crate::filter::runtime::engine::Runtime;
+use crate::filter::runtime::seal::Seal;
 
 /// The store in `dir` for code `engine` compiles, as the runtime opens it.
 fn store_for(dir: &Path, engine: &wasmtime::Engine) -> CompiledStore {
@@ -78,7 +78,7 @@ fn code_compiled_once_is_mapped_by_the_next_runtime_and_instantiates() {
     );
     assert_eq!(files[1], files[0].with_extension("seal"));
     assert_eq!(files[2], cache.join(format!("{digest}.functions")));
-    assert_eq!(files[3], cache.join(crate::filter::seal::KEY_FILE));
+    assert_eq!(files[3], cache.join(crate::filter::runtime::seal::KEY_FILE));
 
     let second = Runtime::new(Some(&*cache), None).expect("the runtime builds");
     let (component, place) = second.compile("tagger", &wasm("tagger")).expect("mapped");
@@ -176,7 +176,7 @@ fn pruning_keeps_live_and_recently_used_code_and_deletes_the_rest() {
          the abandoned, and functions whose code is gone"
     );
     let seals = [&live, &newest, &newer].map(|code| code.with_extension("seal"));
-    let key = cache.join(crate::filter::seal::KEY_FILE);
+    let key = cache.join(crate::filter::runtime::seal::KEY_FILE);
     let mut left = vec![live, newest, newer, writing, foreign, live_functions, key];
     left.extend(seals);
     left.sort();

@@ -4,7 +4,7 @@
 //! "randomness".
 //!
 //! Stdio, filesystem, socket and polling functions are not linked at all (each is a stand-in
-//! that traps when called, see [`super::standins`]): wasmtime-wasi's synchronous stream and
+//! that traps when called, see [`super::trapping_imports`]): wasmtime-wasi's synchronous stream and
 //! poll functions block on a Tokio runtime, which would panic on the runtime worker a filter
 //! call runs on, or outlast the call's deadline (a sleep). The SDK sends panic messages to
 //! `log` instead of stderr, so nothing a well-behaved filter does reaches them.
@@ -28,9 +28,9 @@ use wasmtime_wasi::{
     Deterministic, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView,
 };
 
-use super::Lookup;
 use super::bindings::{HostImports, Level, TypesHost};
-use super::metrics::{FilterMetrics, MAX_GUEST_COUNTERS};
+use crate::filter::lookup::Lookup;
+use crate::filter::metrics::{FilterMetrics, MAX_GUEST_COUNTERS};
 
 /// Longest log line a filter may write; the rest is cut, so a filter cannot flood the log
 /// with one call.

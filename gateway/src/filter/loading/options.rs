@@ -30,46 +30,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::engine::MAX_MEMORY_BYTES;
+use crate::filter::runtime::engine::MAX_MEMORY_BYTES;
+use crate::filter::settings::{Limits, OnError};
 use edgegate_filter_sdk::Manifest;
-
-/// What happens to an object when a filter fails on it (trap, deadline, memory, oversized
-/// or malformed output, no instance).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnError {
-    /// Pass the object on as this filter received it (fail-open).
-    #[default]
-    Keep,
-    /// Leave the object out.
-    Drop,
-    /// End the response with a `Status` 500 (fail-closed).
-    Fail,
-}
-
-/// Per-call limits of a filter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub struct Limits {
-    /// Cap of the instance's linear memory, in bytes.
-    pub memory: usize,
-    /// Longest one call may run (a batch gets this per object).
-    pub deadline: Duration,
-    /// Largest replacement a call may return, in bytes.
-    pub max_output: usize,
-}
-
-impl Default for Limits {
-    /// 64 MiB holds a JSON parse of the largest object etcd stores (1.5 MiB) many times
-    /// over; 100 ms is far beyond what a JSON edit of one object takes, yet bounds what a
-    /// runaway filter costs; 3 MiB is kube-apiserver's own request body limit.
-    fn default() -> Self {
-        Limits {
-            memory: 64 << 20,
-            deadline: Duration::from_millis(100),
-            max_output: 3 << 20,
-        }
-    }
-}
 
 /// `[limits]` of a `NAME.toml`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
@@ -233,9 +196,10 @@ fn plain(name: &str) -> String {
     name.replace(['-', '_'], "").to_ascii_lowercase()
 }
 
-/// Everything a loaded filter runs with.
+/// Everything a loaded filter runs with: the manifest's defaults under its `NAME.toml` and
+/// the gateway filter config.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Effective {
+pub struct RunSettings {
     /// Order in the chain.
     pub priority: i32,
     /// Components it applies to.
@@ -255,7 +219,7 @@ pub(crate) fn effective(
     file: &FilterFile,
     gateway: &GatewayFile,
     default_limits: Limits,
-) -> Result<Effective, String> {
+) -> Result<RunSettings, String> {
     let mut components: BTreeSet<String> = manifest.components.iter().cloned().collect();
     components.extend(file.add_components.iter().cloned());
     for removed in &file.remove_components {
@@ -267,7 +231,7 @@ pub(crate) fn effective(
             components.remove(removed);
         }
     }
-    Ok(Effective {
+    Ok(RunSettings {
         priority: file.priority.unwrap_or(manifest.priority),
         components,
         on_error: file.on_error.unwrap_or_default(),

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use edgegate_filter_sdk::{Manifest, Verb};
 
-use super::instance::{Factory, Failure, Instance};
-use super::options::Effective;
+use super::options::RunSettings;
+use crate::filter::runtime::instance::{Failure, Instance, Instantiator};
 
 /// Idle instances kept per filter: enough for the responses a 2–4 core edge node filters at
 /// once; more are made on demand (microseconds with the pooling allocator) and dropped when
@@ -24,11 +24,11 @@ pub(crate) struct LoadedFilter {
     /// SHA-256 of the `.wasm`, hex.
     pub(crate) hash: String,
     /// The settings it runs with.
-    pub(crate) effective: Effective,
+    pub(crate) effective: RunSettings,
     /// Names the code, settings and config: equal identities filter alike.
     pub(crate) identity: u64,
     config_text: String,
-    factory: Factory,
+    instantiator: Instantiator,
     idle: Mutex<Vec<Instance>>,
 }
 
@@ -37,13 +37,13 @@ impl LoadedFilter {
     pub(crate) fn new(
         manifest: Manifest,
         hash: String,
-        effective: Effective,
-        factory: Factory,
+        effective: RunSettings,
+        instantiator: Instantiator,
         first: Instance,
     ) -> LoadedFilter {
         let config_text = effective.config.to_string();
         let mut hasher = std::hash::DefaultHasher::new();
-        (&*factory.name, &hash, &config_text).hash(&mut hasher);
+        (&*instantiator.name, &hash, &config_text).hash(&mut hasher);
         (
             effective.priority,
             &effective.components,
@@ -52,20 +52,20 @@ impl LoadedFilter {
             .hash(&mut hasher);
         effective.limits.hash(&mut hasher);
         LoadedFilter {
-            name: Arc::clone(&factory.name),
+            name: Arc::clone(&instantiator.name),
             manifest,
             hash,
             effective,
             identity: hasher.finish(),
             config_text,
-            factory,
+            instantiator,
             idle: Mutex::new(vec![first]),
         }
     }
 
-    /// The factory that makes and calls its instances.
-    pub(crate) fn factory(&self) -> &Factory {
-        &self.factory
+    /// The instantiator that makes and calls its instances.
+    pub(crate) fn instantiator(&self) -> &Instantiator {
+        &self.instantiator
     }
 
     /// Whether the filter handles `verb` on `group`/`resource` for `component`.
@@ -87,7 +87,7 @@ impl LoadedFilter {
             .pop();
         match idle {
             Some(instance) => Ok(instance),
-            None => self.factory.configured(&self.config_text),
+            None => self.instantiator.configured(&self.config_text),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The feeds one filter has read so far, as a bit mask (bit `i` = feed `i` of
-/// [`Lookup::feed`](super::Lookup::feed)), shared by all its instances.
+/// [`Lookup::feed`](crate::filter::lookup::Lookup::feed)), shared by all its instances.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FeedsRead(Arc<AtomicU64>);
 
@@ -28,6 +28,7 @@ impl FeedsRead {
 pub struct LookupUse(Vec<FeedsRead>);
 
 impl LookupUse {
+    /// The use of the filters whose feeds read are `filters`.
     pub(crate) fn new(filters: Vec<FeedsRead>) -> LookupUse {
         LookupUse(filters)
     }

@@ -8,46 +8,23 @@
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::FilterError;
-use super::engine::Runtime;
-use super::schema;
-
-/// Where a piece of the gateway's work ran.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Place {
-    /// In a child process (compiled code then mapped from the compiled-code store).
-    Child,
-    /// In the gateway's own process (no child configured, or the child failed).
-    Gateway,
-}
-
-impl Place {
-    /// The metric label.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Place::Child => "child",
-            Place::Gateway => "gateway",
-        }
-    }
-}
-
 /// Runs `EXE filter compile -` and `EXE filter check-config`, with their input on stdin.
 #[derive(Clone, Debug)]
-pub(crate) struct Child {
+pub(crate) struct HelperProcess {
     exe: PathBuf,
     compiled_cache_dir: PathBuf,
 }
 
-impl Child {
+impl HelperProcess {
     /// A child running `exe`, compiling into the compiled-code store in `compiled_cache_dir`.
-    pub(crate) fn new(exe: PathBuf, compiled_cache_dir: PathBuf) -> Child {
-        Child {
+    pub(crate) fn new(exe: PathBuf, compiled_cache_dir: PathBuf) -> HelperProcess {
+        HelperProcess {
             exe,
             compiled_cache_dir,
         }
@@ -118,37 +95,16 @@ impl Child {
 
 /// What `filter check-config` reads from stdin.
 #[derive(Serialize, Deserialize)]
-struct ConfigCheck<'a> {
+pub(crate) struct ConfigCheck<'a> {
     /// The manifest's schema, as the component gave it.
-    schema: Cow<'a, str>,
+    pub(crate) schema: Cow<'a, str>,
     /// The effective config.
-    config: Cow<'a, Value>,
+    pub(crate) config: Cow<'a, Value>,
 }
 
 /// What `filter check-config` prints: why the config is refused, or `null`.
 #[derive(Serialize, Deserialize)]
-struct Verdict {
-    refused: Option<String>,
-}
-
-/// `edgegate filter compile`: compiles `wasm` into the compiled-code store in
-/// `compiled_cache_dir`, where a gateway using that store finds it.
-pub fn compile_into_cache(
-    name: &str,
-    wasm: &[u8],
-    compiled_cache_dir: &Path,
-) -> Result<(), FilterError> {
-    let runtime = Runtime::new(Some(compiled_cache_dir), None)?;
-    runtime.compile(name, wasm).map(|_| ())
-}
-
-/// `edgegate filter check-config`: the verdict (JSON) on the check `input` asks for.
-pub fn check_config(input: &[u8]) -> Result<String, FilterError> {
-    let check: ConfigCheck = serde_json::from_slice(input)
-        .map_err(|e| FilterError::Input(format!("not a config check: {e}")))?;
-    let verdict = Verdict {
-        refused: schema::check(Some(&check.schema), &check.config).err(),
-    };
-    serde_json::to_string(&verdict)
-        .map_err(|e| FilterError::Input(format!("cannot encode the verdict: {e}")))
+pub(crate) struct Verdict {
+    /// Why the config is refused; `None` if it is not.
+    pub(crate) refused: Option<String>,
 }

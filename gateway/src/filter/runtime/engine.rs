@@ -1,19 +1,13 @@
-//! The one wasmtime [`Engine`] of the gateway, its linker, and the epoch ticker that bounds
-//! how long any filter call may run.
-//!
-//! Deadlines use epoch interruption (a counter check at loop heads and function entries,
-//! 2–3× cheaper than fuel). The ticker advances the epoch every [`EPOCH_TICK`] while calls
-//! are running and for [`EPOCH_LINGER`] after the last one, then sleeps, so an idle edge
-//! node pays no wake-ups and a busy one (a watch event is one short call) does not wake the
-//! ticker once per call.
+//! The one wasmtime [`Engine`] of the gateway and its linker: compiling a component (from the
+//! compiled-code store, by the helper process, or here) and linking it. Calls are bounded by
+//! epoch deadlines, whose ticker is in [`super::epoch`].
 //!
 //! With [`PERF_MAP_ENV`] set, the engine writes a perf map (`/tmp/perf-PID.map`) of every
 //! compiled or loaded filter's code, so that `perf report` names guest functions.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::thread::{self, JoinHandle};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -22,23 +16,17 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ProfilingStrategy,
 };
 
-use super::FilterError;
 use super::bindings::{FilterWorld, FilterWorldPre, WORLD_VERSION, imported_world_version, runs};
-use super::child::{Child, Place};
-use super::compiled::CompiledStore;
-use super::dir::sha256;
-use super::functions::FunctionCache;
+use super::code_store::CompiledStore;
+use super::epoch::{CallGuard, EPOCH_TICK, Ticker};
+use super::function_cache::FunctionCache;
 use super::host::{HostState, WASI_INTERFACES, WASI_POLL, add_wasi_to_linker, define_pollable};
 use super::seal::{Seal, Untrusted};
-use super::standins::{self, Provided};
-
-/// How often the epoch advances while a call runs: a deadline is enforced to within one
-/// tick. 2 ms is well under any useful deadline (tens of ms) and, since the ticker only
-/// runs while calls are in flight, costs at most 500 wake-ups a second under load.
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
-
-/// How long the ticker keeps ticking after the last call ended before it sleeps.
-pub(crate) const EPOCH_LINGER: Duration = Duration::from_millis(100);
+use super::trapping_imports::{self, Provided};
+use crate::filter::error::FilterError;
+use crate::filter::loading::dir::sha256;
+use crate::filter::loading::helper_process::HelperProcess;
+use crate::filter::metrics::Place;
 
 /// The environment variable that, set to anything but empty or `0`, has the engine write a
 /// perf map of filters' code (`/tmp/perf-PID.map`) for `perf` to name guest functions by:
@@ -69,7 +57,7 @@ pub(crate) struct Runtime {
     /// The functions compiled for the stored components, which compiles take code from.
     functions: Option<Arc<FunctionCache>>,
     /// Compiles new components in a child process first, when set (with a store).
-    child: Option<Child>,
+    child: Option<HelperProcess>,
 }
 
 impl Runtime {
@@ -77,7 +65,7 @@ impl Runtime {
     /// and then compiled by `child` first when one is given.
     pub(crate) fn new(
         compiled_cache_dir: Option<&Path>,
-        child: Option<Child>,
+        child: Option<HelperProcess>,
     ) -> Result<Arc<Runtime>, FilterError> {
         Runtime::new_counted(compiled_cache_dir, child, Counter::default())
     }
@@ -87,7 +75,7 @@ impl Runtime {
     /// ([`FilterError::UntrustedStore`]).
     pub(crate) fn new_counted(
         compiled_cache_dir: Option<&Path>,
-        child: Option<Child>,
+        child: Option<HelperProcess>,
         rejects: Counter,
     ) -> Result<Arc<Runtime>, FilterError> {
         let engine_error = |error: wasmtime::Error| FilterError::Engine(format!("{error:#}"));
@@ -230,12 +218,12 @@ impl Runtime {
     }
 
     /// Deletes stored code no filter in `live` (digests of components) uses, but for the
-    /// [`UNUSED_KEPT`](super::compiled::UNUSED_KEPT) most recently used.
+    /// [`UNUSED_KEPT`](super::code_store::UNUSED_KEPT) most recently used.
     pub(crate) fn prune<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
         let Some(store) = &self.compiled else {
             return;
         };
-        match store.prune(live, super::compiled::UNUSED_KEPT) {
+        match store.prune(live, super::code_store::UNUSED_KEPT) {
             Ok(0) => {}
             Ok(deleted) => tracing::info!(deleted, "deleted compiled code no filter used"),
             Err(error) => {
@@ -270,7 +258,7 @@ impl Runtime {
     /// Links `component`'s imports, those the linker lacks as stand-ins that trap.
     fn link(&self, component: &Component) -> wasmtime::Result<InstancePre<HostState>> {
         let mut linker = self.linker.clone();
-        standins::define(&mut linker, component, &self.provided)?;
+        trapping_imports::define(&mut linker, component, &self.provided)?;
         linker.instantiate_pre(component)
     }
 
@@ -288,11 +276,7 @@ impl Runtime {
 
     /// Marks a call as running for as long as the guard lives, so the epoch ticks.
     pub(crate) fn enter(&self) -> CallGuard<'_> {
-        self.ticker.active.fetch_add(1, Ordering::SeqCst);
-        if self.ticker.sleeping.swap(false, Ordering::SeqCst) {
-            self.ticker.thread.thread().unpark();
-        }
-        CallGuard { runtime: self }
+        self.ticker.enter()
     }
 
     /// Epoch ticks that make up `deadline` (at least one whole tick beyond it, since the
@@ -303,85 +287,20 @@ impl Runtime {
     }
 }
 
-/// A running call; the ticker sleeps again when the last guard is dropped.
-pub(crate) struct CallGuard<'a> {
-    runtime: &'a Runtime,
-}
-
-impl Drop for CallGuard<'_> {
-    fn drop(&mut self) {
-        self.runtime.ticker.active.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The thread that advances the epoch while calls are running.
-struct Ticker {
-    active: Arc<AtomicUsize>,
-    /// Set by the ticker before it parks with no deadline; a call that finds it set wakes it.
-    sleeping: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<()>,
-}
-
-impl Ticker {
-    fn start(engine: Engine) -> std::io::Result<Ticker> {
-        let active = Arc::new(AtomicUsize::new(0));
-        let sleeping = Arc::new(AtomicBool::new(false));
-        let stop = Arc::new(AtomicBool::new(false));
-        let linger = u32::try_from(EPOCH_LINGER.as_micros() / EPOCH_TICK.as_micros().max(1))
-            .unwrap_or(u32::MAX);
-        let thread = {
-            let (active, sleeping, stop) = (
-                Arc::clone(&active),
-                Arc::clone(&sleeping),
-                Arc::clone(&stop),
-            );
-            // A thread of its own, not a runtime task: filter calls block the runtime's
-            // workers, and a ticker scheduled on them could never stop those calls.
-            thread::Builder::new()
-                .name("edgegate-epoch".into())
-                .spawn(move || {
-                    let mut idle_ticks = 0u32;
-                    while !stop.load(Ordering::Acquire) {
-                        if active.load(Ordering::SeqCst) > 0 {
-                            idle_ticks = 0;
-                        } else if idle_ticks >= linger {
-                            // Announce the sleep, then look again: a call that started in
-                            // between either sees the flag (and wakes us) or is seen here.
-                            sleeping.store(true, Ordering::SeqCst);
-                            if active.load(Ordering::SeqCst) == 0 {
-                                thread::park();
-                            }
-                            sleeping.store(false, Ordering::SeqCst);
-                            idle_ticks = 0;
-                            continue;
-                        } else {
-                            idle_ticks += 1;
-                        }
-                        thread::park_timeout(EPOCH_TICK);
-                        engine.increment_epoch();
-                    }
-                })?
-        };
-        Ok(Ticker {
-            active,
-            sleeping,
-            stop,
-            thread,
-        })
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.thread.thread().unpark();
-    }
-}
-
 /// Whether [`PERF_MAP_ENV`] asks for a perf map.
 fn perf_map_asked() -> bool {
     std::env::var_os(PERF_MAP_ENV).is_some_and(|value| !value.is_empty() && value != "0")
+}
+
+/// `edgegate filter compile`: compiles `wasm` into the compiled-code store in
+/// `compiled_cache_dir`, where a gateway using that store finds it.
+pub fn compile_into_cache(
+    name: &str,
+    wasm: &[u8],
+    compiled_cache_dir: &Path,
+) -> Result<(), FilterError> {
+    let runtime = Runtime::new(Some(compiled_cache_dir), None)?;
+    runtime.compile(name, wasm).map(|_| ())
 }
 
 #[cfg(test)]
@@ -389,8 +308,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::Runtime;
-    use crate::filter::host::HostState;
     use crate::filter::metrics::FilterMetrics;
+    use crate::filter::runtime::host::HostState;
     use crate::filter::{FilterError, NoLookup};
 
     #[test]
@@ -513,7 +432,7 @@ mod tests {
             wasmtime::component::Component::new(runtime.engine(), wasm).expect("it compiles")
         };
         // Without stand-ins: the linker itself must find each.
-        for name in crate::filter::host::WASI_INTERFACES
+        for name in crate::filter::runtime::host::WASI_INTERFACES
             .into_iter()
             .chain(["edgegate:filter/host@0.2.0"])
         {

@@ -1,0 +1,140 @@
+//! The host side of the `edgegate:filter` world, generated from the one WIT file the SDK's
+//! guest bindings come from too, and the conversions between the WIT world's verb, the
+//! SDK's and the request's.
+
+use edgegate_filter_sdk::Verb as SdkVerb;
+
+use crate::request::Verb as RequestVerb;
+
+wasmtime::component::bindgen!({
+    path: "../filters-sdk/wit",
+    world: "filter",
+    // Host imports may trap the guest: a selector that does not parse fails the call.
+    imports: { default: trappable },
+    // An instance remembers the context it was last given, to skip an unchanged `begin`.
+    additional_derives: [PartialEq],
+});
+
+pub(crate) use self::edgegate::filter::host::Host as HostImports;
+pub(crate) use self::edgegate::filter::types::{Host as TypesHost, Level, Verb};
+pub(crate) use self::{Filter as FilterWorld, FilterPre as FilterWorldPre};
+
+/// The version of the `edgegate:filter` world this gateway runs (the WIT package's).
+pub(crate) const WORLD_VERSION: &str = "0.2.1";
+
+/// Whether a component built against world version `built` runs on this gateway: the same
+/// major version and, below 1.0, the same minor (semver's compatibility, by which wasmtime's
+/// linker also matches the imports), and no later patch, which may import what this gateway
+/// lacks.
+pub(crate) fn runs(built: &str) -> bool {
+    let ours = semver::Version::parse(WORLD_VERSION).expect("WORLD_VERSION is a version");
+    let Ok(built) = semver::Version::parse(built) else {
+        return false;
+    };
+    built.pre.is_empty()
+        && built.major == ours.major
+        && (ours.major > 0 || built.minor == ours.minor)
+        && built <= ours
+}
+
+/// The `edgegate:filter` world version a component's imports name, if they name one.
+pub(crate) fn imported_world_version(
+    engine: &wasmtime::Engine,
+    component: &wasmtime::component::Component,
+) -> Option<String> {
+    component
+        .component_type()
+        .imports(engine)
+        .find_map(|(name, _)| {
+            let (_, version) = name.strip_prefix("edgegate:filter/")?.split_once('@')?;
+            Some(version.to_owned())
+        })
+}
+
+/// The verb the WIT world names for one the SDK names (the two list the same verbs).
+impl From<SdkVerb> for Verb {
+    fn from(verb: SdkVerb) -> Verb {
+        match verb {
+            SdkVerb::Get => Verb::Get,
+            SdkVerb::List => Verb::List,
+            SdkVerb::Watch => Verb::Watch,
+            SdkVerb::Create => Verb::Create,
+            SdkVerb::Update => Verb::Update,
+            SdkVerb::Patch => Verb::Patch,
+            SdkVerb::Delete => Verb::Delete,
+            SdkVerb::DeleteCollection => Verb::DeleteCollection,
+        }
+    }
+}
+
+/// The verb the SDK names for one a component's manifest gives through the WIT world.
+impl From<Verb> for SdkVerb {
+    fn from(verb: Verb) -> SdkVerb {
+        match verb {
+            Verb::Get => SdkVerb::Get,
+            Verb::List => SdkVerb::List,
+            Verb::Watch => SdkVerb::Watch,
+            Verb::Create => SdkVerb::Create,
+            Verb::Update => SdkVerb::Update,
+            Verb::Patch => SdkVerb::Patch,
+            Verb::Delete => SdkVerb::Delete,
+            Verb::DeleteCollection => SdkVerb::DeleteCollection,
+        }
+    }
+}
+
+/// The verb filters know a request's verb by; proxying and unknown verbs have none (the
+/// error gives the verb back).
+impl TryFrom<RequestVerb> for SdkVerb {
+    type Error = RequestVerb;
+
+    fn try_from(verb: RequestVerb) -> Result<SdkVerb, RequestVerb> {
+        Ok(match verb {
+            RequestVerb::Get => SdkVerb::Get,
+            RequestVerb::List => SdkVerb::List,
+            RequestVerb::Watch => SdkVerb::Watch,
+            RequestVerb::Create => SdkVerb::Create,
+            RequestVerb::Update => SdkVerb::Update,
+            RequestVerb::Patch => SdkVerb::Patch,
+            RequestVerb::Delete => SdkVerb::Delete,
+            RequestVerb::DeleteCollection => SdkVerb::DeleteCollection,
+            RequestVerb::Proxy | RequestVerb::Unknown => return Err(verb),
+        })
+    }
+}
+
+/// The request verb of a verb a filter knows (`edgegate filter test` builds requests so).
+impl From<SdkVerb> for RequestVerb {
+    fn from(verb: SdkVerb) -> RequestVerb {
+        match verb {
+            SdkVerb::Get => RequestVerb::Get,
+            SdkVerb::List => RequestVerb::List,
+            SdkVerb::Watch => RequestVerb::Watch,
+            SdkVerb::Create => RequestVerb::Create,
+            SdkVerb::Update => RequestVerb::Update,
+            SdkVerb::Patch => RequestVerb::Patch,
+            SdkVerb::Delete => RequestVerb::Delete,
+            SdkVerb::DeleteCollection => RequestVerb::DeleteCollection,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn components_of_this_minor_version_up_to_this_patch_run() {
+        assert!(runs("0.2.0") && runs("0.2.1"));
+        for other in ["0.2.2", "0.1.0", "0.3.0", "1.2.1", "0.2.1-rc.1", "0.2", "x"] {
+            assert!(!runs(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn the_world_version_is_the_wit_package_version() {
+        let wit = include_str!("../../../../filters-sdk/wit/filter.wit");
+        let package = format!("package edgegate:filter@{};", super::WORLD_VERSION);
+        assert!(wit.lines().any(|line| line == package), "{package}");
+    }
+}
