@@ -106,9 +106,13 @@ fn parse(bytes: Vec<u8>) -> Object {
 
 fn output(decision: Decision, object: &Object) -> Output {
     match decision {
-        Decision::Keep => Output::Keep,
+        // The object knows whether it was edited, so returning `Keep` after an edit cannot
+        // throw the edit away; an edit that changed nothing still forwards the original.
+        Decision::Keep => match object.edits() {
+            Some(bytes) => Output::Replace(bytes),
+            None => Output::Keep,
+        },
         Decision::Drop => Output::Drop,
-        Decision::Changed => Output::Replace(object.to_vec()),
         Decision::Replace(bytes) => Output::Replace(bytes),
     }
 }

@@ -18,7 +18,10 @@ pub trait Filter: Sized + 'static {
     fn configure(config: serde_json::Value) -> Result<Self, String>;
 
     /// Decides about one object: a list item, a watch event's object or a single GET's body.
-    /// Return [`Decision::Keep`] when nothing changed, so nothing is re-encoded.
+    /// [`Decision::Keep`] passes the object on as the filter left it: edits made to
+    /// `object` are forwarded (encoded once), and an object nothing edited goes on as its
+    /// original bytes. A `…_mut` accessor counts as an edit (see [`Object::is_edited`]), so
+    /// read first where most objects need no change.
     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision;
 
     /// Decides about several objects of one response (list items, or the watch events of

@@ -16,7 +16,7 @@
 //!     }
 //!     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision {
 //!         object.set_annotation("example.com/node", &ctx.node_name);
-//!         Decision::Changed
+//!         Decision::Keep
 //!     }
 //! }
 //!

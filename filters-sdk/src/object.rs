@@ -61,6 +61,9 @@ pub struct Object {
     fields: OnceCell<Fields>,
     /// The whole value, built when a filter asks for it; it then answers for everything.
     value: OnceCell<Value>,
+    /// Whether the value was handed out to change (edits through the fields are marked in
+    /// them).
+    value_edited: bool,
 }
 
 impl PartialEq for Object {
@@ -97,6 +100,7 @@ impl Object {
                 raw: bytes,
                 fields: OnceCell::new(),
                 value: OnceCell::new(),
+                value_edited: false,
             });
         }
         // Not an object (or not JSON): the whole parse says which.
@@ -148,6 +152,7 @@ impl Object {
             raw: Vec::new(),
             fields: OnceCell::new(),
             value: OnceCell::from(value),
+            value_edited: false,
         })
     }
 
@@ -171,6 +176,7 @@ impl Object {
         }
         // The value answers from now on: the fields would only go stale.
         self.fields = OnceCell::new();
+        self.value_edited = true;
         match self.value.get_mut() {
             Some(value) => value,
             None => unreachable!("the value was just built"),
@@ -187,6 +193,24 @@ impl Object {
             (None, Some(fields)) => fields.into_value(&raw),
             (None, None) => parse_whole(&raw),
         }
+    }
+
+    /// Whether the object may differ from what it was made from: a setter, a removal or a
+    /// retain changed it, or a `…_mut` accessor handed out a part of it to change (counted
+    /// as an edit even when nothing was written through it). A setter that finds the value
+    /// already there ([`Object::update`]) and a removal that finds nothing edit nothing.
+    pub fn is_edited(&self) -> bool {
+        self.value_edited || self.fields.get().is_some_and(Fields::is_edited)
+    }
+
+    /// The object encoded as JSON if it was edited and no longer encodes to the bytes it was
+    /// read from: what a filter's `Keep` forwards.
+    pub(crate) fn edits(&self) -> Option<Vec<u8>> {
+        if !self.is_edited() {
+            return None;
+        }
+        let bytes = self.to_vec();
+        (bytes != self.raw).then_some(bytes)
     }
 
     /// The object encoded as JSON: its original bytes if nothing was changed, with only the

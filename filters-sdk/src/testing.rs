@@ -312,7 +312,7 @@ mod tests {
             let peers = host::list("", "v1", "pods", ns.as_deref(), &format!("app={app}"));
             if service.is_some() && !peers.is_empty() {
                 object.set_annotation("peers", &peers.len().to_string());
-                return Decision::Changed;
+                return Decision::Keep;
             }
             host::log(Level::Info, &format!("dropping {app}"));
             host::count("dropped", 1);
@@ -389,6 +389,42 @@ mod tests {
         let missing = std::panic::catch_unwind(|| list_item(list, "y", "a"));
         assert!(missing.is_err());
         assert!(std::panic::catch_unwind(|| list_items(r#"{"kind": "Pod"}"#)).is_err());
+    }
+
+    /// Sets the annotation its config names (when the object lacks it), touches `spec`
+    /// without changing it, and keeps every object.
+    struct KeepAfterEdit;
+
+    impl Filter for KeepAfterEdit {
+        fn manifest() -> Manifest {
+            Manifest::new("keep-after-edit", "0.0.1").matches("", &["pods"], &[Verb::List])
+        }
+        fn configure(_config: Value) -> Result<Self, String> {
+            Ok(KeepAfterEdit)
+        }
+        fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
+            let _untouched = object.get_mut("spec.nodeName");
+            if object.label("edit").is_some() {
+                object.set_annotation("edited", "yes");
+            }
+            Decision::Keep
+        }
+    }
+
+    #[test]
+    fn keep_after_an_edit_forwards_the_edit_and_keep_without_one_the_original() {
+        let harness = Harness::<KeepAfterEdit>::configure(json!({})).unwrap();
+        let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");
+        let pod = |labels: Value| {
+            json!({"metadata": {"name": "p", "labels": labels},
+                                         "spec": {"nodeName": "n1"}})
+        };
+        let edited = harness.filter(&ctx, &pod(json!({"edit": "1"})));
+        assert_eq!(
+            edited.json().unwrap()["metadata"]["annotations"]["edited"],
+            "yes"
+        );
+        assert_eq!(harness.filter(&ctx, &pod(json!({}))), Output::Keep);
     }
 
     #[test]

@@ -194,13 +194,13 @@ impl Manifest {
 /// What a filter decides about one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Pass the object on unchanged: its original bytes are forwarded, nothing is re-encoded
-    /// (even if the [`crate::Object`] was touched).
+    /// Pass the object on as the filter left it: its original bytes when it was not edited
+    /// (nothing is re-encoded), else with its edits (encoded once; see
+    /// [`crate::Object::is_edited`]). An edit is never lost, whatever the filter returns
+    /// but [`Decision::Drop`] or [`Decision::Replace`].
     Keep,
     /// Leave the object out.
     Drop,
-    /// Pass on the [`crate::Object`] as the filter changed it (it is encoded once).
-    Changed,
     /// Pass on these JSON bytes instead: a JSON object with the `metadata.name`, `namespace`
     /// and `resourceVersion` of the object it replaces, or the gateway refuses it.
     Replace(Vec<u8>),

@@ -68,14 +68,12 @@ impl Filter for ForwardKubeSvcTraffic {
             return Decision::Keep;
         }
         let endpoints = json!([{"addresses": [self.hub.host()], "conditions": {"ready": true}}]);
-        // `|`, not `||`: both are set, whichever changed first.
-        let changed = self.hub.set_named_port(slice, "ports", API_PORT_NAME)
-            | slice.update("endpoints", endpoints);
-        if !changed {
-            return Decision::Keep;
+        self.hub.set_named_port(slice, "ports", API_PORT_NAME);
+        slice.update("endpoints", endpoints);
+        if slice.is_edited() {
+            host::count("rewritten", 1);
         }
-        host::count("rewritten", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 

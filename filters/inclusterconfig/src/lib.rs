@@ -57,7 +57,7 @@ impl Filter for InClusterConfig {
         };
         *config = commented;
         host::count("commented", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 

@@ -49,17 +49,14 @@ impl Filter for MasterService {
         if !service.is_named(API_SERVICE_NAMESPACE, API_SERVICE_NAME) {
             return Decision::Keep;
         }
-        // `|`, not `||`: every field is set, whichever changed first.
-        let changed = service.update("spec.clusterIP", self.cluster_ip.clone())
-            | service.update("spec.clusterIPs", self.cluster_ips.clone())
-            | self
-                .hub
-                .set_named_port(service, "spec.ports", API_PORT_NAME);
-        if !changed {
-            return Decision::Keep;
+        service.update("spec.clusterIP", self.cluster_ip.clone());
+        service.update("spec.clusterIPs", self.cluster_ips.clone());
+        self.hub
+            .set_named_port(service, "spec.ports", API_PORT_NAME);
+        if service.is_edited() {
+            host::count("rewritten", 1);
         }
-        host::count("rewritten", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 

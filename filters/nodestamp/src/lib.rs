@@ -96,7 +96,7 @@ impl Filter for NodeStamp {
             }
         }
         host::count("stamped", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 

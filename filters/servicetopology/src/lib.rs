@@ -102,7 +102,7 @@ fn prune(ctx: &Context, object: &mut Object, lookups: &mut Lookups) -> Decision 
             ),
         );
     }
-    Decision::Changed
+    Decision::Keep
 }
 
 export_filter!(ServiceTopology);

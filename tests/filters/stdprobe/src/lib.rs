@@ -59,7 +59,7 @@ impl Filter for StdProbe {
         object.set_annotation(ENVIRONMENT, &environment.to_string());
         object.set_annotation(HASH, &format!("{hash:016x}"));
         object.set_annotation(MONOTONIC, &started.elapsed().as_nanos().to_string());
-        Decision::Changed
+        Decision::Keep
     }
 }
 

@@ -50,7 +50,7 @@ impl Filter for Tagger {
             None => self.tag.clone(),
         };
         object.set_annotation(TRAIL, &trail);
-        Decision::Changed
+        Decision::Keep
     }
 }
 
