@@ -10,7 +10,7 @@ mod tests;
 
 use edgegate_filter_sdk::kube::HubAddress;
 use edgegate_filter_sdk::kube::hub::{API_PORT_NAME, API_SERVICE_NAME, API_SERVICE_NAMESPACE};
-use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
+use edgegate_filter_sdk::{Context, Decision, Filter, IntoFilter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
 use serde_json::{Value, json};
 
@@ -27,22 +27,14 @@ pub struct MasterService {
 }
 
 impl Filter for MasterService {
+    type Config = HubAddress;
+
     fn manifest() -> Manifest {
         Manifest::new("masterservice", env!("CARGO_PKG_VERSION"))
             .matches("", &["services"], &[Verb::List, Verb::Watch])
             .components(&["kubelet"])
             .priority(PRIORITY)
             .config_schema(HubAddress::schema())
-    }
-
-    fn configure(config: Value) -> Result<Self, String> {
-        let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
-        let host = hub.host();
-        Ok(MasterService {
-            hub,
-            cluster_ip: json!(host),
-            cluster_ips: json!([host]),
-        })
     }
 
     fn filter(&self, _ctx: &Context, service: &mut Object) -> Decision {
@@ -57,6 +49,17 @@ impl Filter for MasterService {
             host::count("rewritten", 1);
         }
         Decision::Keep
+    }
+}
+
+impl IntoFilter<MasterService> for HubAddress {
+    fn into_filter(self) -> Result<MasterService, String> {
+        let host = self.host();
+        Ok(MasterService {
+            hub: self,
+            cluster_ip: json!(host),
+            cluster_ips: json!([host]),
+        })
     }
 }
 

@@ -10,7 +10,7 @@
 mod tests;
 
 use edgegate_filter_sdk::kube::HubAddress;
-use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
+use edgegate_filter_sdk::{Context, Decision, Filter, IntoFilter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
 use serde_json::{Map, Value};
 
@@ -34,20 +34,14 @@ pub struct ServiceEnvUpdater {
 }
 
 impl Filter for ServiceEnvUpdater {
+    type Config = HubAddress;
+
     fn manifest() -> Manifest {
         Manifest::new("serviceenvupdater", env!("CARGO_PKG_VERSION"))
             .matches("", &["pods"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["kubelet"])
             .priority(PRIORITY)
             .config_schema(HubAddress::schema())
-    }
-
-    fn configure(config: Value) -> Result<Self, String> {
-        let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
-        Ok(ServiceEnvUpdater {
-            host: hub.host(),
-            port: hub.port.to_string(),
-        })
     }
 
     fn filter(&self, _ctx: &Context, pod: &mut Object) -> Decision {
@@ -81,6 +75,15 @@ impl Filter for ServiceEnvUpdater {
             host::count("rewritten", 1);
         }
         Decision::Keep
+    }
+}
+
+impl IntoFilter<ServiceEnvUpdater> for HubAddress {
+    fn into_filter(self) -> Result<ServiceEnvUpdater, String> {
+        Ok(ServiceEnvUpdater {
+            host: self.host(),
+            port: self.port.to_string(),
+        })
     }
 }
 
