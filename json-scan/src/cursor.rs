@@ -88,7 +88,7 @@ impl<'a> Cursor<'a> {
     /// After an item or entry: whether another follows, or `close` ended the container.
     pub fn more(&mut self, close: u8) -> Option<bool> {
         self.space();
-        match self.next()? {
+        match self.take()? {
             b',' => Some(true),
             byte if byte == close => Some(false),
             _ => None,
@@ -159,7 +159,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Steps over the next byte, giving it.
-    pub fn next(&mut self) -> Option<u8> {
+    pub fn take(&mut self) -> Option<u8> {
         let byte = *self.bytes.get(self.at)?;
         self.at += 1;
         Some(byte)

@@ -33,10 +33,13 @@ impl Key {
 /// A top-level field of an item: its key and the range of its value in the item's bytes.
 pub(super) type FieldRange = (Key, Range<usize>);
 
+/// An object's entries as the split builds them.
+pub(super) type Entries<N> = Vec<(Key, N)>;
+
 /// What the split builds of each value it finds.
 pub(super) trait Build: Sized {
     /// A value lying at `raw`, not split.
     fn value(raw: Range<usize>) -> Self;
     /// An object lying at `raw`, whose entries were split already.
-    fn object(raw: Range<usize>, entries: Vec<(Key, Self)>) -> Self;
+    fn object(raw: Range<usize>, entries: Entries<Self>) -> Self;
 }

@@ -13,12 +13,12 @@ use std::ops::{ControlFlow, Range};
 
 use edgegate_json_scan::Cursor;
 
-use super::key::{Build, FieldRange, Key};
+use super::key::{Build, Entries, FieldRange, Key};
 
 /// The entries of the JSON object `bytes` up to and including `metadata` (already split into
 /// its own), and where the entries after it begin: `None` when the object ended first, its
 /// end checked to be the end of the bytes. `None` when the bytes do not begin as one object.
-pub(super) fn head<N: Build>(bytes: &[u8]) -> Option<(Vec<(Key, N)>, Option<usize>)> {
+pub(super) fn head<N: Build>(bytes: &[u8]) -> Option<(Entries<N>, Option<usize>)> {
     let mut cursor = Cursor::new(bytes, 0);
     let mut entries = Vec::with_capacity(8);
     if cursor.open(b'{', b'}')? {
@@ -39,7 +39,7 @@ pub(super) fn head<N: Build>(bytes: &[u8]) -> Option<(Vec<(Key, N)>, Option<usiz
 
 /// The entries of the JSON object `bytes` after the value that [`head`] stopped at, `at`;
 /// `None` when the rest is not the rest of one object.
-pub(super) fn rest<N: Build>(bytes: &[u8], at: usize) -> Option<Vec<(Key, N)>> {
+pub(super) fn rest<N: Build>(bytes: &[u8], at: usize) -> Option<Entries<N>> {
     let mut cursor = Cursor::new(bytes, at);
     let mut entries = Vec::new();
     while cursor.more(b'}')? {
@@ -49,7 +49,7 @@ pub(super) fn rest<N: Build>(bytes: &[u8], at: usize) -> Option<Vec<(Key, N)>> {
 }
 
 /// The entries of the value at `raw` in `bytes`; `None` when it is not an object.
-pub(super) fn entries<N: Build>(bytes: &[u8], raw: Range<usize>) -> Option<Vec<(Key, N)>> {
+pub(super) fn entries<N: Build>(bytes: &[u8], raw: Range<usize>) -> Option<Entries<N>> {
     let mut cursor = Cursor::new(bytes.get(..raw.end)?, raw.start);
     cursor.object().map(|(entries, _)| entries)
 }
@@ -121,7 +121,7 @@ pub(super) fn opens_object(bytes: &[u8]) -> bool {
 /// The splitting steps, on the JSON scan's cursor.
 trait Split {
     /// Reads the object at the cursor (after spaces): its entries and its range.
-    fn object<N: Build>(&mut self) -> Option<(Vec<(Key, N)>, Range<usize>)>;
+    fn object<N: Build>(&mut self) -> Option<(Entries<N>, Range<usize>)>;
     /// Reads a top-level entry: its key and its value, split into its entries if it is an
     /// object (filters read `metadata.name`, `spec.type`, not a top-level object whole).
     fn top_level_entry<N: Build>(&mut self) -> Option<(Key, N)>;
@@ -134,7 +134,7 @@ trait Split {
 }
 
 impl Split for Cursor<'_> {
-    fn object<N: Build>(&mut self) -> Option<(Vec<(Key, N)>, Range<usize>)> {
+    fn object<N: Build>(&mut self) -> Option<(Entries<N>, Range<usize>)> {
         self.space();
         let mut entries = Vec::with_capacity(8);
         let raw = self.fields(|key, value| entries.push((key, N::value(value))))?;
