@@ -59,6 +59,47 @@ fn paths_reach_into_objects_and_arrays() {
 }
 
 #[test]
+fn an_object_knows_whether_it_was_edited() {
+    fn ignore<T>(_: T) {}
+    let bytes = br#"{"metadata":{"name":"a","labels":{"x":"1"}},"spec":{"type":"ClusterIP"}}"#;
+    let read = |edit: &dyn Fn(&mut Object)| {
+        let mut object = Object::from_slice(bytes).unwrap();
+        edit(&mut object);
+        (object.is_edited(), object.edits())
+    };
+    // What reads, or finds the value already there, or removes nothing, edits nothing.
+    for unedited in [
+        read(&|o| ignore(o.spec("type").cloned())),
+        read(&|o| ignore(o.update("spec.type", json!("ClusterIP")))),
+        read(&|o| ignore(o.remove_label("missing"))),
+        read(&|o| ignore(o.set("spec.type.inner", json!(1)))),
+        read(&|o| ignore(o.value().clone())),
+    ] {
+        assert_eq!(unedited, (false, None));
+    }
+    let (edited, edits) = read(&|o| o.set_label("x", "2"));
+    assert!(edited);
+    assert_eq!(
+        edits.unwrap(),
+        br#"{"metadata":{"name":"a","labels":{"x":"2"}},"spec":{"type":"ClusterIP"}}"#
+    );
+    // A part handed out to change counts as an edit; unchanged, it still encodes as it came.
+    assert_eq!(read(&|o| ignore(o.get_mut("spec.type"))), (true, None));
+    // The whole value is encoded whole (its keys sorted): the same object, other bytes.
+    let (edited, edits) = read(&|o| ignore(o.value_mut()));
+    let whole: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    assert!(edited);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&edits.unwrap()).unwrap(),
+        whole
+    );
+    assert_eq!(
+        read(&|o| ignore(o.retain_items("spec", |_| true))),
+        (false, None)
+    );
+}
+
+#[test]
 fn update_reports_only_real_changes() {
     let mut object = service();
     assert!(object.is_named("default", "web"));
