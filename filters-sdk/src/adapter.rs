@@ -4,10 +4,12 @@
 
 use std::cell::RefCell;
 
-use crate::filter::Filter;
+use serde::de::DeserializeOwned;
+
+use crate::filter::{Filter, IntoFilter};
 use crate::host;
 use crate::object::Object;
-use crate::types::{Context, Decision, Level, Manifest, Output};
+use crate::types::{Context, Decision, Level, Manifest};
 
 /// The configured filter of one instance (`None` until `configure` succeeds), and the
 /// context the host last began.
@@ -43,7 +45,7 @@ impl<F: Filter> Slot<F> {
         } else {
             serde_json::from_str(config).map_err(|e| format!("config is not JSON: {e}"))?
         };
-        let filter = F::configure(config)?;
+        let filter = read_config::<F::Config>(config)?.into_filter()?;
         *self.filter.borrow_mut() = Some(filter);
         Ok(())
     }
@@ -97,6 +99,15 @@ impl<F: Filter> Slot<F> {
     }
 }
 
+/// The config as the filter's type. A type that reads from `null` (`()`, a unit struct)
+/// takes no config, so whatever config it is given reads as `null`: as before configs were
+/// typed, it is the manifest's schema ([`crate::types::Manifest::no_config`]) that refuses keys.
+fn read_config<C: DeserializeOwned>(config: serde_json::Value) -> Result<C, String> {
+    serde_json::from_value(config)
+        .or_else(|error| serde_json::from_value(serde_json::Value::Null).map_err(|_| error))
+        .map_err(|error| format!("bad config: {error}"))
+}
+
 fn parse(bytes: Vec<u8>) -> Object {
     match Object::from_vec(bytes) {
         Ok(object) => object,
@@ -106,10 +117,35 @@ fn parse(bytes: Vec<u8>) -> Object {
 
 fn output(decision: Decision, object: &Object) -> Output {
     match decision {
-        Decision::Keep => Output::Keep,
+        // The object knows whether it was edited, so returning `Keep` after an edit cannot
+        // throw the edit away; an edit that changed nothing still forwards the original.
+        Decision::Keep => match object.edits() {
+            Some(bytes) => Output::Replace(bytes),
+            None => Output::Keep,
+        },
         Decision::Drop => Output::Drop,
-        Decision::Changed => Output::Replace(object.to_vec()),
         Decision::Replace(bytes) => Output::Replace(bytes),
+    }
+}
+
+/// A decision as the gateway receives it (and a test reads it: [`crate::testing::Output`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The original bytes are forwarded.
+    Keep,
+    /// The object is left out.
+    Drop,
+    /// These bytes are forwarded instead.
+    Replace(Vec<u8>),
+}
+
+impl Output {
+    /// The replacement parsed as JSON, if this is a replacement of valid JSON.
+    pub fn json(&self) -> Option<serde_json::Value> {
+        match self {
+            Output::Replace(bytes) => serde_json::from_slice(bytes).ok(),
+            Output::Keep | Output::Drop => None,
+        }
     }
 }
 

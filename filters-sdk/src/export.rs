@@ -1,6 +1,6 @@
-//! `export_filter!`: makes a [`crate::Filter`] the implementation of the component.
+//! `export_filter!`: makes a [`crate::filter::Filter`] the implementation of the component.
 
-/// Exports a type implementing [`crate::Filter`] as the filter of this component.
+/// Exports a type implementing [`crate::filter::Filter`] as the filter of this component.
 ///
 /// In a wasm build it implements the world's exports; natively it expands to nothing, so the
 /// same crate builds and tests on the host. Call it once, at the crate root.

@@ -1,4 +1,6 @@
-//! The one trait a filter implements.
+//! The one trait a filter implements, and how its config builds it.
+
+use serde::de::DeserializeOwned;
 
 use crate::object::Object;
 use crate::types::{Context, Decision, Manifest};
@@ -9,16 +11,21 @@ use crate::types::{Context, Decision, Manifest};
 /// time) and replaces an instance after it traps, so a filter must not rely on state kept
 /// between calls.
 pub trait Filter: Sized + 'static {
+    /// The config the filter is built from: read from the JSON the gateway has already
+    /// checked against the manifest's schema (`{}` when none is given; a unit struct takes
+    /// any, the schema refusing what it should), then made into the filter by [`IntoFilter::into_filter`]. A filter that
+    /// is its own config names itself (`type Config = Self`) and derives `Deserialize`: a
+    /// filter without config is a unit struct, and writes nothing more.
+    type Config: IntoFilter<Self>;
+
     /// What the filter is and what it applies to; read once when the filter is loaded.
     fn manifest() -> Manifest;
 
-    /// Builds the filter from its config (`{}` when none is given), which the gateway has
-    /// already checked against the manifest's schema. An error rejects the generation of
-    /// filters being loaded, and the gateway keeps serving the previous one.
-    fn configure(config: serde_json::Value) -> Result<Self, String>;
-
     /// Decides about one object: a list item, a watch event's object or a single GET's body.
-    /// Return [`Decision::Keep`] when nothing changed, so nothing is re-encoded.
+    /// [`Decision::Keep`] passes the object on as the filter left it: edits made to
+    /// `object` are forwarded (encoded once), and an object nothing edited goes on as its
+    /// original bytes. A `…_mut` accessor counts as an edit (see [`Object::is_edited`]), so
+    /// read first where most objects need no change.
     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision;
 
     /// Decides about several objects of one response (list items, or the watch events of
@@ -28,5 +35,20 @@ pub trait Filter: Sized + 'static {
             .iter_mut()
             .map(|object| self.filter(ctx, object))
             .collect()
+    }
+}
+
+/// A config that builds the filter `F`. Every deserializable type builds itself; a filter
+/// that keeps something other than its config (a value worked out once) implements this
+/// for its config type. An error rejects the generation of filters being loaded, and the
+/// gateway keeps serving the previous one.
+pub trait IntoFilter<F>: DeserializeOwned {
+    /// Builds the filter.
+    fn into_filter(self) -> Result<F, String>;
+}
+
+impl<F: DeserializeOwned> IntoFilter<F> for F {
+    fn into_filter(self) -> Result<F, String> {
+        Ok(self)
     }
 }

@@ -2,79 +2,18 @@
 //! from `wit/filter.wit`, conversions between them and the SDK's types, and the functions
 //! the `export_filter!` expansion calls.
 
-use crate::adapter::Slot;
+use crate::adapter::{Output, Slot};
 use crate::filter::Filter;
-use crate::types::{Context, Level, Manifest, Output, Verb};
+use crate::types::{Context, Level, Manifest, Verb};
 
 pub use wit_bindgen;
 
-/// The generated bindings.
-#[allow(missing_docs)]
-pub mod bindings {
-    wit_bindgen::generate!({
-        path: "wit",
-        world: "filter",
-        // The export macro is expanded in the filter's crate, which names this crate (and
-        // the wit-bindgen runtime) only through the SDK.
-        pub_export_macro: true,
-        export_macro_name: "export",
-        default_bindings_module: "edgegate_filter_sdk::__private::bindings",
-        runtime_path: "edgegate_filter_sdk::__private::wit_bindgen::rt",
-    });
-}
+pub mod bindings;
+pub(crate) mod imports;
 
 use bindings::edgegate::filter::types as wit;
 
 pub use bindings::Guest;
-
-/// The world's imports, in the SDK's types.
-pub(crate) mod imports {
-    use super::bindings::edgegate::filter::host;
-    use super::wit;
-    use crate::types::Level;
-
-    pub(crate) fn get(
-        group: &str,
-        version: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<Vec<u8>> {
-        host::get(group, version, resource, namespace, name)
-    }
-
-    pub(crate) fn list(
-        group: &str,
-        version: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        selector: &str,
-    ) -> Vec<Vec<u8>> {
-        host::list(group, version, resource, namespace, selector)
-    }
-
-    fn level_to_wit(level: Level) -> wit::Level {
-        match level {
-            Level::Trace => wit::Level::Trace,
-            Level::Debug => wit::Level::Debug,
-            Level::Info => wit::Level::Info,
-            Level::Warn => wit::Level::Warn,
-            Level::Error => wit::Level::Error,
-        }
-    }
-
-    pub(crate) fn log(level: Level, message: &str) {
-        host::log(level_to_wit(level), message);
-    }
-
-    pub(crate) fn log_enabled(level: Level) -> bool {
-        host::log_enabled(level_to_wit(level))
-    }
-
-    pub(crate) fn count(name: &str, delta: u64) {
-        host::count(name, delta);
-    }
-}
 
 fn verb_to_wit(verb: Verb) -> wit::Verb {
     match verb {

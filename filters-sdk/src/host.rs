@@ -9,17 +9,16 @@ use crate::guest::imports as backend;
 use crate::object::Object;
 #[cfg(not(target_family = "wasm"))]
 use crate::testing::fake as backend;
-use crate::types::Level;
+use crate::types::{Level, Resource};
 
-/// One object by group, version, resource, namespace (`None` when cluster-scoped) and name;
-/// `None` if the gateway does not know it (or it is not a JSON object).
-pub fn get(
-    group: &str,
-    version: &str,
-    resource: &str,
-    namespace: Option<&str>,
-    name: &str,
-) -> Option<Object> {
+/// One object of `resource` by namespace (`None` when cluster-scoped) and name; `None` if
+/// the gateway does not know it (or it is not a JSON object).
+pub fn get(resource: Resource, namespace: Option<&str>, name: &str) -> Option<Object> {
+    let Resource {
+        group,
+        version,
+        resource,
+    } = resource;
     let bytes = backend::get(group, version, resource, namespace, name)?;
     Object::from_vec(bytes).ok()
 }
@@ -28,13 +27,12 @@ pub fn get(
 /// Kubernetes label selector (`app=web,tier!=db`; empty matches all).
 ///
 /// A selector that does not parse traps the call (see [`crate::selector`] for the syntax).
-pub fn list(
-    group: &str,
-    version: &str,
-    resource: &str,
-    namespace: Option<&str>,
-    label_selector: &str,
-) -> Vec<Object> {
+pub fn list(resource: Resource, namespace: Option<&str>, label_selector: &str) -> Vec<Object> {
+    let Resource {
+        group,
+        version,
+        resource,
+    } = resource;
     backend::list(group, version, resource, namespace, label_selector)
         .into_iter()
         .filter_map(|bytes| Object::from_vec(bytes).ok())

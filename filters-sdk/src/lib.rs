@@ -3,20 +3,22 @@
 //! ```
 //! use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
 //!
-//! struct Stamp;
+//! /// The config: the annotation to stamp (the filter is its own config).
+//! #[derive(serde::Deserialize)]
+//! struct Stamp {
+//!     annotation: String,
+//! }
 //!
 //! impl Filter for Stamp {
+//!     type Config = Self;
 //!     fn manifest() -> Manifest {
 //!         Manifest::new("stamp", "0.1.0")
 //!             .matches("", &["pods"], &[Verb::List, Verb::Watch])
 //!             .components(&["kubelet"])
 //!     }
-//!     fn configure(_config: serde_json::Value) -> Result<Self, String> {
-//!         Ok(Stamp)
-//!     }
 //!     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision {
-//!         object.set_annotation("example.com/node", &ctx.node_name);
-//!         Decision::Changed
+//!         object.set_annotation(&self.annotation, &ctx.node_name);
+//!         Decision::Keep
 //!     }
 //! }
 //!
@@ -28,15 +30,24 @@
 //! host, so filter logic is tested with plain `cargo test`.
 //!
 //! # Layout
-//! - [`filter`]: the [`Filter`] trait a filter implements.
-//! - [`types`]: the request context, the manifest and the decisions, as plain Rust types.
-//! - [`object`]: [`Object`], a Kubernetes object parsed once, with typed accessors.
+//! - [`filter`]: the [`Filter`] trait a filter implements, and [`IntoFilter`], how its typed
+//!   config builds it.
+//! - [`types`]: the request context, the manifest, the decisions and the [`Resource`] a
+//!   lookup names, as plain Rust types.
+//! - [`object`]: [`Object`], a Kubernetes object parsed once, with typed accessors; it knows
+//!   whether it was edited.
 //! - [`host`]: what the gateway grants a filter: lookups, logging, counters.
 //! - [`kube`]: Kubernetes and OpenYurt knowledge filters share: annotations, the hub
 //!   address, endpoints by node, a Service's and a node pool's lookups.
 //! - [`selector`]: Kubernetes label selectors, parsed and matched (the gateway uses it too).
-//! - [`testing`]: the native test harness (not in wasm builds).
+//! - [`testing`]: the native test harness, its fake host and the [`testing::Output`] a test
+//!   reads (not in wasm builds).
+//! - `adapter`: runs a [`Filter`] behind the exports: config, parsing, decisions to outputs.
+//! - `guest`: the wasm side: the generated bindings, the imports [`host`] calls, the exports.
 //! - `export_filter!`: exports a [`Filter`] as the component's implementation.
+//!
+//! What the gateway reads of objects itself (a few fields of bytes, what a replacement kept)
+//! is in `edgegate-json-scan`, not here.
 
 // The guest bindings name this crate by its public path, so that the `export_filter!` macro
 // expanded in a filter crate and the bindings inside this crate resolve the same items.
@@ -55,10 +66,10 @@ pub mod selector;
 pub mod testing;
 pub mod types;
 
-pub use filter::Filter;
-pub use object::{KeptFields, Object, ObjectError};
+pub use filter::{Filter, IntoFilter};
+pub use object::{Object, ObjectError};
 pub use selector::{LabelSelector, SelectorError};
-pub use types::{Context, Decision, Level, Manifest, Output, ResourceMatch, Verb};
+pub use types::{Context, Decision, Level, Manifest, Resource, ResourceMatch, Verb};
 
 /// Re-exported for filters: configs and objects are `serde_json` values.
 pub use serde_json;

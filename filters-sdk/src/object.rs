@@ -22,6 +22,7 @@
 
 mod fields;
 mod item;
+mod key;
 mod node;
 mod path;
 mod split;
@@ -29,16 +30,18 @@ mod value;
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
-use std::ops::Range;
 
-use serde_json::{Map, Value};
+use edgegate_json_scan::{Peek, first_at};
+use serde_json::Value;
 use thiserror::Error;
 
 use fields::Fields;
 pub use item::Item;
 pub(crate) use path::Keys;
-use split::Peek;
-use value::{collect_strings, remove_value, set_value, walk, walk_mut};
+use value::{
+    as_object, collect_strings, into_string, object_entry, parse_whole, plain_string, remove_value,
+    set_value, walk, walk_mut,
+};
 
 /// Why bytes are not an object.
 #[derive(Debug, Error)]
@@ -61,25 +64,15 @@ pub struct Object {
     fields: OnceCell<Fields>,
     /// The whole value, built when a filter asks for it; it then answers for everything.
     value: OnceCell<Value>,
+    /// Whether the value was handed out to change (edits through the fields are marked in
+    /// them).
+    value_edited: bool,
 }
 
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
         self.value() == other.value()
     }
-}
-
-/// The top-level fields a filter's replacement keeps from its original, as
-/// [`Object::kept_fields`] finds them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeptFields {
-    /// Where the kept fields' keys (JSON text, quotes included) lie in the replacement.
-    pub keys: Vec<Range<usize>>,
-    /// Where the replacement goes on: just after the last kept field's value, or after its
-    /// opening brace when none is kept.
-    pub rest: usize,
-    /// How many bytes the replacement begins with as the original does.
-    pub same: usize,
 }
 
 impl Object {
@@ -97,46 +90,11 @@ impl Object {
                 raw: bytes,
                 fields: OnceCell::new(),
                 value: OnceCell::new(),
+                value_edited: false,
             });
         }
         // Not an object (or not JSON): the whole parse says which.
         Object::from_value(serde_json::from_slice(&bytes)?)
-    }
-
-    /// Where the value of top-level field `key` lies in an object's JSON bytes, found by
-    /// skipping the fields before it without reading or checking them: for a host that
-    /// needs one field of bytes it has checked already. `None` when there is no such field
-    /// or the bytes are not an object.
-    pub fn field_range(bytes: &[u8], key: &str) -> Option<Range<usize>> {
-        split::field_range(bytes, key)
-    }
-
-    /// Where the values of the fields `keys` of the object at `path` (`["metadata"]`) lie
-    /// in an object's JSON bytes, found by reading each object on the way only as far as the
-    /// path's key, then the object at its end as far as the last of `keys`, skipping values
-    /// without reading or checking them: for a host that needs a few fields of bytes it has
-    /// checked already. A key the object lacks is `None`, and all are when nothing is at
-    /// `path`; `None` when the bytes do not read as objects up to there, or give one of
-    /// `keys` twice before the last of them.
-    pub fn field_ranges<const N: usize>(
-        bytes: &[u8],
-        path: &[&str],
-        keys: [&str; N],
-    ) -> Option<[Option<Range<usize>>; N]> {
-        split::field_ranges(bytes, path, keys)
-    }
-
-    /// The top-level fields a filter's replacement keeps from `original` in place: those
-    /// that, with the byte after them, lie before the first byte where the two differ, so
-    /// the original's scan reads them as the replacement's would. Found by a scan that finds
-    /// where values end without checking them, and that stops at the first byte that
-    /// differs: for a host that checks only what a filter changed, reading the rest of the
-    /// replacement from [`KeptFields::rest`]. `None` when `replacement` does not begin as an
-    /// object.
-    pub fn kept_fields(original: &[u8], replacement: &[u8]) -> Option<KeptFields> {
-        let same = common_start(original, replacement);
-        let (keys, rest) = split::kept_entries(replacement, same)?;
-        Some(KeptFields { keys, rest, same })
     }
 
     /// Wraps a JSON value, which must be an object.
@@ -148,6 +106,7 @@ impl Object {
             raw: Vec::new(),
             fields: OnceCell::new(),
             value: OnceCell::from(value),
+            value_edited: false,
         })
     }
 
@@ -171,6 +130,7 @@ impl Object {
         }
         // The value answers from now on: the fields would only go stale.
         self.fields = OnceCell::new();
+        self.value_edited = true;
         match self.value.get_mut() {
             Some(value) => value,
             None => unreachable!("the value was just built"),
@@ -187,6 +147,24 @@ impl Object {
             (None, Some(fields)) => fields.into_value(&raw),
             (None, None) => parse_whole(&raw),
         }
+    }
+
+    /// Whether the object may differ from what it was made from: a setter, a removal or a
+    /// retain changed it, or a `…_mut` accessor handed out a part of it to change (counted
+    /// as an edit even when nothing was written through it). A setter that finds the value
+    /// already there ([`Object::update`]) and a removal that finds nothing edit nothing.
+    pub fn is_edited(&self) -> bool {
+        self.value_edited || self.fields.get().is_some_and(Fields::is_edited)
+    }
+
+    /// The object encoded as JSON if it was edited and no longer encodes to the bytes it was
+    /// read from: what a filter's `Keep` forwards.
+    pub(crate) fn edits(&self) -> Option<Vec<u8>> {
+        if !self.is_edited() {
+            return None;
+        }
+        let bytes = self.to_vec();
+        (bytes != self.raw).then_some(bytes)
     }
 
     /// The object encoded as JSON: its original bytes if nothing was changed, with only the
@@ -338,9 +316,9 @@ impl Object {
         self.set_at(&Keys::of(None, path), value)
     }
 
-    /// Sets any field by path, as [`Object::set`] does, unless it already holds `value`.
-    /// Returns whether the object changed, so a filter can answer [`crate::Decision::Keep`]
-    /// (and spare the re-encoding) when it did not.
+    /// Sets any field by path, as [`Object::set`] does, unless it already holds `value`, in
+    /// which case the object is not edited (and, kept, goes on as its original bytes).
+    /// Returns whether the object changed.
     pub fn update(&mut self, path: &str, value: Value) -> bool {
         self.update_keys(&Keys::of(None, path), value)
     }
@@ -402,12 +380,12 @@ impl Object {
     }
 
     /// The string at `keys` from the root. While nothing is split or parsed it is read
-    /// straight from the bytes ([`split::first_at`]), when it is there a plain string (no
+    /// straight from the bytes ([`first_at`]), when it is there a plain string (no
     /// escapes): the first of a key given twice, where a split answers with the last, as
     /// it does for `metadata` itself. Otherwise the fields are split and it is looked up.
     fn string_at(&self, keys: &[&str]) -> Option<&str> {
         if self.fields.get().is_none() && self.value.get().is_none() {
-            match split::first_at(&self.raw, keys) {
+            match first_at(&self.raw, keys) {
                 Peek::Missing => return None,
                 Peek::Found(raw) => {
                     if let Some(text) = plain_string(&self.raw[raw]) {
@@ -480,66 +458,6 @@ impl Object {
             Some(fields) => fields,
             None => panic!("the object's fields do not split: it is not one JSON object"),
         })
-    }
-}
-
-/// `value` as an object, made an empty one if it held something else.
-fn as_object(value: &mut Value) -> &mut Map<String, Value> {
-    if !value.is_object() {
-        *value = Value::Object(Map::new());
-    }
-    match value {
-        Value::Object(map) => map,
-        _ => unreachable!("the value was just made an object"),
-    }
-}
-
-/// The object under `key`, made (or made anew, if it held something else) as needed.
-fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    as_object(map.entry(key).or_insert_with(|| Value::Object(Map::new())))
-}
-
-/// How many bytes `a` and `b` start with in common; 16 at a time while they agree.
-fn common_start(a: &[u8], b: &[u8]) -> usize {
-    let (a_blocks, _) = a.as_chunks::<16>();
-    let (b_blocks, _) = b.as_chunks::<16>();
-    let blocks = a_blocks
-        .iter()
-        .zip(b_blocks)
-        .take_while(|(a, b)| a == b)
-        .count();
-    let from = blocks * 16;
-    from + a[from..]
-        .iter()
-        .zip(&b[from..])
-        .take_while(|(a, b)| a == b)
-        .count()
-}
-
-/// The whole value of bytes that begin as a JSON object; bytes that do not parse whole make
-/// this panic, trapping a filter's call.
-fn parse_whole(raw: &[u8]) -> Value {
-    match serde_json::from_slice(raw) {
-        Ok(value) => value,
-        Err(error) => panic!("the object does not parse whole: {error}"),
-    }
-}
-
-/// The text of the JSON string `raw` (quotes included) when it needs no unescaping and is
-/// valid as it stands: no backslash, no control character, UTF-8.
-fn plain_string(raw: &[u8]) -> Option<&str> {
-    let text = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-    if text.iter().any(|&byte| byte == b'\\' || byte < 0x20) {
-        return None;
-    }
-    std::str::from_utf8(text).ok()
-}
-
-/// The text of a string value.
-fn into_string(value: Value) -> Option<String> {
-    match value {
-        Value::String(text) => Some(text),
-        _ => None,
     }
 }
 

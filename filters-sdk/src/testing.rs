@@ -17,43 +17,13 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+pub(crate) mod fake;
+
+pub use crate::adapter::Output;
 use crate::adapter::Slot;
 use crate::filter::Filter;
-use crate::selector::LabelSelector;
-use crate::types::{Context, Level, Manifest, Output};
-
-/// Objects the fake host knows, and what the filter logged and counted.
-struct FakeHost {
-    /// `(group, version, resource)` → objects.
-    objects: BTreeMap<(String, String, String), Vec<Known>>,
-    logs: Vec<(Level, String)>,
-    /// Lines below this level are neither enabled nor recorded.
-    log_level: Level,
-    counters: BTreeMap<String, u64>,
-}
-
-impl Default for FakeHost {
-    fn default() -> Self {
-        FakeHost {
-            objects: BTreeMap::new(),
-            logs: Vec::new(),
-            log_level: Level::Trace,
-            counters: BTreeMap::new(),
-        }
-    }
-}
-
-/// An object the fake host knows, encoded once when it is added, as the gateway's informers
-/// encode each object version once.
-struct Known {
-    value: Value,
-    json: Vec<u8>,
-}
-
-thread_local! {
-    /// The fake host of the harness running on this thread; each test runs on its own thread.
-    static HOST: RefCell<Option<Rc<RefCell<FakeHost>>>> = const { RefCell::new(None) };
-}
+use crate::types::{Context, Level, Manifest};
+use fake::{FakeHost, HOST, Known};
 
 /// The fake host alone, serving [`crate::host`] on this thread: for testing code that makes
 /// lookups outside a filter (a [`Harness`] has one of its own).
@@ -196,97 +166,17 @@ pub fn list_item(list: &str, namespace: &str, name: &str) -> Value {
     }
 }
 
-/// The host functions of [`crate::host`] in native builds: served by this thread's harness.
-pub(crate) mod fake {
-    use super::*;
-
-    fn with_host<T>(default: T, run: impl FnOnce(&mut FakeHost) -> T) -> T {
-        HOST.with(|current| match current.borrow().as_ref() {
-            Some(host) => run(&mut host.borrow_mut()),
-            None => default,
-        })
-    }
-
-    fn in_scope(object: &Value, namespace: Option<&str>) -> bool {
-        namespace.is_none_or(|ns| {
-            object
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                == Some(ns)
-        })
-    }
-
-    pub(crate) fn get(
-        group: &str,
-        version: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<Vec<u8>> {
-        with_host(None, |host| {
-            let key = (group.to_owned(), version.to_owned(), resource.to_owned());
-            host.objects.get(&key)?.iter().find_map(|known| {
-                let object = &known.value;
-                let named = object.pointer("/metadata/name").and_then(Value::as_str) == Some(name);
-                let scoped = match namespace {
-                    Some(_) => in_scope(object, namespace),
-                    None => object.pointer("/metadata/namespace").is_none(),
-                };
-                (named && scoped).then(|| known.json.clone())
-            })
-        })
-    }
-
-    pub(crate) fn list(
-        group: &str,
-        version: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        selector: &str,
-    ) -> Vec<Vec<u8>> {
-        // A bad selector traps in the gateway; here it fails the test the same way.
-        let selector = match LabelSelector::parse(selector) {
-            Ok(selector) => selector,
-            Err(error) => panic!("bad label selector {selector:?}: {error}"),
-        };
-        with_host(Vec::new(), |host| {
-            let key = (group.to_owned(), version.to_owned(), resource.to_owned());
-            host.objects
-                .get(&key)
-                .into_iter()
-                .flatten()
-                .filter(|known| {
-                    in_scope(&known.value, namespace) && selector.matches_object(&known.value)
-                })
-                .map(|known| known.json.clone())
-                .collect()
-        })
-    }
-
-    pub(crate) fn log(level: Level, message: &str) {
-        with_host((), |host| {
-            if level >= host.log_level {
-                host.logs.push((level, message.to_owned()));
-            }
-        });
-    }
-
-    pub(crate) fn log_enabled(level: Level) -> bool {
-        with_host(false, |host| level >= host.log_level)
-    }
-
-    pub(crate) fn count(name: &str, delta: u64) {
-        with_host((), |host| {
-            *host.counters.entry(name.to_owned()).or_default() += delta;
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::filter::IntoFilter;
+    use crate::kube::pool::NODES;
+    use crate::kube::service::SERVICES;
+    use crate::types::Resource;
+
+    const PODS: Resource<'static> = Resource::new("", "v1", "pods");
     use crate::host;
     use crate::object::Object;
     use crate::types::{Decision, Verb};
@@ -295,24 +185,29 @@ mod tests {
     /// and has pods labelled for it; logs and counts what it drops.
     struct Lookups;
 
-    impl Filter for Lookups {
-        fn manifest() -> Manifest {
-            Manifest::new("lookups", "0.0.1").matches("", &["pods"], &[Verb::List])
-        }
-        fn configure(config: Value) -> Result<Self, String> {
-            match config.get("fail") {
+    impl IntoFilter<Lookups> for Value {
+        fn into_filter(self) -> Result<Lookups, String> {
+            match self.get("fail") {
                 Some(_) => Err("asked to fail".into()),
                 None => Ok(Lookups),
             }
         }
+    }
+
+    impl Filter for Lookups {
+        type Config = Value;
+
+        fn manifest() -> Manifest {
+            Manifest::new("lookups", "0.0.1").matches("", &["pods"], &[Verb::List])
+        }
         fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
             let app = object.label("app").unwrap_or_default().to_owned();
             let ns = object.namespace().map(str::to_owned);
-            let service = host::get("", "v1", "services", ns.as_deref(), &app);
-            let peers = host::list("", "v1", "pods", ns.as_deref(), &format!("app={app}"));
+            let service = host::get(SERVICES, ns.as_deref(), &app);
+            let peers = host::list(PODS, ns.as_deref(), &format!("app={app}"));
             if service.is_some() && !peers.is_empty() {
                 object.set_annotation("peers", &peers.len().to_string());
-                return Decision::Changed;
+                return Decision::Keep;
             }
             host::log(Level::Info, &format!("dropping {app}"));
             host::count("dropped", 1);
@@ -353,10 +248,10 @@ mod tests {
         let fake = Host::install();
         fake.add_object("", "v1", "nodes", json!({"metadata": {"name": "n1"}}));
         assert_eq!(
-            host::get("", "v1", "nodes", None, "n1").and_then(|n| n.name().map(str::to_owned)),
+            host::get(NODES, None, "n1").and_then(|n| n.name().map(str::to_owned)),
             Some("n1".to_owned())
         );
-        assert!(host::get("", "v1", "nodes", Some("default"), "n1").is_none());
+        assert!(host::get(NODES, Some("default"), "n1").is_none());
         host::count("looked-up", 2);
         assert_eq!(fake.counters().get("looked-up"), Some(&2));
     }
@@ -391,10 +286,70 @@ mod tests {
         assert!(std::panic::catch_unwind(|| list_items(r#"{"kind": "Pod"}"#)).is_err());
     }
 
+    /// Sets the annotation its config names (when the object lacks it), touches `spec`
+    /// without changing it, and keeps every object.
+    #[derive(serde::Deserialize)]
+    struct KeepAfterEdit;
+
+    impl Filter for KeepAfterEdit {
+        type Config = Self;
+
+        fn manifest() -> Manifest {
+            Manifest::new("keep-after-edit", "0.0.1").matches("", &["pods"], &[Verb::List])
+        }
+        fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
+            let _untouched = object.get_mut("spec.nodeName");
+            if object.label("edit").is_some() {
+                object.set_annotation("edited", "yes");
+            }
+            Decision::Keep
+        }
+    }
+
+    #[test]
+    fn keep_after_an_edit_forwards_the_edit_and_keep_without_one_the_original() {
+        let harness = Harness::<KeepAfterEdit>::configure(json!({})).unwrap();
+        let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");
+        let pod = |labels: Value| {
+            json!({"metadata": {"name": "p", "labels": labels},
+                                         "spec": {"nodeName": "n1"}})
+        };
+        let edited = harness.filter(&ctx, &pod(json!({"edit": "1"})));
+        assert_eq!(
+            edited.json().unwrap()["metadata"]["annotations"]["edited"],
+            "yes"
+        );
+        assert_eq!(harness.filter(&ctx, &pod(json!({}))), Output::Keep);
+    }
+
+    /// A filter that is its own config, with a field.
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        #[allow(dead_code)]
+        count: u32,
+    }
+
+    impl Filter for Typed {
+        type Config = Self;
+
+        fn manifest() -> Manifest {
+            Manifest::new("typed", "0.0.1")
+        }
+        fn filter(&self, _ctx: &Context, _object: &mut Object) -> Decision {
+            Decision::Keep
+        }
+    }
+
     #[test]
     fn configure_errors_reach_the_test() {
         let error = Harness::<Lookups>::configure(json!({"fail": true})).err();
         assert_eq!(error.as_deref(), Some("asked to fail"));
+        // A unit struct takes no config: the schema, not the type, refuses keys.
+        assert!(Harness::<KeepAfterEdit>::configure(json!({})).is_ok());
+        assert!(Harness::<KeepAfterEdit>::configure(json!({"key": 1})).is_ok());
+        let error = Harness::<Typed>::configure(json!({"count": "one"})).err();
+        assert!(error.is_some_and(|error| error.starts_with("bad config")));
+        assert!(Harness::<Typed>::configure(json!({"count": 1})).is_ok());
     }
 
     #[test]

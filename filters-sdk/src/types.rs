@@ -59,6 +59,29 @@ impl Verb {
     }
 }
 
+/// A Kubernetes resource by API group (empty for the core group), version and plural,
+/// lowercase name: what a lookup ([`crate::host::get`], [`crate::host::list`]) names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Resource<'a> {
+    /// API group; empty for the core group.
+    pub group: &'a str,
+    /// API version.
+    pub version: &'a str,
+    /// Resource, plural and lowercase.
+    pub resource: &'a str,
+}
+
+impl<'a> Resource<'a> {
+    /// The resource `resource` of `group`/`version` (`Resource::new("", "v1", "services")`).
+    pub const fn new(group: &'a str, version: &'a str, resource: &'a str) -> Resource<'a> {
+        Resource {
+            group,
+            version,
+            resource,
+        }
+    }
+}
+
 /// The request an object belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Context {
@@ -194,37 +217,16 @@ impl Manifest {
 /// What a filter decides about one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// Pass the object on unchanged: its original bytes are forwarded, nothing is re-encoded
-    /// (even if the [`crate::Object`] was touched).
+    /// Pass the object on as the filter left it: its original bytes when it was not edited
+    /// (nothing is re-encoded), else with its edits (encoded once; see
+    /// [`crate::object::Object::is_edited`]). An edit is never lost, whatever the filter returns
+    /// but [`Decision::Drop`] or [`Decision::Replace`].
     Keep,
     /// Leave the object out.
     Drop,
-    /// Pass on the [`crate::Object`] as the filter changed it (it is encoded once).
-    Changed,
     /// Pass on these JSON bytes instead: a JSON object with the `metadata.name`, `namespace`
     /// and `resourceVersion` of the object it replaces, or the gateway refuses it.
     Replace(Vec<u8>),
-}
-
-/// A decision as the gateway receives it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// The original bytes are forwarded.
-    Keep,
-    /// The object is left out.
-    Drop,
-    /// These bytes are forwarded instead.
-    Replace(Vec<u8>),
-}
-
-impl Output {
-    /// The replacement parsed as JSON, if this is a replacement of valid JSON.
-    pub fn json(&self) -> Option<serde_json::Value> {
-        match self {
-            Output::Replace(bytes) => serde_json::from_slice(bytes).ok(),
-            Output::Keep | Output::Drop => None,
-        }
-    }
 }
 
 /// Severity of a log line.

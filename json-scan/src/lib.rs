@@ -14,8 +14,12 @@
 mod block;
 mod brackets;
 mod check;
+mod cursor;
+mod fields;
 mod string;
 
 pub use brackets::Brackets;
 pub use check::{Check, Paused, checked_value_end};
+pub use cursor::{Cursor, Key};
+pub use fields::{KeptFields, Peek, field_range, field_ranges, first_at, kept_fields};
 pub use string::string_end;

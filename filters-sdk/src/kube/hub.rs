@@ -43,8 +43,10 @@ pub enum HubConfigError {
     Port,
 }
 
-/// The gateway's address as node clients should use it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The gateway's address as node clients should use it; as a filter's config, it reads
+/// from a config of the shape [`HubAddress::schema`] describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "Config")]
 pub struct HubAddress {
     /// The IP clients connect to.
     pub ip: IpAddr,
@@ -79,6 +81,24 @@ fn default_port() -> u16 {
     DEFAULT_PORT
 }
 
+impl TryFrom<Config> for HubAddress {
+    type Error = HubConfigError;
+
+    fn try_from(config: Config) -> Result<HubAddress, HubConfigError> {
+        let ip = config
+            .host
+            .parse()
+            .map_err(|_| HubConfigError::Host(config.host.clone()))?;
+        if config.port == 0 {
+            return Err(HubConfigError::Port);
+        }
+        Ok(HubAddress {
+            ip,
+            port: config.port,
+        })
+    }
+}
+
 impl HubAddress {
     /// The JSON Schema of the config: `{"host": "<IP>", "port": <1..65535>}`, both optional.
     pub fn schema() -> Value {
@@ -97,18 +117,7 @@ impl HubAddress {
 
     /// Reads a config of the shape [`HubAddress::schema`] describes.
     pub fn from_config(config: &Value) -> Result<HubAddress, HubConfigError> {
-        let config = Config::deserialize(config)?;
-        let ip = config
-            .host
-            .parse()
-            .map_err(|_| HubConfigError::Host(config.host.clone()))?;
-        if config.port == 0 {
-            return Err(HubConfigError::Port);
-        }
-        Ok(HubAddress {
-            ip,
-            port: config.port,
-        })
+        HubAddress::try_from(Config::deserialize(config)?)
     }
 
     /// The IP as text, as it goes into objects.

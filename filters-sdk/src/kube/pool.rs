@@ -6,20 +6,21 @@ use serde_json::Value;
 
 use super::annotations::is_label_value;
 use crate::host;
+use crate::types::Resource;
 
 /// The label OpenYurt puts on a node to place it in a pool.
 pub const NODE_POOL_LABEL: &str = "apps.openyurt.io/nodepool";
 
-/// The API group of NodePools.
-const NODE_POOL_GROUP: &str = "apps.openyurt.io";
+/// NodePools, in the version looked up.
+pub const NODE_POOLS: Resource<'static> = Resource::new("apps.openyurt.io", "v1beta1", "nodepools");
 
-/// The version of NodePools looked up.
-const NODE_POOL_VERSION: &str = "v1beta1";
+/// Nodes.
+pub const NODES: Resource<'static> = Resource::new("", "v1", "nodes");
 
 /// The nodes of `pool`: the `.status.nodes` of the NodePool `pool`
-/// (`get("apps.openyurt.io", "v1beta1", "nodepools", None, pool)`), or, when that finds none,
+/// (`get(NODE_POOLS, None, pool)`), or, when that finds none,
 /// the nodes labelled `apps.openyurt.io/nodepool=<pool>`
-/// (`list("", "v1", "nodes", None, "apps.openyurt.io/nodepool=<pool>")`). `None` when neither
+/// (`list(NODES, None, "apps.openyurt.io/nodepool=<pool>")`). `None` when neither
 /// knows a member: the gateway has not seen the pool, which is not the same as an empty one.
 pub fn members(pool: &str) -> Option<BTreeSet<String>> {
     let from_pool = nodepool_members(pool);
@@ -32,7 +33,7 @@ pub fn members(pool: &str) -> Option<BTreeSet<String>> {
         return None;
     }
     let selector = format!("{NODE_POOL_LABEL}={pool}");
-    let labelled: BTreeSet<String> = host::list("", "v1", "nodes", None, &selector)
+    let labelled: BTreeSet<String> = host::list(NODES, None, &selector)
         .iter()
         .filter_map(|node| node.name().map(str::to_owned))
         .collect();
@@ -40,7 +41,7 @@ pub fn members(pool: &str) -> Option<BTreeSet<String>> {
 }
 
 fn nodepool_members(pool: &str) -> BTreeSet<String> {
-    host::get(NODE_POOL_GROUP, NODE_POOL_VERSION, "nodepools", None, pool)
+    host::get(NODE_POOLS, None, pool)
         .and_then(|nodepool| nodepool.status("nodes").cloned())
         .and_then(|nodes| match nodes {
             Value::Array(nodes) => Some(nodes),
@@ -83,9 +84,9 @@ mod tests {
     fn the_nodepool_status_lists_the_members() {
         let host = Host::install();
         host.add_object(
-            NODE_POOL_GROUP,
-            NODE_POOL_VERSION,
-            "nodepools",
+            NODE_POOLS.group,
+            NODE_POOLS.version,
+            NODE_POOLS.resource,
             nodepool("hangzhou", json!(["n1", "n2"])),
         );
         host.add_object("", "v1", "nodes", node("n3", Some("hangzhou")));
@@ -96,9 +97,9 @@ mod tests {
     fn labelled_nodes_stand_in_for_a_missing_or_empty_nodepool() {
         let host = Host::install();
         host.add_object(
-            NODE_POOL_GROUP,
-            NODE_POOL_VERSION,
-            "nodepools",
+            NODE_POOLS.group,
+            NODE_POOLS.version,
+            NODE_POOLS.resource,
             nodepool("shanghai", json!([])),
         );
         for (name, pool) in [

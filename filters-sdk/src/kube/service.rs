@@ -4,6 +4,10 @@
 use super::endpoints::EndpointsKind;
 use crate::host;
 use crate::object::Object;
+use crate::types::Resource;
+
+/// Services.
+pub const SERVICES: Resource<'static> = Resource::new("", "v1", "services");
 
 /// The label by which an EndpointSlice names its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -19,11 +23,11 @@ pub fn service_name(kind: EndpointsKind, object: &Object) -> Option<&str> {
 }
 
 /// The Service an endpoint object belongs to, from the gateway's view of the cluster
-/// (`get("", "v1", "services", namespace, name)`); `None` if unnamed or unknown.
+/// (`get(SERVICES, namespace, name)`); `None` if unnamed or unknown.
 pub fn service_of(kind: EndpointsKind, object: &Object) -> Option<Object> {
     let namespace = object.namespace()?;
     let name = service_name(kind, object)?;
-    host::get("", "v1", "services", Some(namespace), name)
+    host::get(SERVICES, Some(namespace), name)
 }
 
 /// A Service's `spec.type`.

@@ -9,11 +9,8 @@ use std::ops::{ControlFlow, Range};
 
 use serde_json::Value;
 
-use super::node::Key;
+use super::key::FieldRange;
 use super::split;
-
-/// A top-level field of an item: its key and the range of its value in the item's bytes.
-pub(super) type FieldRange = (Key, Range<usize>);
 
 /// Hands `read` the items of the array `text`, each with its fields, all found in one scan
 /// before the first is handed; `None` when `text` is not an array.

@@ -12,41 +12,15 @@ use std::ops::Range;
 use serde_json::{Map, Value};
 
 use super::item::{Item, position_in_text, position_in_value};
+use super::key::{Build, Key};
 use super::split;
 use super::value::{
-    can_set_value, collect_strings, encode, remove_value, removes_from_value, set_value, walk,
-    walk_mut,
+    can_set_value, collect_strings, encode, parse, remove_value, removes_from_value, set_value,
+    walk, walk_mut,
 };
 
 /// One entry of an object: its key and its value.
 pub(super) type Entry = (Key, Node);
-
-/// An entry's key: its range of the bytes when it holds no escape, else its unescaped text.
-#[derive(Clone, Debug)]
-pub(super) enum Key {
-    /// The key's text lies here in the object's bytes (quotes excluded).
-    Raw(Range<usize>),
-    /// The key, unescaped.
-    Owned(String),
-}
-
-impl Key {
-    /// Whether this is `key`.
-    pub(super) fn is(&self, bytes: &[u8], key: &str) -> bool {
-        match self {
-            Key::Raw(raw) => bytes.get(raw.clone()) == Some(key.as_bytes()),
-            Key::Owned(owned) => owned == key,
-        }
-    }
-
-    /// The key's text; `None` when the bytes are not UTF-8.
-    pub(super) fn text<'a>(&'a self, bytes: &'a [u8]) -> Option<&'a str> {
-        match self {
-            Key::Raw(raw) => std::str::from_utf8(bytes.get(raw.clone())?).ok(),
-            Key::Owned(owned) => Some(owned),
-        }
-    }
-}
 
 /// One value of the original bytes: its range, its parts once split, its value once parsed.
 #[derive(Clone, Debug)]
@@ -59,6 +33,16 @@ pub(super) struct Node {
     /// Whether an edit reached this value or one below it, so that `raw` no longer holds it:
     /// it is written from its value if it has one, else from its parts.
     edited: bool,
+}
+
+impl Build for Node {
+    fn value(raw: Range<usize>) -> Node {
+        Node::new(raw)
+    }
+
+    fn object(raw: Range<usize>, entries: Vec<Entry>) -> Node {
+        Node::split(raw, entries)
+    }
 }
 
 /// What a value splits into.
@@ -446,7 +430,7 @@ fn build(raw: &Range<usize>, parts: Option<&Parts>, edited: bool, bytes: &[u8]) 
         Some(Parts::Items(items)) if edited => {
             Value::Array(items.iter().map(|node| node.to_value(bytes)).collect())
         }
-        _ => split::parse(&bytes[raw.clone()]),
+        _ => parse(&bytes[raw.clone()]),
     }
 }
 
@@ -485,54 +469,4 @@ fn write_items(out: &mut Vec<u8>, bytes: &[u8], items: &[Node]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    const BYTES: &[u8] =
-        br#"{"labels": {"a": "1", "n": 2, "a": "3"}, "ports": [{"port": 443}], "big": "x\"y"}"#;
-
-    fn root() -> Node {
-        Node::new(0..BYTES.len())
-    }
-
-    #[test]
-    fn a_lookup_parses_only_the_leaf_it_reaches() {
-        let node = root();
-        assert_eq!(node.lookup(BYTES, &["labels", "a"]), Some(&json!("3")));
-        assert_eq!(
-            node.lookup(BYTES, &["ports", "0", "port"]),
-            Some(&json!(443))
-        );
-        assert_eq!(node.lookup(BYTES, &["labels", "a", "x"]), None);
-        assert_eq!(node.lookup(BYTES, &["nothing"]), None);
-        assert!(node.parsed().is_none());
-        for (keys, parsed) in [
-            (&["big"][..], false),
-            (&["labels"], false),
-            (&["labels", "a"], true),
-            (&["ports"], false),
-            (&["ports", "0"], false),
-            (&["ports", "0", "port"], true),
-        ] {
-            assert_eq!(node.is_parsed_at(BYTES, keys), parsed, "{keys:?}");
-        }
-        assert_eq!(node.lookup(BYTES, &["ports", "1"]), None);
-    }
-
-    #[test]
-    fn string_maps_skip_other_values_and_keep_the_last_duplicate() {
-        let node = root();
-        let labels = BTreeMap::from([("a", "3")]);
-        assert_eq!(node.strings_at(BYTES, &["labels"]), labels);
-        assert_eq!(node.strings_at(BYTES, &["ports"]), BTreeMap::new());
-        assert_eq!(node.strings_at(BYTES, &["missing"]), BTreeMap::new());
-        node.value(BYTES);
-        assert_eq!(
-            node.strings_at(BYTES, &["labels"]),
-            labels,
-            "the value agrees"
-        );
-    }
-}
+mod tests;

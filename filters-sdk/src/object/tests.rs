@@ -4,6 +4,8 @@ use serde_json::json;
 
 use super::*;
 
+mod edits;
+
 fn service() -> Object {
     Object::from_value(json!({
         "apiVersion": "v1",
@@ -54,6 +56,47 @@ fn paths_reach_into_objects_and_arrays() {
     assert_eq!(object.spec("ports.0.name"), Some(&json!("h")));
     assert!(!object.set_spec("ports.5.name", json!("h")));
     assert!(!object.set_spec("clusterIP.inner", json!(1)));
+}
+
+#[test]
+fn an_object_knows_whether_it_was_edited() {
+    fn ignore<T>(_: T) {}
+    let bytes = br#"{"metadata":{"name":"a","labels":{"x":"1"}},"spec":{"type":"ClusterIP"}}"#;
+    let read = |edit: &dyn Fn(&mut Object)| {
+        let mut object = Object::from_slice(bytes).unwrap();
+        edit(&mut object);
+        (object.is_edited(), object.edits())
+    };
+    // What reads, or finds the value already there, or removes nothing, edits nothing.
+    for unedited in [
+        read(&|o| ignore(o.spec("type").cloned())),
+        read(&|o| ignore(o.update("spec.type", json!("ClusterIP")))),
+        read(&|o| ignore(o.remove_label("missing"))),
+        read(&|o| ignore(o.set("spec.type.inner", json!(1)))),
+        read(&|o| ignore(o.value().clone())),
+    ] {
+        assert_eq!(unedited, (false, None));
+    }
+    let (edited, edits) = read(&|o| o.set_label("x", "2"));
+    assert!(edited);
+    assert_eq!(
+        edits.unwrap(),
+        br#"{"metadata":{"name":"a","labels":{"x":"2"}},"spec":{"type":"ClusterIP"}}"#
+    );
+    // A part handed out to change counts as an edit; unchanged, it still encodes as it came.
+    assert_eq!(read(&|o| ignore(o.get_mut("spec.type"))), (true, None));
+    // The whole value is encoded whole (its keys sorted): the same object, other bytes.
+    let (edited, edits) = read(&|o| ignore(o.value_mut()));
+    let whole: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    assert!(edited);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&edits.unwrap()).unwrap(),
+        whole
+    );
+    assert_eq!(
+        read(&|o| ignore(o.retain_items("spec", |_| true))),
+        (false, None)
+    );
 }
 
 #[test]
@@ -307,149 +350,6 @@ fn a_path_edit_re_encodes_only_the_value_it_sets() {
 }
 
 #[test]
-fn a_set_that_fails_changes_nothing() {
-    let text = r#"{"kind": "Service", "metadata": {"name": "web"}, "spec": {"type": "ClusterIP", "ports": [ {"port": 443} ], "z": 1, "a": 2}}"#;
-    let paths = [
-        "kind.x",
-        "spec.type.x",
-        "spec.ports.1.port",
-        "spec.ports.x",
-        "spec.ports.0.port.x",
-        "spec.type.x.y",
-    ];
-    // On the bytes, once `spec` was parsed, and once the whole object was (then written whole).
-    let reads: [fn(&Object); 3] = [
-        |_| {},
-        |o| assert!(o.get("spec").is_some()),
-        |o| assert!(o.value().is_object()),
-    ];
-    for (read, path) in reads.iter().flat_map(|read| paths.map(|path| (read, path))) {
-        let mut object = Object::from_slice(text.as_bytes()).unwrap();
-        read(&object);
-        let bytes = object.to_vec();
-        assert!(!object.set(path, Value::from(1)), "{path}");
-        assert_eq!(
-            String::from_utf8(object.to_vec()).unwrap(),
-            String::from_utf8(bytes).unwrap(),
-            "{path}"
-        );
-    }
-    let object = Object::from_slice(text.as_bytes()).unwrap();
-    assert_eq!(
-        object.to_vec(),
-        text.as_bytes(),
-        "unread, nothing is re-encoded"
-    );
-}
-
-#[test]
-fn metadata_edits_copy_the_rest_of_metadata_as_it_came() {
-    let bytes = br#"{"kind": "Service", "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}, "annotations": {"applied": "{\"spec\": {}}\n", "z": "1"}, "managedFields": [ {"manager": "kubectl", "time": "2026-01-01T00:00:00Z"} ]}, "spec": {"type": "ClusterIP"}}"#;
-    let mut object = Object::from_slice(bytes).unwrap();
-    assert_eq!(object.remove_label("missing"), None);
-    assert_eq!(object.remove_annotation("missing"), None);
-    assert_eq!(
-        object.to_vec(),
-        bytes,
-        "nothing removed, nothing re-encoded"
-    );
-    object.set_label("tier", "front");
-    object.set_annotation("z", "2");
-    assert_eq!(
-        object.remove_annotation("applied").as_deref(),
-        Some("{\"spec\": {}}\n")
-    );
-    assert!(object.value.get().is_none(), "no whole value was built");
-    assert_eq!(
-        String::from_utf8(object.to_vec()).unwrap(),
-        r#"{"kind":"Service","metadata":{"name":"web","namespace":"default","labels":{"app":"web","tier":"front"},"annotations":{"z":"2"},"managedFields":[ {"manager": "kubectl", "time": "2026-01-01T00:00:00Z"} ]},"spec":{"type": "ClusterIP"}}"#,
-        "metadata keeps its order, managedFields and spec their bytes"
-    );
-    object.set_name("api");
-    assert_eq!(
-        (object.name(), object.label("tier")),
-        (Some("api"), Some("front"))
-    );
-    assert_eq!(object.annotations(), BTreeMap::from([("z", "2")]));
-
-    // Something that is not an object on the way is made one, as on a parsed value.
-    for text in [
-        r#"{"metadata": {"name": "a", "labels": null}}"#,
-        r#"{"metadata": "a"}"#,
-        r#"{"kind": "Pod"}"#,
-    ] {
-        let mut object = Object::from_slice(text.as_bytes()).unwrap();
-        object.set_label("app", "web");
-        assert_eq!(object.label("app"), Some("web"), "{text}");
-        let written = Object::from_slice(&object.to_vec()).unwrap();
-        assert_eq!(written.label("app"), Some("web"), "{text}");
-    }
-}
-
-#[test]
-fn a_removal_takes_every_entry_of_its_key_and_nothing_else() {
-    let text = r#"{"metadata": {"name": "a"}, "spec": {"t\u0079pe": "A", "ports": [{"name": "x", "port": 1}], "type": "B", "z": 1}, "status": {}}"#;
-    let reads: [fn(&Object); 3] = [
-        |_| {},
-        |o| assert!(o.get("spec").is_some()),
-        |o| assert!(o.value().is_object()),
-    ];
-    for read in reads {
-        let mut object = Object::from_slice(text.as_bytes()).unwrap();
-        read(&object);
-        let before = object.to_vec();
-        for path in [
-            "spec.ports.0",
-            "spec.ports.x",
-            "spec.z.x",
-            "spec.missing",
-            "none.x",
-        ] {
-            assert_eq!(object.remove(path), None, "{path}");
-        }
-        assert_eq!(
-            object.to_vec(),
-            before,
-            "nothing removed, nothing re-encoded"
-        );
-        assert_eq!(
-            object.remove("spec.type"),
-            Some(json!("B")),
-            "the last entry's value"
-        );
-        assert_eq!(object.spec("type"), None, "the escaped entry went too");
-        assert_eq!(object.remove("spec.ports.0.name"), Some(json!("x")));
-        assert_eq!(object.remove("status"), Some(json!({})));
-        let written = object.to_vec();
-        let parsed: Value = serde_json::from_slice(&written).unwrap();
-        assert_eq!(
-            parsed,
-            json!({"metadata": {"name": "a"}, "spec": {"ports": [{"port": 1}], "z": 1}})
-        );
-        assert_eq!(&parsed, object.value());
-    }
-}
-
-#[test]
-fn a_nested_edit_writes_escaped_and_repeated_keys_as_a_parse_reads_them() {
-    let bytes =
-        br#"{"metadata": {"name": "a"}, "spec": {"t\u0079pe": "A", "x": {"y": 1}, "type": "B"}}"#;
-    let mut object = Object::from_slice(bytes).unwrap();
-    assert_eq!(
-        object.spec("type"),
-        Some(&Value::from("B")),
-        "the last of the keys"
-    );
-    assert!(object.update("spec.type", Value::from("C")));
-    assert!(object.set("spec.x.z", Value::from(2)));
-    let written = object.to_vec();
-    let parsed: Value = serde_json::from_slice(&written).unwrap();
-    assert_eq!(parsed["spec"], json!({"type": "C", "x": {"y": 1, "z": 2}}));
-    assert_eq!(&parsed, object.value());
-    assert_eq!(Object::from_slice(&written).unwrap(), object);
-}
-
-#[test]
 fn items_are_retained_as_text_or_as_values_alike() {
     let bytes = br#"{"kind": "List", "items": [1, {"a": [2]}, "three"], "other": [4]}"#;
     let strings = |object: &mut Object| {
@@ -507,83 +407,4 @@ fn positions_are_found_in_bytes_in_values_and_after_edits_alike() {
         Some(1),
         "an edited array is read as it is now"
     );
-}
-
-#[test]
-fn a_replacement_keeps_the_fields_before_its_first_change() {
-    // The kept keys' text, and the text from where the rest is read.
-    let kept = |original: &[u8], replacement: &'static [u8]| -> (Vec<&'static str>, &'static str) {
-        let kept = Object::kept_fields(original, replacement).unwrap();
-        let text =
-            |range: std::ops::Range<usize>| std::str::from_utf8(&replacement[range]).unwrap();
-        let keys = kept.keys.into_iter().map(text).collect();
-        (keys, text(kept.rest..replacement.len()))
-    };
-    let original =
-        br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"ClusterIP"},"status":{}}"#;
-    assert_eq!(
-        kept(
-            original,
-            br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"NodePort"},"status":{}}"#
-        ),
-        (
-            vec![r#""kind""#, r#""metadata""#],
-            r#","spec":{"type":"NodePort"},"status":{}}"#
-        )
-    );
-    // Kept whole, or all but the spaces at its end.
-    let all = vec![r#""kind""#, r#""metadata""#, r#""spec""#, r#""status""#];
-    assert_eq!(kept(original, original), (all.clone(), "}"));
-    assert_eq!(
-        kept(original, br#"{"kind":"Service","metadata":{"name":"s"},"spec":{"type":"ClusterIP"},"status":{}} "#),
-        (all, "} ")
-    );
-    // A field is kept only with the byte after it: a number the original goes on with is
-    // not the original's.
-    assert_eq!(
-        kept(br#"{"a":12,"b":1}"#, br#"{"a":1,"b":1}"#),
-        (vec![], r#""a":1,"b":1}"#)
-    );
-    assert_eq!(
-        kept(br#"{"a":"x"}"#, br#"{"a":"x" }"#),
-        (vec![], r#""a":"x" }"#)
-    );
-    assert_eq!(
-        kept(br#"{"a":"x"}"#, br#"{"a":"xy"}"#),
-        (vec![], r#""a":"xy"}"#)
-    );
-    // A change inside the first field, or in the spaces before it.
-    assert_eq!(
-        kept(original, br#"{"kind":"S"}"#),
-        (vec![], r#""kind":"S"}"#)
-    );
-    assert_eq!(
-        kept(original, br#" { "kind":1}"#),
-        (vec![], r#" "kind":1}"#)
-    );
-    assert_eq!(kept(original, b"{}"), (vec![], "}"));
-    // Another order: only the common start is kept, the rest is read.
-    let moved = br#"{"metadata":{"name":"s"},"kind":"Service"}"#;
-    assert_eq!(
-        kept(original, moved),
-        (vec![], r#""metadata":{"name":"s"},"kind":"Service"}"#)
-    );
-    // Not begun as an object; what follows the brace is the reader's to check.
-    for not_an_object in [&b"[1]"[..], b"", b"null", b" \n"] {
-        assert_eq!(Object::kept_fields(original, not_an_object), None);
-    }
-    assert_eq!(kept(original, br#"{"kind" 1}"#), (vec![], r#""kind" 1}"#));
-}
-
-#[test]
-fn the_common_start_is_found_across_and_within_blocks() {
-    let text: Vec<u8> = (0..40u8).collect();
-    assert_eq!(common_start(&text, &text), 40);
-    assert_eq!(common_start(&text, &text[..17]), 17);
-    assert_eq!(common_start(&[], &text), 0);
-    for at in [0, 1, 15, 16, 17, 31, 32, 39] {
-        let mut other = text.clone();
-        other[at] ^= 0xff;
-        assert_eq!(common_start(&text, &other), at, "differing at {at}");
-    }
 }

@@ -115,3 +115,59 @@ pub(super) fn collect_strings(value: Option<&Value>) -> BTreeMap<&str, &str> {
         .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
         .collect()
 }
+
+/// A value from its JSON text. What the split skipped is checked here: text that is not JSON
+/// (or a lone surrogate escape) makes this panic, which in a filter traps the call so the
+/// host applies the failure policy.
+pub(super) fn parse(text: &[u8]) -> Value {
+    match serde_json::from_slice(text) {
+        Ok(value) => value,
+        Err(error) => panic!("a field of the object does not parse: {error}"),
+    }
+}
+
+/// `value` as an object, made an empty one if it held something else.
+pub(super) fn as_object(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("the value was just made an object"),
+    }
+}
+
+/// The object under `key`, made (or made anew, if it held something else) as needed.
+pub(super) fn object_entry<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> &'a mut Map<String, Value> {
+    as_object(map.entry(key).or_insert_with(|| Value::Object(Map::new())))
+}
+
+/// The whole value of bytes that begin as a JSON object; bytes that do not parse whole make
+/// this panic, trapping a filter's call.
+pub(super) fn parse_whole(raw: &[u8]) -> Value {
+    match serde_json::from_slice(raw) {
+        Ok(value) => value,
+        Err(error) => panic!("the object does not parse whole: {error}"),
+    }
+}
+
+/// The text of the JSON string `raw` (quotes included) when it needs no unescaping and is
+/// valid as it stands: no backslash, no control character, UTF-8.
+pub(super) fn plain_string(raw: &[u8]) -> Option<&str> {
+    let text = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if text.iter().any(|&byte| byte == b'\\' || byte < 0x20) {
+        return None;
+    }
+    std::str::from_utf8(text).ok()
+}
+
+/// The text of a string value.
+pub(super) fn into_string(value: Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text),
+        _ => None,
+    }
+}

@@ -12,7 +12,7 @@ use edgegate_filter_sdk::kube::ServiceType;
 use edgegate_filter_sdk::kube::annotations::flag;
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
-use serde_json::Value;
+use serde::Deserialize;
 
 /// The annotation that marks a LoadBalancer Service as the cloud's alone.
 pub const DISCARD: &str = "svc.openyurt.io/discard";
@@ -24,19 +24,18 @@ const TUNNEL_SERVICE: (&str, &str) = ("kube-system", "x-tunnel-server-internal-s
 const PRIORITY: i32 = 10;
 
 /// The filter; it takes no config.
+#[derive(Deserialize)]
 pub struct DiscardCloudService;
 
 impl Filter for DiscardCloudService {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("discard-cloud-service", env!("CARGO_PKG_VERSION"))
             .matches("", &["services"], &[Verb::List, Verb::Watch])
             .components(&["kube-proxy"])
             .priority(PRIORITY)
             .no_config()
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(DiscardCloudService)
     }
 
     fn filter(&self, _ctx: &Context, service: &mut Object) -> Decision {

@@ -1,6 +1,6 @@
 //! YurtHub's discardcloudservice cases on kube-apiserver's JSON.
 
-use edgegate_filter_sdk::Output;
+use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item, list_items};
 use serde_json::{Value, json};
 

@@ -13,18 +13,23 @@ use edgegate_filter_sdk::kube::hub::{API_PORT_NAME, API_SERVICE_NAME, API_SERVIC
 use edgegate_filter_sdk::kube::{EndpointsKind, service::service_name};
 use edgegate_filter_sdk::{Context, Decision, Filter, Level, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Rewrites run after the filters that drop or prune: `servicetopology` would otherwise
 /// prune the hub's endpoint, which runs on no node.
 const PRIORITY: i32 = 50;
 
-/// The configured filter.
+/// The configured filter: its config is the hub's address.
+#[derive(Deserialize)]
+#[serde(transparent)]
 pub struct ForwardKubeSvcTraffic {
     hub: HubAddress,
 }
 
 impl Filter for ForwardKubeSvcTraffic {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("forwardkubesvctraffic", env!("CARGO_PKG_VERSION"))
             .matches(
@@ -35,11 +40,6 @@ impl Filter for ForwardKubeSvcTraffic {
             .components(&["kube-proxy"])
             .priority(PRIORITY)
             .config_schema(HubAddress::schema())
-    }
-
-    fn configure(config: Value) -> Result<Self, String> {
-        let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
-        Ok(ForwardKubeSvcTraffic { hub })
     }
 
     fn filter(&self, ctx: &Context, slice: &mut Object) -> Decision {
@@ -68,14 +68,12 @@ impl Filter for ForwardKubeSvcTraffic {
             return Decision::Keep;
         }
         let endpoints = json!([{"addresses": [self.hub.host()], "conditions": {"ready": true}}]);
-        // `|`, not `||`: both are set, whichever changed first.
-        let changed = self.hub.set_named_port(slice, "ports", API_PORT_NAME)
-            | slice.update("endpoints", endpoints);
-        if !changed {
-            return Decision::Keep;
+        self.hub.set_named_port(slice, "ports", API_PORT_NAME);
+        slice.update("endpoints", endpoints);
+        if slice.is_edited() {
+            host::count("rewritten", 1);
         }
-        host::count("rewritten", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 

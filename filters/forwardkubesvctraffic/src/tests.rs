@@ -1,6 +1,6 @@
 //! YurtHub's forwardkubesvctraffic cases on kube-apiserver's JSON, for v1 and v1beta1.
 
-use edgegate_filter_sdk::Output;
+use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
 

@@ -11,6 +11,7 @@ mod tests;
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The ConfigMap kubeadm writes kube-proxy's config to.
@@ -26,19 +27,18 @@ const KUBECONFIG_KEY: &str = "kubeconfig:";
 const PRIORITY: i32 = 50;
 
 /// The filter; it takes no config.
+#[derive(Deserialize)]
 pub struct InClusterConfig;
 
 impl Filter for InClusterConfig {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("inclusterconfig", env!("CARGO_PKG_VERSION"))
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["kubelet"])
             .priority(PRIORITY)
             .no_config()
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(InClusterConfig)
     }
 
     fn filter(&self, _ctx: &Context, configmap: &mut Object) -> Decision {
@@ -57,7 +57,7 @@ impl Filter for InClusterConfig {
         };
         *config = commented;
         host::count("commented", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 

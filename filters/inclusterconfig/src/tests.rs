@@ -1,7 +1,7 @@
 //! YurtHub's inclusterconfig cases on the ConfigMap kubeadm 1.20 writes.
 
-use edgegate_filter_sdk::Output;
 use edgegate_filter_sdk::testing::Harness;
+use edgegate_filter_sdk::testing::Output;
 use serde_json::{Value, json};
 
 use super::*;

@@ -10,7 +10,7 @@ mod tests;
 
 use edgegate_filter_sdk::kube::HubAddress;
 use edgegate_filter_sdk::kube::hub::{API_PORT_NAME, API_SERVICE_NAME, API_SERVICE_NAMESPACE};
-use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
+use edgegate_filter_sdk::{Context, Decision, Filter, IntoFilter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
 use serde_json::{Value, json};
 
@@ -27,6 +27,8 @@ pub struct MasterService {
 }
 
 impl Filter for MasterService {
+    type Config = HubAddress;
+
     fn manifest() -> Manifest {
         Manifest::new("masterservice", env!("CARGO_PKG_VERSION"))
             .matches("", &["services"], &[Verb::List, Verb::Watch])
@@ -35,31 +37,29 @@ impl Filter for MasterService {
             .config_schema(HubAddress::schema())
     }
 
-    fn configure(config: Value) -> Result<Self, String> {
-        let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
-        let host = hub.host();
-        Ok(MasterService {
-            hub,
-            cluster_ip: json!(host),
-            cluster_ips: json!([host]),
-        })
-    }
-
     fn filter(&self, _ctx: &Context, service: &mut Object) -> Decision {
         if !service.is_named(API_SERVICE_NAMESPACE, API_SERVICE_NAME) {
             return Decision::Keep;
         }
-        // `|`, not `||`: every field is set, whichever changed first.
-        let changed = service.update("spec.clusterIP", self.cluster_ip.clone())
-            | service.update("spec.clusterIPs", self.cluster_ips.clone())
-            | self
-                .hub
-                .set_named_port(service, "spec.ports", API_PORT_NAME);
-        if !changed {
-            return Decision::Keep;
+        service.update("spec.clusterIP", self.cluster_ip.clone());
+        service.update("spec.clusterIPs", self.cluster_ips.clone());
+        self.hub
+            .set_named_port(service, "spec.ports", API_PORT_NAME);
+        if service.is_edited() {
+            host::count("rewritten", 1);
         }
-        host::count("rewritten", 1);
-        Decision::Changed
+        Decision::Keep
+    }
+}
+
+impl IntoFilter<MasterService> for HubAddress {
+    fn into_filter(self) -> Result<MasterService, String> {
+        let host = self.host();
+        Ok(MasterService {
+            hub: self,
+            cluster_ip: json!(host),
+            cluster_ips: json!([host]),
+        })
     }
 }
 

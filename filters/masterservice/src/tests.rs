@@ -1,7 +1,7 @@
 //! YurtHub's masterservice cases on kube-apiserver's JSON: only `default/kubernetes`, only
 //! its `https` port, and nothing re-encoded when nothing changes.
 
-use edgegate_filter_sdk::Output;
+use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
 

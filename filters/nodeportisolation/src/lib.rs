@@ -11,25 +11,24 @@ mod tests;
 use edgegate_filter_sdk::kube::{ListenPools, ServiceType};
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
-use serde_json::Value;
+use serde::Deserialize;
 
 /// Drops run first, so later filters do no work on what is dropped.
 const PRIORITY: i32 = 20;
 
 /// The filter; it takes no config.
+#[derive(Deserialize)]
 pub struct NodePortIsolation;
 
 impl Filter for NodePortIsolation {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("nodeportisolation", env!("CARGO_PKG_VERSION"))
             .matches("", &["services"], &[Verb::List, Verb::Watch])
             .components(&["kube-proxy"])
             .priority(PRIORITY)
             .no_config()
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(NodePortIsolation)
     }
 
     fn filter(&self, ctx: &Context, service: &mut Object) -> Decision {

@@ -1,8 +1,8 @@
 //! YurtHub's nodeportisolation cases on kube-apiserver's JSON: every annotation form, on
 //! nodes in pool `foo`, in pool `bar` and in no pool.
 
-use edgegate_filter_sdk::Output;
 use edgegate_filter_sdk::kube::listen::NODEPORT_LISTEN;
+use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_items};
 use serde_json::{Value, json};
 

@@ -9,22 +9,38 @@
 //! ```
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter, host};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::json;
 
 /// Where the node name goes unless configured otherwise.
 const DEFAULT_ANNOTATION: &str = "edgegate.io/node";
 /// Where the node pool goes unless configured otherwise.
 const DEFAULT_POOL_ANNOTATION: &str = "edgegate.io/node-pool";
 
-/// The configured filter.
+/// The filter, as configured.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct NodeStamp {
+    #[serde(default = "default_annotation")]
     annotation: String,
+    #[serde(default = "default_pool_annotation")]
     pool_annotation: String,
     /// Resources to stamp; every resource the manifest matches when empty.
+    #[serde(default)]
     resources: Vec<String>,
 }
 
+fn default_annotation() -> String {
+    DEFAULT_ANNOTATION.to_owned()
+}
+
+fn default_pool_annotation() -> String {
+    DEFAULT_POOL_ANNOTATION.to_owned()
+}
+
 impl Filter for NodeStamp {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("nodestamp", env!("CARGO_PKG_VERSION"))
             .matches(
@@ -52,32 +68,6 @@ impl Filter for NodeStamp {
             }))
     }
 
-    fn configure(config: Value) -> Result<Self, String> {
-        let text = |key: &str, default: &str| {
-            config
-                .get(key)
-                .and_then(Value::as_str)
-                .unwrap_or(default)
-                .to_owned()
-        };
-        let resources = config
-            .get("resources")
-            .and_then(Value::as_array)
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        Ok(NodeStamp {
-            annotation: text("annotation", DEFAULT_ANNOTATION),
-            pool_annotation: text("pool-annotation", DEFAULT_POOL_ANNOTATION),
-            resources,
-        })
-    }
-
     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision {
         if !self.resources.is_empty() && !self.resources.contains(&ctx.resource) {
             return Decision::Keep;
@@ -96,7 +86,7 @@ impl Filter for NodeStamp {
             }
         }
         host::count("stamped", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 
@@ -104,8 +94,10 @@ export_filter!(NodeStamp);
 
 #[cfg(test)]
 mod tests {
-    use edgegate_filter_sdk::Output;
     use edgegate_filter_sdk::testing::Harness;
+    use edgegate_filter_sdk::testing::Output;
+
+    use serde_json::Value;
 
     use super::*;
 

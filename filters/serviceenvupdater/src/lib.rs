@@ -10,7 +10,7 @@
 mod tests;
 
 use edgegate_filter_sdk::kube::HubAddress;
-use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb};
+use edgegate_filter_sdk::{Context, Decision, Filter, IntoFilter, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
 use serde_json::{Map, Value};
 
@@ -34,6 +34,8 @@ pub struct ServiceEnvUpdater {
 }
 
 impl Filter for ServiceEnvUpdater {
+    type Config = HubAddress;
+
     fn manifest() -> Manifest {
         Manifest::new("serviceenvupdater", env!("CARGO_PKG_VERSION"))
             .matches("", &["pods"], &[Verb::Get, Verb::List, Verb::Watch])
@@ -42,51 +44,76 @@ impl Filter for ServiceEnvUpdater {
             .config_schema(HubAddress::schema())
     }
 
-    fn configure(config: Value) -> Result<Self, String> {
-        let hub = HubAddress::from_config(&config).map_err(|e| e.to_string())?;
-        Ok(ServiceEnvUpdater {
-            host: hub.host(),
-            port: hub.port.to_string(),
-        })
-    }
-
     fn filter(&self, _ctx: &Context, pod: &mut Object) -> Decision {
-        let mut changed = false;
         for list in CONTAINER_LISTS {
-            let Some(Value::Array(containers)) = pod.get_mut(list) else {
+            // Read first, so a pod whose variables already lead to the hub is forwarded as
+            // it came rather than re-encoded.
+            let stale = pod.get(list).is_some_and(|containers| {
+                vars(containers).any(|var| self.target(var).is_some_and(|to| !holds(var, to)))
+            });
+            if !stale {
+                continue;
+            }
+            let Some(containers) = pod.get_mut(list) else {
                 continue;
             };
             let vars = containers
-                .iter_mut()
+                .as_array_mut()
+                .into_iter()
+                .flatten()
                 .filter_map(|container| container.get_mut("env")?.as_array_mut())
                 .flatten()
                 .filter_map(Value::as_object_mut);
             for var in vars {
-                let value = match var.get("name").and_then(Value::as_str) {
-                    Some(HOST_VAR) => &self.host,
-                    Some(PORT_VAR) => &self.port,
-                    _ => continue,
-                };
-                changed |= overwrite(var, value);
+                if let Some(value) = self.target(var) {
+                    var.remove("valueFrom");
+                    var.insert("value".into(), value.into());
+                }
             }
         }
-        if !changed {
-            return Decision::Keep;
+        if pod.is_edited() {
+            host::count("rewritten", 1);
         }
-        host::count("rewritten", 1);
-        Decision::Changed
+        Decision::Keep
     }
 }
 
-/// Gives a variable the literal `value`; whether it changed. A `valueFrom` goes: the API
-/// refuses a variable with both, and the hub's address must win over any reference.
-fn overwrite(var: &mut Map<String, Value>, value: &str) -> bool {
-    let had_reference = var.remove("valueFrom").is_some();
-    if var.get("value").and_then(Value::as_str) == Some(value) {
-        return had_reference;
+impl IntoFilter<ServiceEnvUpdater> for HubAddress {
+    fn into_filter(self) -> Result<ServiceEnvUpdater, String> {
+        Ok(ServiceEnvUpdater {
+            host: self.host(),
+            port: self.port.to_string(),
+        })
     }
-    var.insert("value".into(), value.into());
-    true
+}
+
+impl ServiceEnvUpdater {
+    /// The value the variable `var` must hold, if it is one the filter overwrites.
+    fn target(&self, var: &Map<String, Value>) -> Option<&str> {
+        match var.get("name").and_then(Value::as_str) {
+            Some(HOST_VAR) => Some(&self.host),
+            Some(PORT_VAR) => Some(&self.port),
+            _ => None,
+        }
+    }
+}
+
+/// The variables of the containers in `containers`.
+fn vars(containers: &Value) -> impl Iterator<Item = &Map<String, Value>> {
+    containers
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|container| container.get("env")?.as_array())
+        .flatten()
+        .filter_map(Value::as_object)
+}
+
+/// Whether a variable holds the literal `value` and nothing else: a `valueFrom` must go,
+/// as the API refuses a variable with both and the hub's address must win over any
+/// reference.
+fn holds(var: &Map<String, Value>, value: &str) -> bool {
+    !var.contains_key("valueFrom") && var.get("value").and_then(Value::as_str) == Some(value)
 }
 
 export_filter!(ServiceEnvUpdater);

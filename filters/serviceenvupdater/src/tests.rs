@@ -1,6 +1,6 @@
 //! YurtHub's serviceenvupdater cases on kube-apiserver's JSON, plus init containers.
 
-use edgegate_filter_sdk::Output;
+use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
 

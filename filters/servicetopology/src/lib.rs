@@ -17,7 +17,7 @@ mod tests;
 use edgegate_filter_sdk::kube::{EndpointsKind, Topology};
 use edgegate_filter_sdk::{Context, Decision, Filter, Level, Manifest, Object, Verb};
 use edgegate_filter_sdk::{export_filter, host};
-use serde_json::Value;
+use serde::Deserialize;
 
 use lookups::Lookups;
 
@@ -27,9 +27,12 @@ use lookups::Lookups;
 const PRIORITY: i32 = 30;
 
 /// The filter; it takes no config.
+#[derive(Deserialize)]
 pub struct ServiceTopology;
 
 impl Filter for ServiceTopology {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("servicetopology", env!("CARGO_PKG_VERSION"))
             .matches(
@@ -41,10 +44,6 @@ impl Filter for ServiceTopology {
             .components(&["kube-proxy", "coredns", "nginx-ingress-controller"])
             .priority(PRIORITY)
             .no_config()
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(ServiceTopology)
     }
 
     fn filter(&self, ctx: &Context, object: &mut Object) -> Decision {
@@ -102,7 +101,7 @@ fn prune(ctx: &Context, object: &mut Object, lookups: &mut Lookups) -> Decision 
             ),
         );
     }
-    Decision::Changed
+    Decision::Keep
 }
 
 export_filter!(ServiceTopology);

@@ -1,6 +1,6 @@
 //! The cases of YurtHub's servicetopology tests, on kube-apiserver's JSON, plus v1 Endpoints.
 
-use edgegate_filter_sdk::Output;
+use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_items as items};
 use serde_json::{Value, json};
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use edgegate_filter_sdk::Object;
+use edgegate_json_scan::field_ranges;
 use serde::Deserialize;
 
 use super::error::FrameError;
@@ -51,8 +51,7 @@ impl<'a> Meta<'a> {
     /// `labels`, `annotations` and `managedFields` in a namespaced object as kube-apiserver
     /// writes it. A field given twice before then is refused, as the parse refuses it.
     pub fn parse_checked(bytes: &'a [u8]) -> Result<Meta<'a>, FrameError> {
-        let Some([name, namespace, resource_version]) =
-            Object::field_ranges(bytes, &["metadata"], FIELDS)
+        let Some([name, namespace, resource_version]) = field_ranges(bytes, &["metadata"], FIELDS)
         else {
             // Not objects, or a field given twice: the parse says which, and refuses both.
             return Meta::parse(bytes);
@@ -90,7 +89,7 @@ fn string(text: &[u8]) -> Result<Cow<'_, str>, FrameError> {
 /// Reads the `metadata.labels` of an object already checked to be JSON (one the cache
 /// stored): the scan [`Meta::parse_checked`] uses finds them, and only they are parsed.
 pub fn labels(bytes: &[u8]) -> Result<Labels<'_>, FrameError> {
-    match Object::field_ranges(bytes, &["metadata"], ["labels"]) {
+    match field_ranges(bytes, &["metadata"], ["labels"]) {
         Some([Some(range)]) => {
             serde_json::from_slice(&bytes[range]).map_err(|_| FrameError::BadObject)
         }

@@ -3,6 +3,8 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::object::node::{Entry, Node};
+use crate::object::value::parse;
 
 fn text(bytes: &[u8], raw: Range<usize>) -> &str {
     std::str::from_utf8(&bytes[raw]).unwrap()
@@ -66,22 +68,22 @@ fn entries_agree_with_a_whole_parse() {
 #[test]
 fn the_head_stops_after_metadata_and_the_rest_is_read_only_when_asked() {
     let bytes = br#"{"kind":"A", "metadata":{"name":"n"} , "spec": [}"#;
-    let (entries, at) = head(bytes).unwrap();
+    let (entries, at) = head::<Node>(bytes).unwrap();
     assert_eq!(entries.len(), 2);
     assert_eq!(&bytes[at.unwrap()..], br#" , "spec": [}"#);
     assert!(
-        rest(bytes, at.unwrap()).is_none(),
+        rest::<Node>(bytes, at.unwrap()).is_none(),
         "what follows is not JSON"
     );
-    let (entries, at) = head(br#" {"kind":"A"} "#).unwrap();
+    let (entries, at) = head::<Node>(br#" {"kind":"A"} "#).unwrap();
     assert_eq!(
         (entries.len(), at),
         (1, None),
         "no metadata: the whole object"
     );
     let bytes = br#"{"metadata":{} , "b":1,"metadata":2 }"#;
-    let (_, at) = head(bytes).unwrap();
-    let later = rest(bytes, at.unwrap()).unwrap();
+    let (_, at) = head::<Node>(bytes).unwrap();
+    let later: Vec<Entry> = rest(bytes, at.unwrap()).unwrap();
     assert_eq!(later.len(), 2);
     assert_eq!(text(bytes, later[1].1.raw()), "2");
 }
@@ -121,9 +123,9 @@ fn text_that_is_not_one_object_does_not_split() {
     ] {
         assert!(top_level(bad).is_none(), "{}", String::from_utf8_lossy(bad));
     }
-    assert!(entries(b"[1]", 0..3).is_none());
+    assert!(entries::<Node>(b"[1]", 0..3).is_none());
     assert!(
-        entries(b"{\"a\": 1}", 0..4).is_none(),
+        entries::<Node>(b"{\"a\": 1}", 0..4).is_none(),
         "never reads past the range"
     );
 }
@@ -205,67 +207,5 @@ fn an_object_is_split_into_fields_within_its_range() {
     assert!(
         object_fields(br#"{"a": 1}"#, 0..5, &mut fields).is_none(),
         "never past the range"
-    );
-}
-
-#[test]
-fn a_field_is_found_without_reading_what_follows_it() {
-    let bytes = br#" { "kind" : "A", "s": "}\"{", "metadata" : {"name": "n"}, "spec": "#;
-    let range = field_range(bytes, "metadata").unwrap();
-    assert_eq!(text(bytes, range), r#"{"name": "n"}"#);
-    assert_eq!(field_range(bytes, "spec"), None, "the text ends inside it");
-    let escaped = br#"{"metad\u0061ta": 1}"#;
-    assert_eq!(
-        text(escaped, field_range(escaped, "metadata").unwrap()),
-        "1"
-    );
-    assert_eq!(field_range(br#"{"kind": "A"}"#, "metadata"), None);
-    assert_eq!(field_range(b"{}", "metadata"), None);
-    assert_eq!(field_range(b"[1]", "metadata"), None);
-}
-
-#[test]
-fn several_fields_are_found_in_one_scan() {
-    let bytes =
-        br#" { "name" : "n", "s": "}\"{", "n\u0061mespace": "ns", "x": {"name": 1}, "uid": [] } "#;
-    let [name, namespace, version, uid] =
-        field_ranges(bytes, &[], ["name", "namespace", "resourceVersion", "uid"]).unwrap();
-    assert_eq!(text(bytes, name.unwrap()), r#""n""#);
-    assert_eq!(text(bytes, namespace.unwrap()), r#""ns""#, "an escaped key");
-    assert_eq!(version, None);
-    assert_eq!(text(bytes, uid.unwrap()), "[]");
-    assert_eq!(field_ranges(b"{}", &[], ["name"]), Some([None]));
-    assert_eq!(
-        field_ranges(br#"{"name": "a", "name": "b"}"#, &[], ["name", "namespace"]),
-        None,
-        "a wanted key given twice"
-    );
-    assert!(field_ranges(br#"{"uid": 1, "uid": 2}"#, &[], ["name"]).is_some());
-    assert_eq!(field_ranges(b"[1]", &[], ["name"]), None);
-    assert_eq!(
-        field_ranges(br#"{"name": "a", "uid": "#, &[], ["name", "namespace"]),
-        None,
-        "cut short"
-    );
-    let found_first = br#"{"name": "a", "namespace": "b", "name": "c", "rest": "#;
-    let [name, namespace] = field_ranges(found_first, &[], ["name", "namespace"]).unwrap();
-    assert_eq!(
-        text(found_first, name.unwrap()),
-        r#""a""#,
-        "nothing after the last is read"
-    );
-    assert_eq!(text(found_first, namespace.unwrap()), r#""b""#);
-    let nested = br#"{"kind": "A", "metadata": {"uid": "u", "name": "m"}, "name": "top", "x": 1}"#;
-    let [name] = field_ranges(nested, &["metadata"], ["name"]).unwrap();
-    assert_eq!(text(nested, name.unwrap()), r#""m""#);
-    assert_eq!(
-        field_ranges(nested, &["spec"], ["name"]),
-        Some([None]),
-        "nothing there"
-    );
-    assert_eq!(
-        field_ranges(nested, &["kind"], ["name"]),
-        None,
-        "not an object"
     );
 }

@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use edgegate_filter_sdk::Object;
+use edgegate_json_scan::kept_fields;
 
 use crate::stream::Meta;
 
@@ -26,7 +26,7 @@ pub fn check_replacement(original: &[u8], replacement: &[u8]) -> Result<(), Stri
         Ok(original) => same_object(&original, replaced),
         Err(_) => Ok(()),
     };
-    let kept = Object::kept_fields(original, replacement).ok_or(NotJson)?;
+    let kept = kept_fields(original, replacement).ok_or(NotJson)?;
     let mut has_metadata = kept
         .keys
         .iter()

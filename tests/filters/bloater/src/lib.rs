@@ -3,7 +3,9 @@
 //! `corrupt`, with text that is not JSON (`"json"`) or with another object (`"name"`), so
 //! that the gateway's output check must refuse it.
 
-use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
+use edgegate_filter_sdk::{
+    Context, Decision, Filter, IntoFilter, Manifest, Object, Verb, export_filter,
+};
 use serde_json::{Value, json};
 
 /// Larger than any default output cap.
@@ -25,6 +27,8 @@ pub struct Bloater {
 }
 
 impl Filter for Bloater {
+    type Config = Value;
+
     fn manifest() -> Manifest {
         Manifest::new("bloater", "0.1.0")
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
@@ -37,23 +41,6 @@ impl Filter for Bloater {
                 },
                 "additionalProperties": false
             }))
-    }
-
-    fn configure(config: Value) -> Result<Self, String> {
-        let output = match config.get("corrupt").and_then(Value::as_str) {
-            Some("json") => Output::Truncated,
-            Some("name") => Output::Renamed,
-            _ => {
-                let bytes = config
-                    .get("bytes")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(DEFAULT_BYTES);
-                Output::Padded(
-                    usize::try_from(bytes).map_err(|_| format!("{bytes} bytes is too many"))?,
-                )
-            }
-        };
-        Ok(Bloater { output })
     }
 
     fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
@@ -74,12 +61,31 @@ impl Filter for Bloater {
     }
 }
 
+impl IntoFilter<Bloater> for Value {
+    fn into_filter(self) -> Result<Bloater, String> {
+        let output = match self.get("corrupt").and_then(Value::as_str) {
+            Some("json") => Output::Truncated,
+            Some("name") => Output::Renamed,
+            _ => {
+                let bytes = self
+                    .get("bytes")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(DEFAULT_BYTES);
+                Output::Padded(
+                    usize::try_from(bytes).map_err(|_| format!("{bytes} bytes is too many"))?,
+                )
+            }
+        };
+        Ok(Bloater { output })
+    }
+}
+
 export_filter!(Bloater);
 
 #[cfg(test)]
 mod tests {
-    use edgegate_filter_sdk::Output;
     use edgegate_filter_sdk::testing::Harness;
+    use edgegate_filter_sdk::testing::Output;
 
     use super::*;
 

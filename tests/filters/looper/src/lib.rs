@@ -2,20 +2,18 @@
 //! per-call deadline (epoch interruption) must stop it.
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
-use serde_json::Value;
 
 /// The filter.
+#[derive(serde::Deserialize)]
 pub struct Looper;
 
 impl Filter for Looper {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("looper", "0.1.0")
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["test"])
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(Looper)
     }
 
     fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {

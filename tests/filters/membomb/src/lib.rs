@@ -2,20 +2,18 @@
 //! memory runs out, so that the gateway's per-instance memory cap must stop it.
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
-use serde_json::Value;
 
 /// The filter.
+#[derive(serde::Deserialize)]
 pub struct MemBomb;
 
 impl Filter for MemBomb {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("membomb", "0.1.0")
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["test"])
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(MemBomb)
     }
 
     fn filter(&self, _ctx: &Context, _object: &mut Object) -> Decision {

@@ -7,7 +7,6 @@ use std::hash::BuildHasher;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
-use serde_json::Value;
 
 /// Seconds since the Unix epoch by the wall clock.
 pub const WALL_CLOCK: &str = "edgegate.test/wall-clock";
@@ -24,17 +23,16 @@ pub const HASH: &str = "edgegate.test/hash";
 pub const CALL: &str = "edgegate.test/call";
 
 /// The filter.
+#[derive(serde::Deserialize)]
 pub struct StdProbe;
 
 impl Filter for StdProbe {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("stdprobe", "0.1.0")
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["test"])
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(StdProbe)
     }
 
     fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
@@ -59,7 +57,7 @@ impl Filter for StdProbe {
         object.set_annotation(ENVIRONMENT, &environment.to_string());
         object.set_annotation(HASH, &format!("{hash:016x}"));
         object.set_annotation(MONOTONIC, &started.elapsed().as_nanos().to_string());
-        Decision::Changed
+        Decision::Keep
     }
 }
 

@@ -3,7 +3,7 @@
 //! `edgegate.test/drop` names its tag.
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// The annotation each tagger appends to.
 pub const TRAIL: &str = "edgegate.test/trail";
@@ -11,11 +11,14 @@ pub const TRAIL: &str = "edgegate.test/trail";
 pub const DROP_LABEL: &str = "edgegate.test/drop";
 
 /// The filter.
+#[derive(serde::Deserialize)]
 pub struct Tagger {
     tag: String,
 }
 
 impl Filter for Tagger {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("tagger", "0.1.0")
             .matches(
@@ -32,15 +35,6 @@ impl Filter for Tagger {
             }))
     }
 
-    fn configure(config: Value) -> Result<Self, String> {
-        match config.get("tag").and_then(Value::as_str) {
-            Some(tag) => Ok(Tagger {
-                tag: tag.to_owned(),
-            }),
-            None => Err("config needs a tag".into()),
-        }
-    }
-
     fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
         if object.label(DROP_LABEL) == Some(self.tag.as_str()) {
             return Decision::Drop;
@@ -50,7 +44,7 @@ impl Filter for Tagger {
             None => self.tag.clone(),
         };
         object.set_annotation(TRAIL, &trail);
-        Decision::Changed
+        Decision::Keep
     }
 }
 
@@ -58,8 +52,8 @@ export_filter!(Tagger);
 
 #[cfg(test)]
 mod tests {
-    use edgegate_filter_sdk::Output;
     use edgegate_filter_sdk::testing::Harness;
+    use edgegate_filter_sdk::testing::Output;
 
     use super::*;
 

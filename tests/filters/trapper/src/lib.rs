@@ -3,23 +3,21 @@
 //! call after a trap.
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
-use serde_json::Value;
 
 /// The label that makes the filter trap.
 pub const TRAP_LABEL: &str = "edgegate.test/trap";
 
 /// The filter.
+#[derive(serde::Deserialize)]
 pub struct Trapper;
 
 impl Filter for Trapper {
+    type Config = Self;
+
     fn manifest() -> Manifest {
         Manifest::new("trapper", "0.1.0")
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["test"])
-    }
-
-    fn configure(_config: Value) -> Result<Self, String> {
-        Ok(Trapper)
     }
 
     fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
@@ -34,8 +32,8 @@ export_filter!(Trapper);
 
 #[cfg(test)]
 mod tests {
-    use edgegate_filter_sdk::Output;
     use edgegate_filter_sdk::testing::Harness;
+    use edgegate_filter_sdk::testing::Output;
     use serde_json::json;
 
     use super::*;
