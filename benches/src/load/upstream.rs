@@ -210,7 +210,7 @@ fn plain(body: Bytes) -> Response<Body> {
 
 fn status(code: StatusCode) -> Response<Body> {
     let reason = code.canonical_reason().unwrap_or_default();
-    let body = edgegate::stream::failure_status(code.as_u16(), reason, reason);
+    let body = edgegate::reply::failure_status(code.as_u16(), reason, reason);
     json_response(code, Bytes::from(body.to_string()))
 }
 
