@@ -5,7 +5,8 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Local, LocalError};
+use super::Local;
+use super::error::LocalError;
 use crate::cache::{self, Listing, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;

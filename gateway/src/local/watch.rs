@@ -12,8 +12,9 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
+use super::Local;
+use super::error::LocalError;
 use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
-use super::{Local, LocalError};
 use crate::cache::{self, Backlog, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;

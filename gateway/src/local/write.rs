@@ -8,7 +8,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
-use super::LocalError;
+use super::error::LocalError;
 use crate::reply::{ResponseBody, full};
 use crate::request::RequestContext;
 
