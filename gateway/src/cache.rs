@@ -6,6 +6,7 @@
 //! The unit of replacement is a list set (a resource for a component, in a namespace, with
 //! its selectors): a list replaces exactly its set, in one transaction.
 
+mod clock;
 mod gc;
 mod guard;
 mod inspect;
@@ -22,6 +23,7 @@ mod tee;
 mod usage;
 mod writer;
 
+pub use clock::now;
 pub use gc::collect_garbage;
 pub use guard::GuardedStore;
 pub use inspect::{SetSummary, object, summary};
@@ -34,10 +36,3 @@ pub use selection::{Selection, SelectionError};
 pub use store::{Damage, History, Objects, SetMeta, Store, StoreError, WriteOp};
 pub use tee::CacheTee;
 pub use writer::Cache;
-
-/// Seconds since the Unix epoch.
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}

@@ -9,28 +9,6 @@ use std::time::Duration;
 use super::store::Store;
 use super::writer::Cache;
 
-/// Seconds the gateway has run over its store: those of earlier runs (as the store last
-/// recorded them) and those of this one, by the monotonic clock.
-pub(crate) struct RunningClock {
-    base: u64,
-    started: tokio::time::Instant,
-}
-
-impl RunningClock {
-    /// A clock that has run `base` seconds before now.
-    pub(crate) fn new(base: u64) -> RunningClock {
-        RunningClock {
-            base,
-            started: tokio::time::Instant::now(),
-        }
-    }
-
-    /// The seconds run so far.
-    pub(crate) fn secs(&self) -> u64 {
-        self.base.saturating_add(self.started.elapsed().as_secs())
-    }
-}
-
 /// Removes every component unused for `after` of running time, when `cloud_reachable`
 /// (otherwise nothing: its cache may be all the node has); returns their names.
 pub fn collect_garbage(cache: &Cache, after: Duration, cloud_reachable: bool) -> Vec<String> {

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::gc::RunningClock;
+use super::clock::{RunningClock, now};
 use super::key::{ResourceKey, SetKey};
 use super::metrics::CacheMetrics;
 use super::policy::{CachePolicy, CacheTarget};
@@ -459,7 +459,7 @@ fn write_ops(
                     resource_version: end.resource_version,
                     list_kind: end.kind,
                     api_version: end.api_version,
-                    committed_at: super::now(),
+                    committed_at: now(),
                     items,
                     ..SetMeta::default()
                 },

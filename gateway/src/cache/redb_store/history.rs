@@ -9,8 +9,7 @@
 use bytes::Bytes;
 use redb::{ReadableTable, Table, TableDefinition};
 
-use super::digest::Digest;
-use super::{encoding, engine};
+use super::tables::{Digest, encoding, engine, prefix_end};
 use crate::cache::key::{ResourceKey, SetKey};
 use crate::cache::selection::Selection;
 use crate::cache::store::{History, SetMeta, StoreError};
@@ -86,7 +85,7 @@ pub(super) fn deleted_since(
         return Ok(false);
     };
     let prefix = SetKey::resource_prefix(&resource);
-    let end = super::prefix_end(&prefix);
+    let end = prefix_end(&prefix);
     for entry in sets.range(prefix.as_str()..end.as_str()).map_err(engine)? {
         let (encoded, _) = entry.map_err(engine)?;
         let encoded = encoded.value();
@@ -176,7 +175,7 @@ fn holders(
     object: &[u8],
 ) -> Result<Vec<String>, StoreError> {
     let prefix = SetKey::resource_prefix(&set.resource);
-    let end = super::prefix_end(&prefix);
+    let end = prefix_end(&prefix);
     let own = set.encode();
     let mut holders = Vec::new();
     for entry in tables

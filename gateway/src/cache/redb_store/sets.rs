@@ -3,8 +3,9 @@
 
 use redb::{ReadableTable, Table};
 
+use super::digest;
 use super::history::{self, Tables};
-use super::{UNCHANGED, digest, encoding, engine, prefix_end, put};
+use super::tables::{UNCHANGED, encoding, engine, prefix_end, put};
 use crate::cache::key::SetKey;
 use crate::cache::selection::Selection;
 use crate::cache::store::{History, SetMeta, StoreError};
