@@ -18,7 +18,7 @@ use thiserror::Error;
 pub use list::{ListFrame, ListFramer};
 pub use object::{Labels, Meta, compare_versions, labels};
 pub use pipeline::{BATCH, Pipeline, Stop, StopSignal, list, until, watch};
-pub use sink::{ListEnd, Sink};
+pub use sink::{ListEnd, ListSink, ObjectSink, Sink, WatchSink};
 pub use transform::{Transform, TransformError, Verdict};
 pub use visibility::Visibility;
 pub use watch::{Event, EventType, WatchFramer, failure_status};

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use super::facade::Cache;
 use super::store::Store;
-use super::writer::Cache;
 
 /// Removes every component unused for `after` of running time, when `cloud_reachable`
 /// (otherwise nothing: its cache may be all the node has); returns their names.
@@ -53,7 +53,7 @@ mod tests {
 
     use super::*;
     use crate::cache::CacheMetrics;
-    use crate::cache::policy::{CachePolicy, CacheTarget};
+    use crate::cache::policy::CachePolicy;
     use crate::cache::redb_store::RedbStore;
     use crate::cache::store::WriteOp;
 
@@ -174,7 +174,7 @@ mod tests {
             "",
             "",
         );
-        let watch = cache.tee("kube-proxy", CacheTarget::Watch(set)).unwrap();
+        let watch = cache.watch_tee(set);
         cache.flush();
         // A quiet watch of ten minutes: no event, no other request.
         tokio::time::advance(Duration::from_secs(600)).await;

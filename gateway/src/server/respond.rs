@@ -11,10 +11,11 @@ use hyper::body::Incoming;
 
 use super::plan::{self, Plan};
 use super::{ResponseBody, State, headers};
+use crate::cache::Tee;
 use crate::filter::Session;
 use crate::reply::status_response;
 use crate::request::{RequestInfo, Verb};
-use crate::stream::{self, Pipeline, Sink, Transform, Verdict};
+use crate::stream::{self, ListSink, ObjectSink, Pipeline, Transform, Verdict, WatchSink};
 
 /// The largest single object read whole to filter or cache it: far above etcd's 1.5 MiB
 /// object limit, low enough that a hostile upstream cannot exhaust memory.
@@ -46,27 +47,25 @@ pub async fn respond(
         // Errors, tables and protobuf pass through, and nothing of them is cached.
         plan => {
             if let Some(target) = plan.and_then(|plan| plan.cache) {
-                state.cache.pass_up(target);
+                state.cache.skip_response(target);
             }
             return response.map(|body| body.map_err(Into::into).boxed_unsync());
         }
     };
     let (mut parts, body) = response.into_parts();
     let lookups = plan.session.as_ref().map(Session::lookup_use);
-    let pipeline = Pipeline {
-        transform: plan.session.map(|s| Box::new(s) as Box<dyn Transform>),
-        sink: plan
-            .cache
-            .and_then(|target| {
-                let component = target.component().to_owned();
-                state.cache.tee(&component, target)
-            })
-            .map(|t| Box::new(t) as Box<dyn Sink>),
-        stop: None,
-    };
+    let transform = plan.session.map(|s| Box::new(s) as Box<dyn Transform>);
+    let tee = plan.cache.and_then(|target| state.cache.tee(target));
     match info.verb {
         Verb::List => {
             parts.headers.remove(http::header::CONTENT_LENGTH);
+            let pipeline = Pipeline {
+                transform,
+                sink: tee
+                    .and_then(Tee::into_list)
+                    .map(|t| Box::new(t) as Box<dyn ListSink>),
+                stop: None,
+            };
             Response::from_parts(
                 parts,
                 StreamBody::new(stream::list(body, pipeline)).boxed_unsync(),
@@ -81,15 +80,27 @@ pub async fn respond(
                 lookups,
             );
             let pipeline = Pipeline {
+                transform,
+                sink: tee
+                    .and_then(Tee::into_watch)
+                    .map(|t| Box::new(t) as Box<dyn WatchSink>),
                 stop: Some(stop),
-                ..pipeline
             };
             Response::from_parts(
                 parts,
                 StreamBody::new(stream::watch(body, pipeline)).boxed_unsync(),
             )
         }
-        _ => single_object(parts, body, pipeline, info.verb).await,
+        _ => {
+            let pipeline = Pipeline {
+                transform,
+                sink: tee
+                    .and_then(Tee::into_object)
+                    .map(|t| Box::new(t) as Box<dyn ObjectSink>),
+                stop: None,
+            };
+            single_object(parts, body, pipeline, info.verb).await
+        }
     }
 }
 
@@ -97,7 +108,7 @@ pub async fn respond(
 async fn single_object(
     mut parts: http::response::Parts,
     body: Incoming,
-    mut pipeline: Pipeline,
+    mut pipeline: Pipeline<dyn ObjectSink>,
     verb: Verb,
 ) -> Response<ResponseBody> {
     let object = match Limited::new(body, MAX_OBJECT).collect().await {

@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 
 use super::list::{ListFrame, ListFramer};
 use super::object::Meta;
-use super::sink::{ListEnd, Sink};
+use super::sink::{ListEnd, ListSink, Sink, WatchSink};
 use super::transform::{Transform, TransformError, Verdict};
 use super::visibility::Visibility;
 use super::watch::{Event, EventType, WatchFramer, failure_status};
@@ -36,12 +36,13 @@ pub enum Stop {
 /// Resolves when an open watch must end, and says how.
 pub type StopSignal = Pin<Box<dyn Future<Output = Stop> + Send>>;
 
-/// What a response is sent through besides the framing.
-pub struct Pipeline {
+/// What a response is sent through besides the framing; `S` is the kind of tee it takes
+/// (`dyn ListSink`, `dyn WatchSink`).
+pub struct Pipeline<S: ?Sized> {
     /// The filter chain for this request, if any filter applies.
     pub transform: Option<Box<dyn Transform>>,
     /// The cache tee, if the response is cached.
-    pub sink: Option<Box<dyn Sink>>,
+    pub sink: Option<Box<S>>,
     /// Ends an open watch when it resolves: cleanly, or telling the client to re-list.
     pub stop: Option<StopSignal>,
 }
@@ -49,7 +50,7 @@ pub struct Pipeline {
 /// The client's body for a list response.
 pub fn list<B>(
     upstream: B,
-    pipeline: Pipeline,
+    pipeline: Pipeline<dyn ListSink>,
 ) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -90,7 +91,7 @@ fn body<S: Chunks>(state: S) -> impl Stream<Item = Result<Frame<Bytes>, BoxError
     })
 }
 
-impl Pipeline {
+impl<S: Sink + ?Sized> Pipeline<S> {
     /// The response of kind `what` broke off: logged, and the tee gives up on it.
     fn broke_off(&mut self, what: &str, error: &BoxError) {
         tracing::warn!(%error, "{what} stream broke off");
@@ -103,7 +104,7 @@ impl Pipeline {
 struct ListState<B> {
     upstream: B,
     framer: ListFramer,
-    pipeline: Pipeline,
+    pipeline: Pipeline<dyn ListSink>,
     out: BytesMut,
     /// The list's head, kept to read its metadata at the end.
     head: Bytes,
@@ -253,7 +254,7 @@ struct ListMeta<'a> {
 /// The client's body for a watch response.
 pub fn watch<B>(
     upstream: B,
-    pipeline: Pipeline,
+    pipeline: Pipeline<dyn WatchSink>,
 ) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -303,7 +304,7 @@ where
 struct WatchState<B> {
     upstream: B,
     framer: WatchFramer,
-    pipeline: Pipeline,
+    pipeline: Pipeline<dyn WatchSink>,
     visibility: Visibility,
     out: BytesMut,
     done: bool,
@@ -562,7 +563,7 @@ mod tests {
         (text, errors)
     }
 
-    fn bare() -> Pipeline {
+    fn bare<S: ?Sized>() -> Pipeline<S> {
         Pipeline {
             transform: None,
             sink: None,
@@ -577,6 +578,10 @@ mod tests {
     }
 
     impl Sink for Gate {
+        fn abort(&mut self, _reason: &str) {}
+    }
+
+    impl ListSink for Gate {
         fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
             if self.open.load(std::sync::atomic::Ordering::SeqCst) {
                 std::task::Poll::Ready(())
@@ -588,11 +593,6 @@ mod tests {
             self.items.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         fn list_end(&mut self, _end: ListEnd) {}
-        fn event(&mut self, _event: &Event) -> Option<Stop> {
-            None
-        }
-        fn object(&mut self, _object: &Bytes) {}
-        fn abort(&mut self, _reason: &str) {}
     }
 
     #[tokio::test]
@@ -615,7 +615,7 @@ mod tests {
                 counted.fetch_add(1, Ordering::SeqCst);
             }),
         );
-        let pipeline = Pipeline {
+        let pipeline: Pipeline<dyn ListSink> = Pipeline {
             sink: Some(Box::new(Gate {
                 open: open.clone(),
                 items: items.clone(),
@@ -669,14 +669,14 @@ mod tests {
     struct Lossy;
 
     impl Sink for Lossy {
-        fn list_item(&mut self, _object: &Bytes) {}
-        fn list_end(&mut self, _end: ListEnd) {}
+        fn abort(&mut self, _reason: &str) {}
+    }
+
+    impl WatchSink for Lossy {
         fn event(&mut self, event: &Event) -> Option<Stop> {
             let lost = Meta::parse(&event.object).is_ok_and(|m| m.name.starts_with("lost-"));
             lost.then(|| Stop::Relist("fell behind".into()))
         }
-        fn object(&mut self, _object: &Bytes) {}
-        fn abort(&mut self, _reason: &str) {}
     }
 
     #[tokio::test]
@@ -688,7 +688,7 @@ mod tests {
         ]
         .concat();
         let body = upstream(vec![chunk(read), chunk(event("DELETED", "a", 4))]);
-        let pipeline = Pipeline {
+        let pipeline: Pipeline<dyn WatchSink> = Pipeline {
             sink: Some(Box::new(Lossy)),
             ..bare()
         };
@@ -752,7 +752,7 @@ mod tests {
         text.leak()
     }
 
-    fn filtered(calls: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>) -> Pipeline {
+    fn filtered(calls: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>) -> Pipeline<dyn WatchSink> {
         Pipeline {
             transform: Some(Box::new(Names(calls.clone()))),
             ..bare()
