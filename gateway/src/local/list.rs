@@ -98,7 +98,7 @@ impl Local {
                 self.cache.metrics().misses.inc();
                 not_found("nothing covering this list is in the local cache")
             }
-            ReadError::Selection(error) => {
+            ReadError::Selector(error) => {
                 status_response(StatusCode::BAD_REQUEST, "BadRequest", &error.to_string())
             }
             ReadError::Expired { .. } => {
