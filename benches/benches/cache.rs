@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use edgegate::cache::{
-    self, Cache, CacheMetrics, CachePolicy, CacheTarget, RedbStore, ResourceKey, Scope, SetKey,
+    self, Cache, CacheMetrics, CachePolicy, RedbStore, ResourceKey, Scope, SetKey,
 };
-use edgegate::stream::{Event, EventType, ListEnd, Sink};
+use edgegate::stream::{Event, EventType, ListEnd, ListSink, WatchSink};
 use edgegate_benches::fixtures::slices;
 
 /// Objects in the list: the size the issue names.
@@ -37,18 +37,11 @@ fn resource() -> ResourceKey {
     }
 }
 
-fn target() -> CacheTarget {
-    CacheTarget::List {
-        set: SetKey::new(resource(), "", "", ""),
-        continue_from: None,
-    }
-}
-
 /// Streams `objects` as one list into the cache and waits until it is committed durably.
 fn commit(cache: &Arc<Cache>, objects: &[Bytes]) {
     let commits = cache.metrics().commits.get();
     let mut tee = cache
-        .tee("kube-proxy", target())
+        .list_tee(SetKey::new(resource(), "", "", ""), None)
         .unwrap_or_else(|| panic!("a first page is always teed"));
     let mut sent = cache.metrics().bytes.get();
     for object in objects {
@@ -108,14 +101,7 @@ fn modifications(object: &serde_json::Value, first: u64) -> Vec<Event> {
 /// watches of one set do, and waits until the writer has stored them durably.
 fn fan_out(cache: &Arc<Cache>, events: &[Event]) {
     let mut tees: Vec<_> = (0..WATCHES)
-        .map(|_| {
-            cache
-                .tee(
-                    "kube-proxy",
-                    CacheTarget::Watch(SetKey::new(resource(), "", "", "")),
-                )
-                .unwrap_or_else(|| panic!("a watch is teed"))
-        })
+        .map(|_| cache.watch_tee(SetKey::new(resource(), "", "", "")))
         .collect();
     let refused = cache.metrics().refused.get();
     let mut sent = cache.metrics().bytes.get();

@@ -2,7 +2,7 @@
 //! network-sized chunks, so a benchmark measures the pipeline and nothing of a socket.
 
 use bytes::Bytes;
-use edgegate::stream::{self, Pipeline};
+use edgegate::stream::{self, ListSink, Pipeline, WatchSink};
 use futures_util::StreamExt;
 use http_body_util::StreamBody;
 use hyper::body::Frame;
@@ -34,7 +34,11 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Sends a list body through `stream::list` with `pipeline`; the bytes the client would get.
-pub fn list(rt: &tokio::runtime::Runtime, chunks: &[Bytes], pipeline: Pipeline) -> usize {
+pub fn list(
+    rt: &tokio::runtime::Runtime,
+    chunks: &[Bytes],
+    pipeline: Pipeline<dyn ListSink>,
+) -> usize {
     rt.block_on(async {
         let out = stream::list(upstream(chunks), pipeline);
         drain(out).await
@@ -42,7 +46,11 @@ pub fn list(rt: &tokio::runtime::Runtime, chunks: &[Bytes], pipeline: Pipeline) 
 }
 
 /// Sends a watch body through `stream::watch` with `pipeline`; the bytes the client would get.
-pub fn watch(rt: &tokio::runtime::Runtime, chunks: &[Bytes], pipeline: Pipeline) -> usize {
+pub fn watch(
+    rt: &tokio::runtime::Runtime,
+    chunks: &[Bytes],
+    pipeline: Pipeline<dyn WatchSink>,
+) -> usize {
     rt.block_on(async {
         let out = stream::watch(upstream(chunks), pipeline);
         drain(out).await
@@ -65,7 +73,7 @@ where
 }
 
 /// A pipeline with no filter, no cache tee and no stop.
-pub fn bare() -> Pipeline {
+pub fn bare<S: ?Sized>() -> Pipeline<S> {
     Pipeline {
         transform: None,
         sink: None,

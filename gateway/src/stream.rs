@@ -37,7 +37,7 @@ pub use list::{ListFrame, ListFramer};
 pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};
 pub use object_body::{MAX_OBJECT, ObjectError, object};
-pub use sink::{ListEnd, Sink};
+pub use sink::{ListEnd, ListSink, ObjectSink, Sink, WatchSink};
 pub use stop::{Stop, StopSignal};
 pub use transform::{Transform, TransformError, Verdict};
 pub use visibility::Visibility;

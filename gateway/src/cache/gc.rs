@@ -6,30 +6,8 @@
 
 use std::time::Duration;
 
+use super::facade::Cache;
 use super::store::Store;
-use super::writer::Cache;
-
-/// Seconds the gateway has run over its store: those of earlier runs (as the store last
-/// recorded them) and those of this one, by the monotonic clock.
-pub(crate) struct RunningClock {
-    base: u64,
-    started: tokio::time::Instant,
-}
-
-impl RunningClock {
-    /// A clock that has run `base` seconds before now.
-    pub(crate) fn new(base: u64) -> RunningClock {
-        RunningClock {
-            base,
-            started: tokio::time::Instant::now(),
-        }
-    }
-
-    /// The seconds run so far.
-    pub(crate) fn secs(&self) -> u64 {
-        self.base.saturating_add(self.started.elapsed().as_secs())
-    }
-}
 
 /// Removes every component unused for `after` of running time, when `cloud_reachable`
 /// (otherwise nothing: its cache may be all the node has); returns their names.
@@ -75,7 +53,7 @@ mod tests {
 
     use super::*;
     use crate::cache::CacheMetrics;
-    use crate::cache::policy::{CachePolicy, CacheTarget};
+    use crate::cache::policy::CachePolicy;
     use crate::cache::redb_store::RedbStore;
     use crate::cache::store::WriteOp;
 
@@ -196,7 +174,7 @@ mod tests {
             "",
             "",
         );
-        let watch = cache.tee("kube-proxy", CacheTarget::Watch(set)).unwrap();
+        let watch = cache.watch_tee(set);
         cache.flush();
         // A quiet watch of ten minutes: no event, no other request.
         tokio::time::advance(Duration::from_secs(600)).await;

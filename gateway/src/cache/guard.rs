@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 
+use super::clock::now;
 use super::key::SetKey;
 use super::metrics::CacheMetrics;
 use super::redb_store::{FILE, RedbStore};
@@ -148,7 +149,7 @@ impl Inner {
 fn replace(dir: &Path, error: &StoreError, before: Option<&Damage>) -> (RedbStore, Damage) {
     let reason = crate::error::error_chain(error);
     let path = dir.join(FILE);
-    let stamp = super::now();
+    let stamp = now();
     let mut to = dir.join(format!("{FILE}.damaged-{stamp}"));
     for n in 1.. {
         if !to.exists() {
@@ -184,7 +185,7 @@ fn replace(dir: &Path, error: &StoreError, before: Option<&Damage>) -> (RedbStor
     );
     let damage = Damage {
         resets: before.map_or(1, |d| d.resets + 1),
-        at: super::now(),
+        at: now(),
         reason,
         aside,
         in_memory,

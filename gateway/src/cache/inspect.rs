@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use super::key::ResourceKey;
-use super::selection::Selection;
+use super::selectors::Selectors;
 use super::store::{History, Store, StoreError};
 
 /// One cached list set, as `edgegate cache ls` shows it.
@@ -34,7 +34,7 @@ pub struct SetSummary {
 pub fn summary(store: &dyn Store) -> Result<Vec<SetSummary>, StoreError> {
     let mut sets = Vec::new();
     for (set, meta) in store.sets("")? {
-        let selection = Selection::of_set(&set).unwrap_or_default();
+        let selection = Selectors::of_set(&set).unwrap_or_default();
         let departed: std::collections::HashMap<String, History> =
             store.history(&set)?.into_iter().collect();
         let mut objects = 0;

@@ -15,30 +15,17 @@
 use std::path::Path;
 
 use bytes::Bytes;
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
-use self::digest::{DIGESTS, Digest};
 use self::history::{HISTORY, Tables};
 use self::sets::{commit, mark_stale, synced_meta};
+use self::tables::{
+    CLOCKS, COMPONENTS, DIGESTS, Digest, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED, encoding,
+    engine, prefix_end, put,
+};
 use super::key::SetKey;
 use super::store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
 use crate::stream::{Meta, compare_versions};
-
-/// Objects by YurtHub key.
-const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
-/// Items of lists still streaming, by list and object key.
-const STAGING: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("staging");
-/// The staged value of an item whose stored object is byte for byte the same (no object
-/// encodes to zero bytes).
-const UNCHANGED: &[u8] = b"";
-/// Committed list sets: encoded set key → [`SetMeta`] as JSON.
-const SETS: TableDefinition<&str, &[u8]> = TableDefinition::new("sets");
-/// Components → last use (seconds of running time, [`RUNNING`]).
-const COMPONENTS: TableDefinition<&str, u64> = TableDefinition::new("components");
-/// Clocks by name; [`RUNNING`] alone so far.
-const CLOCKS: TableDefinition<&str, u64> = TableDefinition::new("clocks");
-/// Seconds the gateway has run over this store, over all its starts.
-const RUNNING: &str = "running";
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
 /// file anyway. The cache fills on the first large list and stays, so it counts against the
@@ -52,17 +39,6 @@ pub const FILE: &str = "edgegate.redb";
 /// The redb store.
 pub struct RedbStore {
     db: Database,
-}
-
-/// A failure of the storage engine, kept as redb's one error type so that what it says
-/// (a corrupt page, an I/O error) can be told apart later ([`StoreError::is_damage`]).
-fn engine(error: impl Into<redb::Error>) -> StoreError {
-    StoreError::Engine(Box::new(error.into()))
-}
-
-/// Set metadata that cannot be encoded.
-fn encoding(error: serde_json::Error) -> StoreError {
-    StoreError::Engine(Box::new(error))
 }
 
 impl RedbStore {
@@ -202,18 +178,6 @@ impl RedbStore {
         }
         txn.commit().map_err(engine)
     }
-}
-
-/// The smallest string greater than every string starting with `prefix`.
-fn prefix_end(prefix: &str) -> String {
-    let mut end = prefix.to_owned();
-    while let Some(last) = end.pop() {
-        if let Some(next) = char::from_u32(last as u32 + 1) {
-            end.push(next);
-            return end;
-        }
-    }
-    String::from(char::MAX)
 }
 
 impl Store for RedbStore {
@@ -449,19 +413,6 @@ impl Store for RedbStore {
     }
 }
 
-/// Stores `object` under `key`, with its digest `digest`.
-fn put(
-    objects: &mut redb::Table<&str, &[u8]>,
-    digests: &mut redb::Table<&str, Digest>,
-    key: &str,
-    object: &[u8],
-    digest: Digest,
-) -> Result<(), StoreError> {
-    objects.insert(key, object).map_err(engine)?;
-    digests.insert(key, digest).map_err(engine)?;
-    Ok(())
-}
-
 /// The tables an upsert reads to decide whether it writes.
 struct Stored<'a, O, D, H, S> {
     objects: &'a O,
@@ -514,5 +465,6 @@ fn newer_than(stored: &[u8], incoming: &str) -> bool {
 mod digest;
 mod history;
 mod sets;
+mod tables;
 #[cfg(test)]
 mod tests;

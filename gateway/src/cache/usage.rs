@@ -3,9 +3,12 @@
 //! being served (a watch lasts minutes) and was last used when the last one ended.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use super::clock::RunningClock;
+use super::message::{Message, Outbox};
 
 /// How often a component's last use is written at most: GC works in days, so hourly is
 /// plenty; [`Usage::collect_after`] makes it more often for a shorter `--cache-gc-after`
@@ -91,6 +94,58 @@ impl Usage {
         let removed = remove();
         uses.remove(component);
         Some(removed)
+    }
+}
+
+/// Records components' uses: the tally, the running clock they are counted in, and the way
+/// to the writer that stores a use when it is due.
+pub(crate) struct UseLog {
+    /// The tally.
+    pub(crate) usage: Usage,
+    clock: Arc<RunningClock>,
+    outbox: Outbox,
+}
+
+impl UseLog {
+    /// A log counting in `clock`, storing through `outbox`.
+    pub(crate) fn new(clock: Arc<RunningClock>, outbox: Outbox) -> UseLog {
+        UseLog {
+            usage: Usage::new(),
+            clock,
+            outbox,
+        }
+    }
+
+    /// Records that `component` was served, with `change` responses more (or fewer) to it
+    /// being served now; writes its use when due.
+    pub(crate) fn note(&self, component: &str, change: i32) {
+        if let Some(at) = self.usage.served(component, self.clock.secs(), change) {
+            self.outbox.send(Message::Touch {
+                component: component.to_owned(),
+                at,
+            });
+        }
+    }
+
+    /// `component` is being served until the returned guard is dropped.
+    pub(crate) fn serving(self: &Arc<Self>, component: &str) -> Serving {
+        self.note(component, 1);
+        Serving {
+            log: self.clone(),
+            component: component.to_owned(),
+        }
+    }
+}
+
+/// A response being served to a component, which is in use until this is dropped.
+pub(crate) struct Serving {
+    log: Arc<UseLog>,
+    component: String,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.log.note(&self.component, -1);
     }
 }
 

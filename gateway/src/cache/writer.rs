@@ -1,26 +1,26 @@
 //! The one writer: a thread that takes what every response's tee sends, turns it into store
 //! writes, and applies them in batches — non-durable for staging and watch events, durable
-//! for every list commit and at least once a second while anything is unflushed.
+//! for every list commit and at least once a second while anything is unflushed. It alone
+//! hands out what the tees draw on: list ids, the lists waiting for their next page, and
+//! the in-flight budget.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::gc::RunningClock;
-use super::key::{ResourceKey, SetKey};
+use super::budget::Budget;
+use super::clock::{RunningClock, now};
+use super::key::SetKey;
+use super::message::{Message, Outbox};
 use super::metrics::CacheMetrics;
-use super::policy::{CachePolicy, CacheTarget};
-use super::room::{Room, RoomWait};
+use super::pages::PendingPages;
 use super::store::{SetMeta, Store, WriteOp};
-use super::tee::CacheTee;
-use super::usage::Usage;
-use crate::stream::{Event, EventType, ListEnd, Meta};
+use crate::stream::{Event, EventType, Meta};
 
 /// Writes applied in one transaction at most.
 const MAX_BATCH: usize = 1024;
@@ -36,293 +36,86 @@ const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// How often the writer records the gateway's running time: a crash loses at most this much
 /// of it, which delays garbage collection by as much (it works in days).
 const RUNNING_EVERY: Duration = Duration::from_secs(300);
-/// A later page of a paginated list must arrive within this time (kube-apiserver's continue
-/// tokens expire after about five minutes).
-const PAGE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// What a tee sends the writer.
-pub(crate) enum Op {
-    /// A list item, to stage under list `list`.
-    Item {
-        list: u64,
-        resource: Arc<ResourceKey>,
-        object: Bytes,
-        room: OwnedSemaphorePermit,
-    },
-    /// List `list` ended on its last page: commit it to `set`.
-    Commit {
-        list: u64,
-        set: Arc<SetKey>,
-        end: ListEnd,
-        items: u64,
-    },
-    /// List `list` broke off.
-    Abort { list: u64 },
-    /// A watch event of `set`, as the client received it.
-    Event {
-        set: Arc<SetKey>,
-        event: Event,
-        room: OwnedSemaphorePermit,
-    },
-    /// A watch event of `set` had no room: the set is stale until a list of it commits.
-    Lost { set: Arc<SetKey> },
-    /// A single-object response.
-    Object {
-        resource: Arc<ResourceKey>,
-        object: Bytes,
-        room: OwnedSemaphorePermit,
-    },
-    /// A component was served.
-    Touch { component: String, at: u64 },
-    /// The gateway has run this many seconds over the store.
-    Running(u64),
-    /// Answer once everything sent before is durable.
-    Flush(Sender<()>),
-}
-
-/// A paginated list waiting for its next page.
-struct PendingPages {
-    list: u64,
-    items: u64,
-    since: Instant,
-}
-
-/// The cache: its policy, its store for readers, and the writer every tee feeds.
-pub struct Cache {
-    /// What is cached now: the agents it started with and those `yurt-hub-cfg` adds.
-    policy: ArcSwap<CachePolicy>,
-    /// The agents it started with (defaults and `--cache-agents`).
-    base_agents: Vec<String>,
-    store: Arc<dyn Store>,
-    ops: Mutex<Option<Sender<Op>>>,
-    room: Room,
+/// The writer: its thread, the way to it, and what it hands out to the tees.
+pub(crate) struct Writer {
+    outbox: Outbox,
+    budget: Budget,
+    pages: Arc<PendingPages>,
+    /// The id of the next list: ids only grow, so a replaced store can tell the lists that
+    /// began on it (see `GuardedStore`).
     next_list: AtomicU64,
-    pages: Mutex<HashMap<String, PendingPages>>,
-    usage: Usage,
-    clock: Arc<RunningClock>,
-    metrics: CacheMetrics,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Cache {
-    /// Starts the writer over `store`.
-    pub fn start(store: Arc<dyn Store>, policy: CachePolicy, metrics: CacheMetrics) -> Arc<Cache> {
-        let base_agents = policy.agents();
+impl Writer {
+    /// Starts the writer's thread over `store`; without it (it cannot start) nothing is
+    /// cached, and every send fails.
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        metrics: CacheMetrics,
+        clock: Arc<RunningClock>,
+    ) -> Writer {
         let (tx, rx) = std::sync::mpsc::channel();
-        let base = store.running_secs().unwrap_or_else(|error| {
-            tracing::warn!(error = %crate::error::error_chain(&error), "cannot read the gateway's running time; counting from zero");
-            0
-        });
-        let clock = Arc::new(RunningClock::new(base));
-        let writer = {
-            let store = store.clone();
-            let metrics = metrics.clone();
-            let clock = clock.clone();
-            std::thread::Builder::new()
-                .name("cache-writer".into())
-                .spawn(move || write_until_closed(&store, &rx, &metrics, &clock))
-                .ok()
-        };
-        if writer.is_none() {
+        let thread = std::thread::Builder::new()
+            .name("cache-writer".into())
+            .spawn(move || write_until_closed(&store, &rx, &metrics, &clock))
+            .ok();
+        if thread.is_none() {
             tracing::error!("cannot start the cache writer thread; nothing will be cached");
         }
-        Arc::new(Cache {
-            policy: ArcSwap::from_pointee(policy),
-            base_agents,
-            store,
-            ops: Mutex::new(writer.is_some().then_some(tx)),
-            room: Room::default(),
+        Writer {
+            outbox: thread
+                .as_ref()
+                .map_or_else(Outbox::default, |_| Outbox::new(tx)),
+            budget: Budget::default(),
+            pages: Arc::default(),
             next_list: AtomicU64::new(1),
-            pages: Mutex::new(HashMap::new()),
-            usage: Usage::new(),
-            clock,
-            metrics,
-            writer: Mutex::new(writer),
-        })
-    }
-
-    /// What is cached now.
-    pub fn policy(&self) -> arc_swap::Guard<Arc<CachePolicy>> {
-        self.policy.load()
-    }
-
-    /// Caches the components in `extra` too, besides those it started with, until the next
-    /// call (YurtHub's `cache_agents` of `yurt-hub-cfg`: additive, and replaced as a whole
-    /// when the ConfigMap changes). What is cached of agents no longer named stays until
-    /// garbage collection takes it, as YurtHub leaves it.
-    pub fn set_extra_agents(&self, extra: &[String]) {
-        let agents: Vec<&str> = self
-            .base_agents
-            .iter()
-            .chain(extra)
-            .map(String::as_str)
-            .collect();
-        self.policy.store(Arc::new(CachePolicy::new(&agents)));
-    }
-
-    /// The store, for readers.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
-    }
-
-    /// The cache's metrics.
-    pub fn metrics(&self) -> &CacheMetrics {
-        &self.metrics
-    }
-
-    /// A tee for one response to `component`, which is in use until the tee is dropped.
-    pub fn tee(self: &Arc<Self>, component: &str, target: CacheTarget) -> Option<CacheTee> {
-        self.note_use(component, 1);
-        let tee = CacheTee::new(self.clone(), target);
-        if tee.is_none() {
-            self.note_use(component, -1);
-        }
-        tee.map(|tee| tee.serving(component))
-    }
-
-    /// A response for `target` that is not cached after all (an error, a protobuf answer):
-    /// nothing to tee, but a later page of a list ends that list, uncommitted.
-    pub fn pass_up(self: &Arc<Self>, target: CacheTarget) {
-        if let CacheTarget::List {
-            continue_from: Some(_),
-            ..
-        } = target
-        {
-            drop(CacheTee::new(self.clone(), target));
+            thread: Mutex::new(thread),
         }
     }
 
-    /// Seconds the gateway has run over this store: the clock of components' last uses.
-    pub fn running_secs(&self) -> u64 {
-        self.clock.secs()
+    /// The way to the writer.
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.outbox
     }
 
-    /// Tells the cache that components unused for `after` are collected: a component in
-    /// use must have a last use written well within that, however short it is.
-    pub fn collect_after(&self, after: Duration) {
-        self.usage.collect_after(after);
+    /// The in-flight budget the tees draw on.
+    pub(crate) fn budget(&self) -> &Budget {
+        &self.budget
     }
 
-    /// Records that `component` was served (for garbage collection).
-    pub fn touch(&self, component: &str) {
-        self.note_use(component, 0);
+    /// The lists waiting for their next page.
+    pub(crate) fn pages(&self) -> &Arc<PendingPages> {
+        &self.pages
     }
 
-    /// Records that `component` was served, with `change` responses more (or fewer) to it
-    /// being served now; writes its use when due.
-    pub(crate) fn note_use(&self, component: &str, change: i32) {
-        if let Some(at) = self.usage.served(component, self.running_secs(), change) {
-            self.send(Op::Touch {
-                component: component.to_owned(),
-                at,
-            });
-        }
-    }
-
-    /// Runs `remove` (which removes `component`'s cache) if the component is not being
-    /// served and was last used before `cutoff`, by the store's record (`written`) and by
-    /// this run's; a response to it that starts meanwhile waits until it is done.
-    pub(crate) fn collect_unused<R>(
-        &self,
-        component: &str,
-        written: u64,
-        cutoff: u64,
-        remove: impl FnOnce() -> R,
-    ) -> Option<R> {
-        self.usage
-            .collect_unused(component, written, cutoff, remove)
-    }
-
-    /// Blocks until everything sent so far is durable. For shutdown and tests.
-    pub fn flush(&self) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        if self.send(Op::Flush(tx)) {
-            let _ = rx.recv_timeout(Duration::from_secs(30));
-        }
-    }
-
-    /// Flushes and stops the writer.
-    pub fn close(&self) {
-        self.send(Op::Running(self.running_secs()));
-        self.flush();
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = writer.join();
-        }
-    }
-
+    /// A new list's id.
     pub(crate) fn new_list(&self) -> u64 {
         self.next_list.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Room for `bytes` more in flight, or `None` (and a count) when the writer is behind.
-    pub(crate) fn room(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        let room = self.room.try_shared(bytes);
-        if room.is_none() {
-            self.metrics.refused.inc();
+    /// Blocks until everything sent so far is durable.
+    pub(crate) fn flush(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.outbox.send(Message::Flush(tx)) {
+            let _ = rx.recv_timeout(Duration::from_secs(30));
         }
-        room
     }
 
-    /// Room for `bytes` more of a set's first list, if the writer has some now.
-    pub(crate) fn first_list_room(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        self.room.try_first_list(bytes)
-    }
-
-    /// Room for `bytes` more of a set's first list once the writer makes it (counted as a
-    /// wait), or `None` when it does not in time.
-    pub(crate) fn wait_first_list_room(&self, bytes: usize) -> RoomWait {
-        self.metrics.list_waits.inc();
-        self.room.wait_first_list(bytes)
-    }
-
-    /// Whether the store holds a committed list of `set` (unreadable counts as no).
-    pub(crate) fn holds(&self, set: &SetKey) -> bool {
-        self.store
-            .sets(&set.encode())
-            .is_ok_and(|sets| sets.iter().any(|(held, _)| held == set))
-    }
-
-    /// Sends an op to the writer; false when the writer is gone.
-    pub(crate) fn send(&self, op: Op) -> bool {
-        let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
-        ops.as_ref().is_some_and(|tx| tx.send(op).is_ok())
-    }
-
-    /// Parks a list whose page ended with `token`, for the request of the next page.
-    pub(crate) fn park_pages(&self, token: String, list: u64, items: u64) {
-        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-        let expired: Vec<String> = pages
-            .iter()
-            .filter(|(_, p)| p.since.elapsed() > PAGE_TIMEOUT)
-            .map(|(t, _)| t.clone())
-            .collect();
-        for token in expired {
-            if let Some(stale) = pages.remove(&token) {
-                self.send(Op::Abort { list: stale.list });
-                self.metrics.aborted.inc();
-            }
+    /// Flushes and stops the thread.
+    pub(crate) fn close(&self) {
+        self.flush();
+        self.outbox.close();
+        if let Some(thread) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = thread.join();
         }
-        pages.insert(
-            token,
-            PendingPages {
-                list,
-                items,
-                since: Instant::now(),
-            },
-        );
-    }
-
-    /// The list a request with `continue=token` continues, and its item count so far.
-    pub(crate) fn resume_pages(&self, token: &str) -> Option<(u64, u64)> {
-        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-        pages.remove(token).map(|p| (p.list, p.items))
     }
 }
 
-impl Drop for Cache {
+impl Drop for Writer {
     fn drop(&mut self) {
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.outbox.close();
     }
 }
 
@@ -331,7 +124,7 @@ impl Drop for Cache {
 /// and the loop starts again: a dead writer would silently cache nothing.
 fn write_until_closed(
     store: &Arc<dyn Store>,
-    rx: &Receiver<Op>,
+    rx: &Receiver<Message>,
     metrics: &CacheMetrics,
     clock: &RunningClock,
 ) {
@@ -348,13 +141,18 @@ fn write_until_closed(
 }
 
 /// The writer loop: runs until every sender is gone.
-fn run(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics, clock: &RunningClock) {
+fn run(
+    store: &Arc<dyn Store>,
+    rx: &Receiver<Message>,
+    metrics: &CacheMetrics,
+    clock: &RunningClock,
+) {
     let mut unflushed = false;
     let mut last_durable = Instant::now();
     let mut last_running = Instant::now();
     loop {
         let first = match rx.recv_timeout(FLUSH_EVERY) {
-            Ok(op) => Some(op),
+            Ok(message) => Some(message),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -365,15 +163,15 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics, clock:
         let mut durable = false;
         let (mut taken, mut bytes) = (0, 0);
         let mut next = first;
-        while let Some(op) = next {
+        while let Some(message) = next {
             taken += 1;
             let rooms = held.len();
-            match op {
-                Op::Flush(reply) => {
+            match message {
+                Message::Flush(reply) => {
                     durable = true;
                     flushes.push(reply);
                 }
-                op => durable |= write_ops(op, &mut batch, &mut held, metrics),
+                message => durable |= write_ops(message, &mut batch, &mut held, metrics),
             }
             bytes += held[rooms..]
                 .iter()
@@ -426,15 +224,15 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Op>, metrics: &CacheMetrics, clock:
     }
 }
 
-/// Turns one op into store writes; returns whether they must be durable.
+/// Turns one message into store writes; returns whether they must be durable.
 fn write_ops(
-    op: Op,
+    message: Message,
     batch: &mut Vec<WriteOp>,
     held: &mut Vec<OwnedSemaphorePermit>,
     metrics: &CacheMetrics,
 ) -> bool {
-    match op {
-        Op::Item {
+    match message {
+        Message::Item {
             list,
             resource,
             object,
@@ -446,7 +244,7 @@ fn write_ops(
                 batch.push(WriteOp::Stage { list, key, object });
             }
         }
-        Op::Commit {
+        Message::Commit {
             list,
             set,
             end,
@@ -459,26 +257,26 @@ fn write_ops(
                     resource_version: end.resource_version,
                     list_kind: end.kind,
                     api_version: end.api_version,
-                    committed_at: super::now(),
+                    committed_at: now(),
                     items,
                     ..SetMeta::default()
                 },
             });
             return true;
         }
-        Op::Abort { list } => batch.push(WriteOp::Abort { list }),
-        Op::Event { set, event, room } => {
+        Message::Abort { list } => batch.push(WriteOp::Abort { list }),
+        Message::Event { set, event, room } => {
             held.push(room);
             event_ops(&set, event, batch, metrics);
         }
-        Op::Lost { set } => {
+        Message::Lost { set } => {
             batch.push(WriteOp::Lost {
                 set: (*set).clone(),
             });
             // A restart must not find the set claiming to be synced past the hole.
             return true;
         }
-        Op::Object {
+        Message::Object {
             resource,
             object,
             room,
@@ -494,9 +292,9 @@ fn write_ops(
                 });
             }
         }
-        Op::Touch { component, at } => batch.push(WriteOp::Touch { component, at }),
-        Op::Running(secs) => batch.push(WriteOp::Running { secs }),
-        Op::Flush(_) => return true,
+        Message::Touch { component, at } => batch.push(WriteOp::Touch { component, at }),
+        Message::Running(secs) => batch.push(WriteOp::Running { secs }),
+        Message::Flush(_) => return true,
     }
     false
 }

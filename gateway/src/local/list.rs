@@ -106,7 +106,7 @@ impl Local {
                 self.cache.metrics().misses.inc();
                 LocalError::NotCached("nothing covering this list is in the local cache".to_owned())
             }
-            ReadError::Selection(error) => LocalError::BadSelector(error.to_string()),
+            ReadError::Selector(error) => LocalError::BadSelector(error.to_string()),
             ReadError::Expired { .. } => LocalError::Expired(error.to_string()),
             ReadError::Store(error) => LocalError::store(error),
         }

@@ -11,11 +11,11 @@ use super::headers;
 use super::plan::{self, Plan};
 use super::status::ProxyError;
 use super::watch_end::WatchEnds;
-use crate::cache::Cache;
+use crate::cache::{Cache, Tee};
 use crate::filter::Session;
 use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
-use crate::stream::{self, Pipeline, Sink, Transform};
+use crate::stream::{self, ListSink, ObjectSink, Pipeline, Transform, WatchSink};
 
 /// What kind of response the client gets, with the plan it is sent through.
 enum Kind {
@@ -71,7 +71,7 @@ pub async fn respond(
         Kind::AsItCame(plan) => {
             // Nothing of it is cached: a list the cache was told of is given up.
             if let Some(target) = plan.and_then(|plan| plan.cache) {
-                cache.pass_up(target);
+                cache.skip_response(target);
             }
             return Ok(response.map(|body| body.map_err(Into::into).boxed_unsync()));
         }
@@ -85,27 +85,38 @@ pub async fn respond(
     };
     let (mut parts, body) = response.into_parts();
     let lookups = plan.session.as_ref().map(Session::lookup_use);
-    let mut pipeline = Pipeline {
-        transform: plan.session.map(|s| Box::new(s) as Box<dyn Transform>),
-        sink: plan
-            .cache
-            .and_then(|target| {
-                let component = target.component().to_owned();
-                cache.tee(&component, target)
-            })
-            .map(|t| Box::new(t) as Box<dyn Sink>),
-        stop: None,
-    };
+    let transform = plan.session.map(|s| Box::new(s) as Box<dyn Transform>);
+    let tee = plan.cache.and_then(|target| cache.tee(target));
     let body = match framed {
         Framed::List => {
             parts.headers.remove(http::header::CONTENT_LENGTH);
+            let pipeline = Pipeline {
+                transform,
+                sink: tee
+                    .and_then(Tee::into_list)
+                    .map(|t| Box::new(t) as Box<dyn ListSink>),
+                stop: None,
+            };
             StreamBody::new(stream::list(body, pipeline)).boxed_unsync()
         }
         Framed::Watch => {
-            pipeline.stop = Some(ends.signal(context, plan.fingerprint, lookups));
+            let pipeline = Pipeline {
+                transform,
+                sink: tee
+                    .and_then(Tee::into_watch)
+                    .map(|t| Box::new(t) as Box<dyn WatchSink>),
+                stop: Some(ends.signal(context, plan.fingerprint, lookups)),
+            };
             StreamBody::new(stream::watch(body, pipeline)).boxed_unsync()
         }
         Framed::Object => {
+            let pipeline = Pipeline {
+                transform,
+                sink: tee
+                    .and_then(Tee::into_object)
+                    .map(|t| Box::new(t) as Box<dyn ObjectSink>),
+                stop: None,
+            };
             let reads = context.info.verb == Verb::Get;
             let sent = stream::object(body, pipeline, reads).await?;
             parts

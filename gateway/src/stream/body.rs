@@ -23,17 +23,18 @@ use crate::error::BoxError;
 /// amortise a call into a filter, few enough that no list is held whole.
 pub const BATCH: usize = 64;
 
-/// What a response is sent through besides the framing.
-pub struct Pipeline {
+/// What a response is sent through besides the framing; `S` is the kind of tee it takes
+/// (`dyn ListSink`, `dyn WatchSink`, `dyn ObjectSink`).
+pub struct Pipeline<S: ?Sized> {
     /// The filter chain for this request, if any filter applies.
     pub transform: Option<Box<dyn Transform>>,
     /// The cache tee, if the response is cached.
-    pub sink: Option<Box<dyn Sink>>,
+    pub sink: Option<Box<S>>,
     /// Ends an open watch when it resolves: cleanly, or telling the client to re-list.
     pub stop: Option<StopSignal>,
 }
 
-impl Pipeline {
+impl<S: Sink + ?Sized> Pipeline<S> {
     /// The response of kind `what` broke off: logged, and the tee gives up on it.
     pub(super) fn broke_off(&mut self, what: &str, error: &BoxError) {
         tracing::warn!(%error, "{what} stream broke off");
@@ -54,6 +55,8 @@ pub(super) enum Flow {
 
 /// One kind of body (a list, a watch): how upstream bytes become the client's bytes.
 pub(super) trait Framing: Send + 'static {
+    /// The kind of tee it writes to.
+    type Tee: Sink + ?Sized;
     /// The kind of body, for logs.
     const KIND: &'static str;
     /// Whether the pipeline's stop signal ends the body (a watch); a list runs to its end.
@@ -61,22 +64,34 @@ pub(super) trait Framing: Send + 'static {
     /// Bytes read from upstream.
     fn push(&mut self, data: &Bytes);
     /// Writes into `out` everything framed whole so far, through the pipeline.
-    fn drain(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut) -> Result<Flow, BoxError>;
+    fn drain(
+        &mut self,
+        pipeline: &mut Pipeline<Self::Tee>,
+        out: &mut BytesMut,
+    ) -> Result<Flow, BoxError>;
     /// The upstream body ended: writes what remains.
-    fn finish(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut) -> Result<(), BoxError>;
+    fn finish(
+        &mut self,
+        pipeline: &mut Pipeline<Self::Tee>,
+        out: &mut BytesMut,
+    ) -> Result<(), BoxError>;
     /// The stop signal asked the client to re-list: writes what tells it so.
     fn relist(&mut self, _message: &str, _out: &mut BytesMut) {}
     /// Ready when the next upstream read may be taken in (a list waits for its tee).
-    fn poll_ready(&mut self, _pipeline: &mut Pipeline, _cx: &mut Context<'_>) -> Poll<()> {
+    fn poll_ready(
+        &mut self,
+        _pipeline: &mut Pipeline<Self::Tee>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<()> {
         Poll::Ready(())
     }
 }
 
 /// A body in progress: the upstream, its framing, the pipeline and the client's bytes.
-struct Driver<B, F> {
+struct Driver<B, F: Framing> {
     upstream: B,
     framing: F,
-    pipeline: Pipeline,
+    pipeline: Pipeline<F::Tee>,
     out: BytesMut,
     done: bool,
 }
@@ -85,7 +100,7 @@ struct Driver<B, F> {
 pub(super) fn drive<B, F>(
     upstream: B,
     framing: F,
-    pipeline: Pipeline,
+    pipeline: Pipeline<F::Tee>,
 ) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,

@@ -11,14 +11,14 @@ use http_body::{Body, Frame};
 use super::body::{BATCH, Flow, Framing, Pipeline, drive};
 use super::error::{FrameError, StreamError};
 use super::list::{ListFrame, ListFramer};
-use super::sink::ListEnd;
+use super::sink::{ListEnd, ListSink};
 use super::transform::Verdict;
 use crate::error::BoxError;
 
 /// The client's body for a list response.
 pub fn list<B>(
     upstream: B,
-    pipeline: Pipeline,
+    pipeline: Pipeline<dyn ListSink>,
 ) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -44,6 +44,7 @@ struct ListFraming {
 }
 
 impl Framing for ListFraming {
+    type Tee = dyn ListSink;
     const KIND: &'static str = "list";
     const STOPPABLE: bool = false;
 
@@ -51,7 +52,11 @@ impl Framing for ListFraming {
         self.framer.push(data);
     }
 
-    fn drain(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut) -> Result<Flow, BoxError> {
+    fn drain(
+        &mut self,
+        pipeline: &mut Pipeline<dyn ListSink>,
+        out: &mut BytesMut,
+    ) -> Result<Flow, BoxError> {
         while let Some(frame) = self.framer.next_frame()? {
             match frame {
                 ListFrame::Head(head) => {
@@ -71,7 +76,11 @@ impl Framing for ListFraming {
         Ok(Flow::More)
     }
 
-    fn finish(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut) -> Result<(), BoxError> {
+    fn finish(
+        &mut self,
+        pipeline: &mut Pipeline<dyn ListSink>,
+        out: &mut BytesMut,
+    ) -> Result<(), BoxError> {
         let tail = match self.framer.finish()? {
             Some(ListFrame::Tail(tail)) => {
                 out.extend_from_slice(&tail);
@@ -101,7 +110,11 @@ impl Framing for ListFraming {
         Ok(())
     }
 
-    fn poll_ready(&mut self, pipeline: &mut Pipeline, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll_ready(
+        &mut self,
+        pipeline: &mut Pipeline<dyn ListSink>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
         match pipeline.sink.as_mut() {
             Some(sink) => sink.poll_ready(cx),
             None => Poll::Ready(()),
@@ -110,7 +123,11 @@ impl Framing for ListFraming {
 }
 
 impl ListFraming {
-    fn flush_batch(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut) -> Result<(), BoxError> {
+    fn flush_batch(
+        &mut self,
+        pipeline: &mut Pipeline<dyn ListSink>,
+        out: &mut BytesMut,
+    ) -> Result<(), BoxError> {
         if self.batch.is_empty() {
             return Ok(());
         }
@@ -171,9 +188,7 @@ mod tests {
     use http_body_util::StreamBody;
 
     use super::super::sink::Sink;
-    use super::super::stop::Stop;
     use super::super::test_bodies::{bare, client_reads};
-    use super::super::watch::Event;
     use super::*;
 
     /// A sink that is ready only once its gate is open, and counts the items it took.
@@ -183,6 +198,10 @@ mod tests {
     }
 
     impl Sink for Gate {
+        fn abort(&mut self, _reason: &str) {}
+    }
+
+    impl ListSink for Gate {
         fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
             if self.open.load(std::sync::atomic::Ordering::SeqCst) {
                 std::task::Poll::Ready(())
@@ -194,11 +213,6 @@ mod tests {
             self.items.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         fn list_end(&mut self, _end: ListEnd) {}
-        fn event(&mut self, _event: &Event) -> Option<Stop> {
-            None
-        }
-        fn object(&mut self, _object: &Bytes) {}
-        fn abort(&mut self, _reason: &str) {}
     }
 
     #[tokio::test]
@@ -221,7 +235,7 @@ mod tests {
                 counted.fetch_add(1, Ordering::SeqCst);
             }),
         );
-        let pipeline = Pipeline {
+        let pipeline: Pipeline<dyn ListSink> = Pipeline {
             sink: Some(Box::new(Gate {
                 open: open.clone(),
                 items: items.clone(),

@@ -7,6 +7,7 @@ use http_body_util::{BodyExt, Limited};
 use thiserror::Error;
 
 use super::body::Pipeline;
+use super::sink::ObjectSink;
 use super::transform::Verdict;
 use crate::error::BoxError;
 
@@ -33,7 +34,7 @@ pub enum ObjectError {
 /// answer is left as it came.
 pub async fn object<B>(
     upstream: B,
-    mut pipeline: Pipeline,
+    mut pipeline: Pipeline<dyn ObjectSink>,
     reads: bool,
 ) -> Result<Bytes, ObjectError>
 where

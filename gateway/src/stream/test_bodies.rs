@@ -38,7 +38,7 @@ pub async fn client_reads(
     (text, errors)
 }
 
-pub fn bare() -> Pipeline {
+pub fn bare<S: ?Sized>() -> Pipeline<S> {
     Pipeline {
         transform: None,
         sink: None,

@@ -8,6 +8,7 @@ use http_body::{Body, Frame};
 
 use super::body::{BATCH, Flow, Framing, Pipeline, drive};
 use super::object::Meta;
+use super::sink::WatchSink;
 use super::stop::Stop;
 use super::transform::{TransformError, Verdict};
 use super::visibility::Visibility;
@@ -18,7 +19,7 @@ use crate::reply::failure_status;
 /// The client's body for a watch response.
 pub fn watch<B>(
     upstream: B,
-    pipeline: Pipeline,
+    pipeline: Pipeline<dyn WatchSink>,
 ) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
@@ -41,6 +42,7 @@ struct WatchFraming {
 }
 
 impl Framing for WatchFraming {
+    type Tee = dyn WatchSink;
     const KIND: &'static str = "watch";
     const STOPPABLE: bool = true;
 
@@ -48,14 +50,22 @@ impl Framing for WatchFraming {
         self.framer.push(data);
     }
 
-    fn drain(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut) -> Result<Flow, BoxError> {
+    fn drain(
+        &mut self,
+        pipeline: &mut Pipeline<dyn WatchSink>,
+        out: &mut BytesMut,
+    ) -> Result<Flow, BoxError> {
         if let Err(error) = self.drain_events(pipeline, out) {
             self.malformed(pipeline, out, &error);
         }
         Ok(if self.done { Flow::Done } else { Flow::More })
     }
 
-    fn finish(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut) -> Result<(), BoxError> {
+    fn finish(
+        &mut self,
+        pipeline: &mut Pipeline<dyn WatchSink>,
+        out: &mut BytesMut,
+    ) -> Result<(), BoxError> {
         if let Err(error) = self.framer.finish() {
             self.malformed(pipeline, out, &error.into());
         }
@@ -73,7 +83,12 @@ impl WatchFraming {
     /// The upstream's watch body is not the JSON it claims to be: what was good is sent, then
     /// an ERROR event says why the watch ends (the client re-watches or re-lists), and the
     /// tee gives up on the stream.
-    fn malformed(&mut self, pipeline: &mut Pipeline, out: &mut BytesMut, error: &BoxError) {
+    fn malformed(
+        &mut self,
+        pipeline: &mut Pipeline<dyn WatchSink>,
+        out: &mut BytesMut,
+        error: &BoxError,
+    ) {
         self.done = true;
         pipeline.broke_off("watch", error);
         let message = format!("edgegate: the apiserver's watch stream is malformed: {error}");
@@ -84,7 +99,7 @@ impl WatchFraming {
     /// events after a malformed one are not read.
     fn drain_events(
         &mut self,
-        pipeline: &mut Pipeline,
+        pipeline: &mut Pipeline<dyn WatchSink>,
         out: &mut BytesMut,
     ) -> Result<(), BoxError> {
         while !self.done {
@@ -125,7 +140,7 @@ impl WatchFraming {
     /// to see it. A fail-closed filter's failure ends the watch with an ERROR event instead.
     fn send(
         &mut self,
-        pipeline: &mut Pipeline,
+        pipeline: &mut Pipeline<dyn WatchSink>,
         out: &mut BytesMut,
         events: Vec<(Bytes, Event)>,
     ) -> Result<(), BoxError> {
@@ -172,7 +187,7 @@ impl WatchFraming {
 
 /// Sends an event as it came, and tees it; a stop when the tee ends the watch.
 fn forward(
-    pipeline: &mut Pipeline,
+    pipeline: &mut Pipeline<dyn WatchSink>,
     out: &mut BytesMut,
     frame: &[u8],
     event: &Event,
@@ -184,7 +199,7 @@ fn forward(
 
 /// The transform's verdicts on the objects of the events it sees, in order.
 fn verdicts(
-    pipeline: &mut Pipeline,
+    pipeline: &mut Pipeline<dyn WatchSink>,
     events: &[(Bytes, Event)],
 ) -> Result<Vec<Verdict>, TransformError> {
     let Some(transform) = pipeline.transform.as_mut() else {

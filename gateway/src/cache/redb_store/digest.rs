@@ -2,20 +2,11 @@
 //! table of their own under the objects' keys, so that comparing an item with the stored
 //! object, or walking a set's members, reads a few bytes per object instead of the object.
 
-use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition};
+use redb::{ReadableTable, ReadableTableMetadata, Table};
 use xxhash_rust::xxh3::xxh3_128;
 
-use super::engine;
+use super::tables::{Digest, engine};
 use crate::cache::store::StoreError;
-
-/// An object's length and XXH3-128 hash. Objects with equal digests are taken to be the
-/// same bytes: by chance, two differ with a probability of 2⁻¹²⁸; on purpose, only a filter
-/// could make two, and as a replacement keeps the key of the object it replaces, it gains
-/// nothing it could not have by returning the stored bytes.
-pub(super) type Digest = (u64, u128);
-
-/// Digests by object key: exactly the keys of the objects table.
-pub(super) const DIGESTS: TableDefinition<&str, Digest> = TableDefinition::new("digests");
 
 /// The digest of `object`.
 pub(super) fn of(object: &[u8]) -> Digest {

@@ -9,10 +9,9 @@
 use bytes::Bytes;
 use redb::{ReadableTable, Table, TableDefinition};
 
-use super::digest::Digest;
-use super::{encoding, engine};
+use super::tables::{Digest, encoding, engine, prefix_end};
 use crate::cache::key::{ResourceKey, SetKey};
-use crate::cache::selection::Selection;
+use crate::cache::selectors::Selectors;
 use crate::cache::store::{History, SetMeta, StoreError};
 use crate::stream::{Meta, compare_versions};
 
@@ -86,7 +85,7 @@ pub(super) fn deleted_since(
         return Ok(false);
     };
     let prefix = SetKey::resource_prefix(&resource);
-    let end = super::prefix_end(&prefix);
+    let end = prefix_end(&prefix);
     for entry in sets.range(prefix.as_str()..end.as_str()).map_err(engine)? {
         let (encoded, _) = entry.map_err(engine)?;
         let encoded = encoded.value();
@@ -98,7 +97,7 @@ pub(super) fn deleted_since(
             continue;
         };
         let deleted = SetKey::decode(encoded)
-            .is_some_and(|set| Selection::of_set(&set).is_ok_and(|s| s.matches(&last)));
+            .is_some_and(|set| Selectors::of_set(&set).is_ok_and(|s| s.matches(&last)));
         let at_or_after = Meta::parse(&last).is_ok_and(|m| {
             compare_versions(&m.resource_version, resource_version).is_some_and(|o| o.is_ge())
         });
@@ -176,7 +175,7 @@ fn holders(
     object: &[u8],
 ) -> Result<Vec<String>, StoreError> {
     let prefix = SetKey::resource_prefix(&set.resource);
-    let end = super::prefix_end(&prefix);
+    let end = prefix_end(&prefix);
     let own = set.encode();
     let mut holders = Vec::new();
     for entry in tables
@@ -190,7 +189,7 @@ fn holders(
             continue;
         };
         let under = key.starts_with(&other.resource.namespace_prefix(&other.namespace));
-        let selected = Selection::of_set(&other).is_ok_and(|s| s.matches(object));
+        let selected = Selectors::of_set(&other).is_ok_and(|s| s.matches(object));
         if under && selected && !has_left(&*tables.history, encoded, key, object)? {
             holders.push(encoded.to_owned());
         }

@@ -3,10 +3,11 @@
 
 use redb::{ReadableTable, Table};
 
+use super::digest;
 use super::history::{self, Tables};
-use super::{UNCHANGED, digest, encoding, engine, prefix_end, put};
+use super::tables::{UNCHANGED, encoding, engine, prefix_end, put};
 use crate::cache::key::SetKey;
-use crate::cache::selection::Selection;
+use crate::cache::selectors::Selectors;
 use crate::cache::store::{History, SetMeta, StoreError};
 use crate::stream::compare_versions;
 
@@ -37,7 +38,7 @@ pub(super) fn commit(
     write_meta(tables.sets, &encoded, &meta)?;
     let prefix = set.resource.namespace_prefix(&set.namespace);
     let end = prefix_end(&prefix);
-    match Selection::of_set(set) {
+    match Selectors::of_set(set) {
         Ok(selection) => {
             let mut stale = Vec::new();
             for entry in tables

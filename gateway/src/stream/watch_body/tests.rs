@@ -1,6 +1,6 @@
 use bytes::Bytes;
 
-use super::super::sink::{ListEnd, Sink};
+use super::super::sink::Sink;
 use super::super::test_bodies::{bare, client_reads, upstream};
 use super::super::transform::Transform;
 use super::*;
@@ -37,14 +37,14 @@ async fn a_malformed_watch_body_ends_with_an_error_event_not_a_broken_stream() {
 struct Lossy;
 
 impl Sink for Lossy {
-    fn list_item(&mut self, _object: &Bytes) {}
-    fn list_end(&mut self, _end: ListEnd) {}
+    fn abort(&mut self, _reason: &str) {}
+}
+
+impl WatchSink for Lossy {
     fn event(&mut self, event: &Event) -> Option<Stop> {
         let lost = Meta::parse(&event.object).is_ok_and(|m| m.name.starts_with("lost-"));
         lost.then(|| Stop::Relist("fell behind".into()))
     }
-    fn object(&mut self, _object: &Bytes) {}
-    fn abort(&mut self, _reason: &str) {}
 }
 
 #[tokio::test]
@@ -56,7 +56,7 @@ async fn a_watch_whose_tee_lost_an_event_ends_after_it_with_a_410() {
     ]
     .concat();
     let body = upstream(vec![chunk(read), chunk(event("DELETED", "a", 4))]);
-    let pipeline = Pipeline {
+    let pipeline: Pipeline<dyn WatchSink> = Pipeline {
         sink: Some(Box::new(Lossy)),
         ..bare()
     };
@@ -120,7 +120,7 @@ fn chunk(text: String) -> &'static str {
     text.leak()
 }
 
-fn filtered(calls: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>) -> Pipeline {
+fn filtered(calls: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>) -> Pipeline<dyn WatchSink> {
     Pipeline {
         transform: Some(Box::new(Names(calls.clone()))),
         ..bare()

@@ -1,5 +1,6 @@
-//! The room the writer gives the tees: how many object bytes may wait for it at once, and
-//! how a set's first list waits for room instead of going uncached.
+//! The in-flight budget the writer gives the tees: how many object bytes may wait for it at
+//! once, and how a set's first list waits for room instead of going uncached. A tee takes
+//! room before it sends an object; the writer frees it once the object is applied.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,24 +21,25 @@ pub(crate) const FIRST_LIST_BYTES: usize = 1 << 20;
 pub(crate) const FIRST_LIST_WAIT: Duration = Duration::from_secs(10);
 
 /// Room for one object on its way to the writer, or `None` when the wait was given up.
-pub(crate) type RoomWait = Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>;
+pub(crate) type BudgetWait = Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>;
 
-/// The two bounds on object bytes in flight to the writer.
-pub(crate) struct Room {
+/// The two bounds on object bytes in flight to the writer; clones share them.
+#[derive(Clone)]
+pub(crate) struct Budget {
     shared: Arc<Semaphore>,
     first_lists: Arc<Semaphore>,
 }
 
-impl Default for Room {
+impl Default for Budget {
     fn default() -> Self {
-        Room {
+        Budget {
             shared: Arc::new(Semaphore::new(IN_FLIGHT_BYTES)),
             first_lists: Arc::new(Semaphore::new(FIRST_LIST_BYTES)),
         }
     }
 }
 
-impl Room {
+impl Budget {
     /// Room for `bytes` of a re-list, a watch event or an object, if there is some now.
     pub(crate) fn try_shared(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
         let permits = u32::try_from(bytes.max(1)).ok()?;
@@ -54,7 +56,7 @@ impl Room {
 
     /// Room for `bytes` of a first list once the writer has made it, or `None` after
     /// [`FIRST_LIST_WAIT`].
-    pub(crate) fn wait_first_list(&self, bytes: usize) -> RoomWait {
+    pub(crate) fn wait_first_list(&self, bytes: usize) -> BudgetWait {
         let room = self.first_lists.clone();
         let permits = first_list_permits(bytes);
         Box::pin(async move {
@@ -79,7 +81,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_first_list_waits_for_room_that_the_writer_frees() {
-        let room = Room::default();
+        let room = Budget::default();
         let all = room
             .try_first_list(FIRST_LIST_BYTES)
             .expect("free at first");
@@ -95,7 +97,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_object_larger_than_the_room_takes_all_of_it() {
-        let room = Room::default();
+        let room = Budget::default();
         let permit = room
             .wait_first_list(FIRST_LIST_BYTES * 3)
             .await
@@ -106,7 +108,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_wait_on_a_stuck_writer_is_given_up() {
-        let room = Room::default();
+        let room = Budget::default();
         let _all = room
             .try_first_list(FIRST_LIST_BYTES)
             .expect("free at first");
@@ -115,7 +117,7 @@ mod tests {
 
     #[test]
     fn the_first_lists_room_is_apart_from_the_shared_room() {
-        let room = Room::default();
+        let room = Budget::default();
         let _shared = room.try_shared(IN_FLIGHT_BYTES).expect("free at first");
         assert!(room.try_shared(1).is_none());
         assert!(room.try_first_list(FIRST_LIST_BYTES).is_some());

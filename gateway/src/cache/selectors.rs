@@ -3,13 +3,13 @@
 
 use edgegate_filter_sdk::selector::LabelSelector;
 
+use super::field_selector::FieldSelector;
 use super::key::SetKey;
-use super::selector::FieldSelector;
 use crate::stream;
 
 /// A label and a field selector, parsed once.
 #[derive(Clone, Debug, Default)]
-pub struct Selection {
+pub struct Selectors {
     labels: Option<LabelSelector>,
     fields: FieldSelector,
 }
@@ -17,32 +17,32 @@ pub struct Selection {
 /// A selector in a request cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid {kind} selector {text:?}")]
-pub struct SelectionError {
+pub struct SelectorError {
     kind: &'static str,
     text: String,
 }
 
-impl Selection {
+impl Selectors {
     /// Parses a label and a field selector (either may be empty).
-    pub fn new(labels: &str, fields: &str) -> Result<Selection, SelectionError> {
+    pub fn new(labels: &str, fields: &str) -> Result<Selectors, SelectorError> {
         let labels = if labels.trim().is_empty() {
             None
         } else {
-            Some(LabelSelector::parse(labels).map_err(|_| SelectionError {
+            Some(LabelSelector::parse(labels).map_err(|_| SelectorError {
                 kind: "label",
                 text: labels.to_owned(),
             })?)
         };
-        let fields = FieldSelector::parse(fields).map_err(|_| SelectionError {
+        let fields = FieldSelector::parse(fields).map_err(|_| SelectorError {
             kind: "field",
             text: fields.to_owned(),
         })?;
-        Ok(Selection { labels, fields })
+        Ok(Selectors { labels, fields })
     }
 
     /// The selection of a set's selectors.
-    pub fn of_set(set: &SetKey) -> Result<Selection, SelectionError> {
-        Selection::new(&set.label_selector, &set.field_selector)
+    pub fn of_set(set: &SetKey) -> Result<Selectors, SelectorError> {
+        Selectors::new(&set.label_selector, &set.field_selector)
     }
 
     /// Whether the selection selects everything.

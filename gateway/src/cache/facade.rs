@@ -1,0 +1,210 @@
+//! The cache as the rest of the gateway sees it: what is cached (the policy), the store for
+//! readers, tees for responses, and the components' uses garbage collection asks about. What
+//! the tees feed goes to the one writer, which this starts and closes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use super::clock::RunningClock;
+use super::key::{ResourceKey, SetKey};
+use super::message::Message;
+use super::metrics::CacheMetrics;
+use super::policy::{CachePolicy, CacheTarget};
+use super::store::Store;
+use super::tee::{ListTee, ObjectTee, Tee, TeeLink, WatchTee};
+use super::usage::{Serving, UseLog};
+use super::writer::Writer;
+
+/// The cache: its policy, its store for readers, and the tees into its writer.
+pub struct Cache {
+    /// What is cached now: the agents it started with and those `yurt-hub-cfg` adds.
+    policy: ArcSwap<CachePolicy>,
+    /// The agents it started with (defaults and `--cache-agents`).
+    base_agents: Vec<String>,
+    store: Arc<dyn Store>,
+    clock: Arc<RunningClock>,
+    uses: Arc<UseLog>,
+    metrics: CacheMetrics,
+    writer: Writer,
+}
+
+impl Cache {
+    /// Starts the writer over `store`.
+    pub fn start(store: Arc<dyn Store>, policy: CachePolicy, metrics: CacheMetrics) -> Arc<Cache> {
+        let base_agents = policy.agents();
+        let base = store.running_secs().unwrap_or_else(|error| {
+            tracing::warn!(error = %crate::error::error_chain(&error), "cannot read the gateway's running time; counting from zero");
+            0
+        });
+        let clock = Arc::new(RunningClock::new(base));
+        let writer = Writer::start(store.clone(), metrics.clone(), clock.clone());
+        let uses = Arc::new(UseLog::new(clock.clone(), writer.outbox().clone()));
+        Arc::new(Cache {
+            policy: ArcSwap::from_pointee(policy),
+            base_agents,
+            store,
+            clock,
+            uses,
+            metrics,
+            writer,
+        })
+    }
+
+    /// What is cached now.
+    pub fn policy(&self) -> arc_swap::Guard<Arc<CachePolicy>> {
+        self.policy.load()
+    }
+
+    /// Caches the components in `extra` too, besides those it started with, until the next
+    /// call (YurtHub's `cache_agents` of `yurt-hub-cfg`: additive, and replaced as a whole
+    /// when the ConfigMap changes). What is cached of agents no longer named stays until
+    /// garbage collection takes it, as YurtHub leaves it.
+    pub fn set_extra_agents(&self, extra: &[String]) {
+        let agents: Vec<&str> = self
+            .base_agents
+            .iter()
+            .chain(extra)
+            .map(String::as_str)
+            .collect();
+        self.policy.store(Arc::new(CachePolicy::new(&agents)));
+    }
+
+    /// The store, for readers.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The cache's metrics.
+    pub fn metrics(&self) -> &CacheMetrics {
+        &self.metrics
+    }
+
+    /// A tee for the response to `target`, of the kind it names; `None` for a later page of
+    /// a list whose earlier pages were not seen (it could never be committed whole).
+    pub fn tee(&self, target: CacheTarget) -> Option<Tee> {
+        Some(match target {
+            CacheTarget::List { set, continue_from } => {
+                Tee::List(self.list_tee(set, continue_from)?)
+            }
+            CacheTarget::Watch(set) => Tee::Watch(self.watch_tee(set)),
+            CacheTarget::Object(resource) => Tee::Object(self.object_tee(resource)),
+        })
+    }
+
+    /// A tee for a list page of `set`: its first when `continue_from` is `None`, else the
+    /// page that token asks for (`None` when its list's earlier pages were not seen).
+    pub fn list_tee(&self, set: SetKey, continue_from: Option<String>) -> Option<ListTee> {
+        let serving = self.uses.serving(&set.resource.component);
+        let (list, items) = match continue_from {
+            None => (self.writer.new_list(), 0),
+            Some(token) => self.writer.pages().resume(&token)?,
+        };
+        let paced = !self.holds(&set);
+        let link = self.link(Some(serving));
+        let pages = self.writer.pages().clone();
+        Some(ListTee::new(link, pages, list, items, set, paced))
+    }
+
+    /// A tee for a watch of `set`.
+    pub fn watch_tee(&self, set: SetKey) -> WatchTee {
+        let serving = self.uses.serving(&set.resource.component);
+        WatchTee::new(self.link(Some(serving)), set)
+    }
+
+    /// A tee for a single object of `resource`.
+    pub fn object_tee(&self, resource: ResourceKey) -> ObjectTee {
+        let serving = self.uses.serving(&resource.component);
+        ObjectTee::new(self.link(Some(serving)), resource)
+    }
+
+    /// A response for `target` that is not cached after all (an error, a protobuf answer):
+    /// nothing to tee, but a later page of a list ends that list, uncommitted.
+    pub fn skip_response(&self, target: CacheTarget) {
+        if let CacheTarget::List {
+            set,
+            continue_from: Some(token),
+        } = target
+            && let Some((list, items)) = self.writer.pages().resume(&token)
+        {
+            let pages = self.writer.pages().clone();
+            // Dropped before its end: the list is aborted, as any list that breaks off.
+            drop(ListTee::new(
+                self.link(None),
+                pages,
+                list,
+                items,
+                set,
+                false,
+            ));
+        }
+    }
+
+    /// Seconds the gateway has run over this store: the clock of components' last uses.
+    pub fn running_secs(&self) -> u64 {
+        self.clock.secs()
+    }
+
+    /// Tells the cache that components unused for `after` are collected: a component in
+    /// use must have a last use written well within that, however short it is.
+    pub fn collect_after(&self, after: Duration) {
+        self.uses.usage.collect_after(after);
+    }
+
+    /// Records that `component` was served (for garbage collection).
+    pub fn touch(&self, component: &str) {
+        self.uses.note(component, 0);
+    }
+
+    /// Runs `remove` (which removes `component`'s cache) if the component is not being
+    /// served and was last used before `cutoff`, by the store's record (`written`) and by
+    /// this run's; a response to it that starts meanwhile waits until it is done.
+    pub(crate) fn collect_unused<R>(
+        &self,
+        component: &str,
+        written: u64,
+        cutoff: u64,
+        remove: impl FnOnce() -> R,
+    ) -> Option<R> {
+        self.uses
+            .usage
+            .collect_unused(component, written, cutoff, remove)
+    }
+
+    /// Blocks until everything sent so far is durable. For shutdown and tests.
+    pub fn flush(&self) {
+        self.writer.flush();
+    }
+
+    /// Flushes and stops the writer.
+    pub fn close(&self) {
+        self.writer
+            .outbox()
+            .send(Message::Running(self.running_secs()));
+        self.writer.close();
+    }
+
+    /// The in-flight budget, to take in tests as a writer that has fallen behind leaves it.
+    #[cfg(test)]
+    pub(crate) fn budget(&self) -> &super::budget::Budget {
+        self.writer.budget()
+    }
+
+    /// A tee's link to the writer, keeping `serving` open while the tee lives.
+    fn link(&self, serving: Option<Serving>) -> TeeLink {
+        TeeLink::new(
+            self.writer.outbox().clone(),
+            self.writer.budget().clone(),
+            self.metrics.clone(),
+            serving,
+        )
+    }
+
+    /// Whether the store holds a committed list of `set` (unreadable counts as no).
+    fn holds(&self, set: &SetKey) -> bool {
+        self.store
+            .sets(&set.encode())
+            .is_ok_and(|sets| sets.iter().any(|(held, _)| held == set))
+    }
+}
