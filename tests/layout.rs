@@ -1,0 +1,442 @@
+//! The source layout, checked: no import circle between the files of `gateway/src` or
+//! `filters-sdk/src`, no module of `gateway/src` importing one of a higher tier, and no file
+//! much over 500 lines.
+//!
+//! A file imports another when it names an item by a path (`use`, or a path in code or a
+//! type) that resolves into that file: `crate::…`, `super::…`, `self::…`, a child module's
+//! name, or a name a `use` brought in. Test code (`tests.rs`, `tests/`, `#[cfg(test)]` items)
+//! is left out: tests may reach anywhere. A parent that re-exports its children and a child
+//! that imports through the parent make a circle; children import each other directly.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The tiers of `gateway/src` (STYLE.md's dependency direction): a module imports only
+/// modules of its own tier or below. `main.rs` is the binary's root, not part of the library.
+const GATEWAY_TIERS: &[(&str, u8)] = &[
+    // The operator tools run beside the gateway.
+    ("tools", 8),
+    // Listeners, per-request wiring, the one error → response mapping.
+    ("server", 7),
+    // The checked configuration of everything below, made from the command line.
+    ("config", 6),
+    // Offline answers, TLS clients and health, the Wasm host, and the node-level services.
+    ("local", 5),
+    ("upstream", 5),
+    ("filter", 5),
+    ("autonomy", 5),
+    ("informer", 5),
+    ("interface", 5),
+    ("certificate", 5),
+    ("hubcfg", 5),
+    ("tls", 5),
+    // The store: one writer, many readers.
+    ("cache", 4),
+    // Framing and tee traits; what a request is. Pure, no I/O.
+    ("stream", 3),
+    ("request", 3),
+    // Response bodies, `Status` answers and the one refusal → response mapping.
+    ("reply", 2),
+    ("refusal", 2),
+    // Leaves. The command line is parsed with nothing of the gateway below it.
+    ("cli", 1),
+    ("metrics", 1),
+    ("error", 1),
+    ("json", 1),
+];
+
+/// "About 500 lines": a file a little over is one concern that has grown a few tests.
+const LINE_LIMIT: usize = 520;
+
+/// One module file: the module paths it names.
+struct Module {
+    imports: BTreeSet<Vec<String>>,
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every non-test module file under `src`, by module path.
+fn module_files(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![src.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).expect("read a source folder") {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|name| name != "tests") {
+                    pending.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|ext| ext != "rs") {
+                continue;
+            }
+            let relative = path
+                .strip_prefix(src)
+                .expect("under src")
+                .with_extension("");
+            let mut segments: Vec<String> = relative
+                .components()
+                .map(|part| part.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            match segments.last().map(String::as_str) {
+                Some("lib") if segments.len() == 1 => segments.clear(),
+                Some("main") if segments.len() == 1 => continue,
+                Some("tests") => continue,
+                Some("mod") => {
+                    segments.pop();
+                }
+                _ => {}
+            }
+            files.insert(segments, path);
+        }
+    }
+    files
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg") && {
+            let tokens = attr.meta.require_list().map(|list| list.tokens.to_string());
+            tokens.is_ok_and(|text| {
+                text.split(|c: char| !c.is_alphanumeric())
+                    .any(|w| w == "test")
+            })
+        }
+    })
+}
+
+/// The paths one file names, relative to its module, with `use` aliases expanded.
+struct Paths {
+    module: Vec<String>,
+    children: BTreeSet<String>,
+    aliases: HashMap<String, Vec<String>>,
+    found: BTreeSet<Vec<String>>,
+}
+
+impl Paths {
+    /// A path's segments made absolute (from the crate root), or `None` for a path into
+    /// another crate or a local name.
+    fn absolute(&self, segments: &[String]) -> Option<Vec<String>> {
+        let (first, rest) = segments.split_first()?;
+        let mut base = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" => self.module.clone(),
+            "super" => {
+                let mut base = self.module.clone();
+                base.pop();
+                let mut rest = rest;
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+                base.extend(rest.iter().cloned());
+                return Some(base);
+            }
+            name if self.children.contains(name) => {
+                let mut base = self.module.clone();
+                base.push(name.to_string());
+                base
+            }
+            name => self.aliases.get(name)?.clone(),
+        };
+        base.extend(rest.iter().cloned());
+        Some(base)
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(path) => {
+                prefix.push(path.ident.to_string());
+                self.use_tree(prefix, &path.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(name) => self.used(prefix, &name.ident.to_string(), None),
+            syn::UseTree::Rename(rename) => self.used(
+                prefix,
+                &rename.ident.to_string(),
+                Some(rename.rename.to_string()),
+            ),
+            syn::UseTree::Glob(_) => {
+                if let Some(path) = self.absolute(prefix) {
+                    self.found.insert(path);
+                }
+            }
+            syn::UseTree::Group(group) => {
+                for tree in &group.items {
+                    self.use_tree(prefix, tree);
+                }
+            }
+        }
+    }
+
+    fn used(&mut self, prefix: &[String], name: &str, alias: Option<String>) {
+        let mut segments = prefix.to_vec();
+        if name != "self" {
+            segments.push(name.to_string());
+        }
+        if let Some(path) = self.absolute(&segments) {
+            let local = alias.unwrap_or_else(|| segments.last().cloned().unwrap_or_default());
+            self.aliases.insert(local, path.clone());
+            self.found.insert(path);
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Paths {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs = match item {
+            syn::Item::Mod(item) => &item.attrs,
+            syn::Item::Fn(item) => &item.attrs,
+            syn::Item::Impl(item) => &item.attrs,
+            syn::Item::Use(item) => &item.attrs,
+            syn::Item::Struct(item) => &item.attrs,
+            syn::Item::Const(item) => &item.attrs,
+            _ => return syn::visit::visit_item(self, item),
+        };
+        if !is_cfg_test(attrs) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &item.tree);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        if path.leading_colon.is_none() && path.segments.len() > 1 {
+            let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+            if let Some(absolute) = self.absolute(&segments) {
+                self.found.insert(absolute);
+            }
+        }
+        syn::visit::visit_path(self, path);
+    }
+}
+
+/// Every module of the crate under `src` with the module paths it names.
+fn read_crate(src: &Path) -> BTreeMap<Vec<String>, Module> {
+    let files = module_files(src);
+    let mut modules = BTreeMap::new();
+    for (module, file) in &files {
+        let text = fs::read_to_string(file).expect("read a source file");
+        let syntax = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let children = syntax
+            .items
+            .iter()
+            .filter_map(|item| match item {
+                syn::Item::Mod(item) if !is_cfg_test(&item.attrs) => Some(item.ident.to_string()),
+                _ => None,
+            })
+            .collect();
+        let mut paths = Paths {
+            module: module.clone(),
+            children,
+            aliases: HashMap::new(),
+            found: BTreeSet::new(),
+        };
+        // Aliases first, so a path in code before its `use` still resolves.
+        for item in &syntax.items {
+            if let syn::Item::Use(item) = item {
+                paths.visit_item_use(item);
+            }
+        }
+        paths.visit_file(&syntax);
+        modules.insert(
+            module.clone(),
+            Module {
+                imports: paths.found,
+            },
+        );
+    }
+    modules
+}
+
+/// The file-level import graph: module → the module files it imports (not itself).
+fn graph(modules: &BTreeMap<Vec<String>, Module>) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let mut edges = BTreeMap::new();
+    for (name, module) in modules {
+        let targets: BTreeSet<Vec<String>> = module
+            .imports
+            .iter()
+            .filter_map(|path| {
+                (0..=path.len())
+                    .rev()
+                    .map(|len| path[..len].to_vec())
+                    .find(|prefix| modules.contains_key(prefix))
+            })
+            .filter(|target| target != name)
+            .collect();
+        edges.insert(name.clone(), targets);
+    }
+    edges
+}
+
+/// The strongly connected components with more than one module (Tarjan).
+fn circles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<String>>> {
+    struct State<'a> {
+        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        index: HashMap<&'a Vec<String>, usize>,
+        low: HashMap<&'a Vec<String>, usize>,
+        stack: Vec<&'a Vec<String>>,
+        on_stack: BTreeSet<&'a Vec<String>>,
+        found: Vec<Vec<Vec<String>>>,
+    }
+    fn visit<'a>(state: &mut State<'a>, node: &'a Vec<String>) {
+        let next = state.index.len();
+        state.index.insert(node, next);
+        state.low.insert(node, next);
+        state.stack.push(node);
+        state.on_stack.insert(node);
+        for target in &state.edges[node] {
+            if !state.index.contains_key(target) {
+                visit(state, target);
+                let low = state.low[node].min(state.low[target]);
+                state.low.insert(node, low);
+            } else if state.on_stack.contains(target) {
+                let low = state.low[node].min(state.index[target]);
+                state.low.insert(node, low);
+            }
+        }
+        if state.low[node] == state.index[node] {
+            let mut component = Vec::new();
+            while let Some(member) = state.stack.pop() {
+                state.on_stack.remove(member);
+                component.push(member.clone());
+                if member == node {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                state.found.push(component);
+            }
+        }
+    }
+    let mut state = State {
+        edges,
+        index: HashMap::new(),
+        low: HashMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for node in edges.keys() {
+        if !state.index.contains_key(node) {
+            visit(&mut state, node);
+        }
+    }
+    state.found
+}
+
+fn name(module: &[String]) -> String {
+    if module.is_empty() {
+        "crate".into()
+    } else {
+        module.join("::")
+    }
+}
+
+fn assert_no_circles(crate_src: &str) {
+    let modules = read_crate(&workspace().join(crate_src));
+    let edges = graph(&modules);
+    // Each circle with the imports that close it, so the failure says what to cut.
+    let text: Vec<String> = circles(&edges)
+        .iter()
+        .map(|component| {
+            let members: BTreeSet<&Vec<String>> = component.iter().collect();
+            let imports: Vec<String> = component
+                .iter()
+                .flat_map(|from| {
+                    edges[from]
+                        .iter()
+                        .filter(|to| members.contains(to))
+                        .map(move |to| format!("  {} → {}", name(from), name(to)))
+                })
+                .collect();
+            let names: Vec<String> = component.iter().map(|m| name(m)).collect();
+            format!("{}\n{}", names.join(" ⇄ "), imports.join("\n"))
+        })
+        .collect();
+    assert!(
+        text.is_empty(),
+        "import circles in {crate_src}:\n{}",
+        text.join("\n")
+    );
+}
+
+#[test]
+fn no_import_circle_in_the_gateway() {
+    assert_no_circles("gateway/src");
+}
+
+#[test]
+fn no_import_circle_in_the_sdk() {
+    assert_no_circles("filters-sdk/src");
+}
+
+#[test]
+fn no_gateway_module_imports_a_higher_tier() {
+    let tiers: HashMap<&str, u8> = GATEWAY_TIERS.iter().copied().collect();
+    let modules = read_crate(&workspace().join("gateway/src"));
+    let tier = |module: &[String]| module.first().map(|top| tiers.get(top.as_str()).copied());
+    let mut wrong = Vec::new();
+    for (from, targets) in graph(&modules) {
+        let Some(from_tier) = tier(&from) else {
+            continue;
+        };
+        let from_tier = from_tier.unwrap_or_else(|| panic!("{} has no tier", name(&from)));
+        for target in targets {
+            let Some(Some(target_tier)) = tier(&target) else {
+                continue;
+            };
+            if target_tier > from_tier {
+                wrong.push(format!("{} imports {}", name(&from), name(&target)));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "lower tiers importing higher ones:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_file_is_much_over_500_lines() {
+    let mut long = Vec::new();
+    let mut pending: Vec<PathBuf> = [
+        "gateway/src",
+        "filters-sdk/src",
+        "json-scan/src",
+        "filters",
+        "tests",
+    ]
+    .iter()
+    .map(|dir| workspace().join(dir))
+    .collect();
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).expect("read a folder") {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                let lines = fs::read_to_string(&path).expect("read").lines().count();
+                if lines > LINE_LIMIT {
+                    long.push(format!("{}: {lines}", path.display()));
+                }
+            }
+        }
+    }
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "files over {LINE_LIMIT} lines:\n{}",
+        long.join("\n")
+    );
+}
