@@ -4,26 +4,33 @@
 //! to a healthy apiserver and streams the answers back.
 //!
 //! # Layout
-//! A request travels top to bottom; each module imports only those below it.
-//! - [`server`]: the proxy and hub listeners, per-request wiring, the one error → `Status` mapping.
+//! From the top tier down; a module imports only modules of its own tier or below, and no
+//! two files import each other (`tests/layout.rs` checks both). A request travels
+//! request → server → upstream → stream → filter → tee → cache, or → local when offline.
+//! - [`tools`]: the `filter` and `cache` subcommands.
+//! - [`server`]: the proxy and hub listeners, per-request wiring, the switch on the kind of
+//!   response.
+//! - [`config`]: the checked configuration, made from the command line.
 //! - [`local`]: answers from the cache while no apiserver is reachable.
+//! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
+//! - [`filter`]: the Wasm filter host: its runtime, loading and hot reload, the chain.
 //! - [`autonomy`]: the node's `NodeAutonomy` condition, kept through the gateway itself.
 //! - [`informer`]: the objects filters look up, kept by the gateway's own informers.
-//! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
 //! - [`interface`]: the hub interface (a dummy link with the address pods reach).
+//! - [`certificate`]: the gateway's client and serving certificates: bootstrapped, renewed.
+//! - [`hubcfg`]: YurtHub's `yurt-hub-cfg` ConfigMap, followed.
 //! - [`tls`]: the HTTPS proxy's TLS settings: its pair, and the client CAs it asks for.
-//! - [`filter`]: the Wasm filter host: loading, hot reload, the chain, per-call limits.
-//! - [`cache`]: what is cached, the crash-safe store, its one writer, offline queries.
-//! - [`stream`]: responses as streams of objects: framing, the transform hook, the tee.
-//! - [`request`]: what a request is (RequestInfo, component); pure, no I/O.
+//! - [`cache`]: what is cached, the facade, its one writer, the typed tees, the crash-safe
+//!   store, offline reads.
+//! - [`stream`]: responses as streams of objects: one body driver over list and watch
+//!   framings, single objects, the transform and tee traits.
+//! - [`request`]: the request context, parsed once: RequestInfo, component, list options.
 //! - [`refusal`]: answers the gateway makes itself, and the one function that makes them
 //!   `Status` responses, counted by fault.
 //! - [`reply`]: response bodies and `Status` bodies.
-//! - [`metrics`]: the Prometheus registry; [`error`]: the boxed error and an error's causes
-//!   on one line; [`json`]: JSON indented for reading.
-//! - [`certificate`]: the gateway's client certificate: bootstrapped with a token, renewed.
-//! - [`config`] and [`cli`]: the command line and the checked configuration; [`tools`]: the
-//!   `filter` and `cache` subcommands.
+//! - Leaves: [`cli`] (the command line, parsed with nothing of the gateway below it),
+//!   [`metrics`] (the Prometheus registry), [`error`] (the boxed error, an error's causes on
+//!   one line), [`json`] (JSON indented for reading).
 
 pub mod autonomy;
 pub mod cache;
