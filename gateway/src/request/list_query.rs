@@ -30,12 +30,24 @@ impl ListQuery {
         let mut parsed = ListQuery::default();
         let Some(query) = query else { return parsed };
         let mut watch_value = None;
-        // A key given twice counts once, by its first value, as kube-apiserver decodes it.
-        let mut seen = std::collections::HashSet::new();
+        // A key given twice counts once, by its first value, as kube-apiserver decodes it:
+        // one bit per key read.
+        let mut seen = 0u8;
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-            if !seen.insert(key.clone()) {
+            let bit = match key.as_ref() {
+                "watch" => 1,
+                "labelSelector" => 1 << 1,
+                "fieldSelector" => 1 << 2,
+                "continue" => 1 << 3,
+                "resourceVersion" => 1 << 4,
+                "timeoutSeconds" => 1 << 5,
+                "allowWatchBookmarks" => 1 << 6,
+                _ => continue,
+            };
+            if seen & bit != 0 {
                 continue;
             }
+            seen |= bit;
             match key.as_ref() {
                 "watch" => watch_value = Some(value.into_owned()),
                 "labelSelector" => parsed.labels = value.into_owned(),

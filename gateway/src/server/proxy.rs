@@ -83,7 +83,7 @@ async fn handle_as(
         Ok((caller, Ok(slot))) => {
             // Filters see the component; the cache, its caller's partition.
             let cache_component = caller.cache_component(&context.component);
-            let context = context.clone().cached_for(cache_component);
+            let context = context.cached_for(cache_component);
             let forwarded = forward(&state, request, peer, &context, &caller).await;
             let response = match forwarded {
                 Ok(response) => response,
@@ -209,7 +209,7 @@ async fn forward(
     if let Some(client_upgrade) = client_upgrade {
         return Ok(upgrade::tunnel(client_upgrade, response));
     }
-    respond::respond(&state.cache, &state.watch_ends(), context, plan, response).await
+    respond::respond(&state.cache, &state.watch_ends, context, plan, response).await
 }
 
 /// The upstream's answer to `send`, or `None` once `server` is found unhealthy first. An
