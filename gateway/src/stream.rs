@@ -8,6 +8,7 @@
 //!   [`until`], a body passed through until its watch must stop.
 //! - `list_body`, `watch_body`: the two framings: batches of items, events and their errors.
 //! - `object_body`: a single object, read whole (bounded), filtered and teed.
+//! - `gunzip`: a gzip-encoded upstream body inflated as it streams, before any of the above.
 //! - `list`, `watch`, `nesting`, `scan`: the framers that find items and events in bytes.
 //! - `object`: an object's metadata read without parsing it whole.
 //! - `transform`, `sink`, `stop`: what the filter chain, the tee and a watch's end implement.
@@ -16,6 +17,7 @@
 
 mod body;
 mod error;
+mod gunzip;
 mod list;
 mod list_body;
 mod nesting;
@@ -33,6 +35,7 @@ mod watch_body;
 
 pub use body::{BATCH, Pipeline, until};
 pub use error::{FrameError, StreamError};
+pub use gunzip::{Gunzip, GzipError, is_gzip};
 pub use list::{ListFrame, ListFramer};
 pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};

@@ -13,6 +13,7 @@ mod crash_gc;
 mod crash_watch;
 mod damage;
 mod deploy;
+mod edge_link;
 mod filters;
 mod hub_cfg;
 mod hub_interface;
@@ -57,6 +58,10 @@ const TESTS: &[(&str, Test)] = &[
         proxy::anonymous_kubectl_uses_the_gateway_identity,
     ),
     ("proxy::upgrade_is_tunneled", proxy::upgrade_is_tunneled),
+    (
+        "edge_link::a_framed_list_crosses_the_edge_link_gzipped",
+        edge_link::a_framed_list_crosses_the_edge_link_gzipped,
+    ),
     (
         "proxy::hub_server_reports_health_and_metrics",
         proxy::hub_server_reports_health_and_metrics,

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ pub struct Relay {
     cut: Arc<AtomicBool>,
     live: Arc<Mutex<Vec<TcpStream>>>,
     closed: Arc<AtomicBool>,
+    down: Arc<AtomicU64>,
 }
 
 impl Relay {
@@ -30,8 +31,10 @@ impl Relay {
             cut: Arc::new(AtomicBool::new(false)),
             live: Arc::new(Mutex::new(Vec::new())),
             closed: Arc::new(AtomicBool::new(false)),
+            down: Arc::new(AtomicU64::new(0)),
         };
         let (cut, live, closed) = (relay.cut.clone(), relay.live.clone(), relay.closed.clone());
+        let down = relay.down.clone();
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if closed.load(Ordering::SeqCst) {
@@ -49,8 +52,8 @@ impl Relay {
                     live.extend(client.try_clone().ok());
                     live.extend(server.try_clone().ok());
                 }
-                pipe(&client, &server);
-                pipe(&server, &client);
+                pipe(&client, &server, None);
+                pipe(&server, &client, Some(down.clone()));
             }
         });
         Ok(relay)
@@ -71,6 +74,12 @@ impl Relay {
         self.cut.store(false, Ordering::SeqCst);
     }
 
+    /// Bytes the apiserver has sent through the relay so far (TLS records included): what the
+    /// edge link carries down.
+    pub fn bytes_down(&self) -> u64 {
+        self.down.load(Ordering::SeqCst)
+    }
+
     /// The URL the gateway should use to reach the apiserver through the relay.
     pub fn url(&self) -> String {
         format!("https://{}", self.addr)
@@ -86,7 +95,8 @@ impl Drop for Relay {
     }
 }
 
-fn pipe(from: &TcpStream, to: &TcpStream) {
+/// Copies `from` to `to` on a thread of its own, counting the bytes into `count`.
+fn pipe(from: &TcpStream, to: &TcpStream, count: Option<Arc<AtomicU64>>) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -98,6 +108,9 @@ fn pipe(from: &TcpStream, to: &TcpStream) {
                 Ok(n) => {
                     if to.write_all(&buf[..n]).is_err() {
                         break;
+                    }
+                    if let Some(count) = &count {
+                        count.fetch_add(n as u64, Ordering::SeqCst);
                     }
                 }
             }

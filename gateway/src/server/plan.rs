@@ -1,6 +1,6 @@
 //! The plan of one response: which filters it passes and whether it is teed into the cache.
-//! Made before the request is forwarded, because a planned response must come back as JSON,
-//! uncompressed.
+//! Made before the request is forwarded, because a planned response must come back as JSON
+//! (gzipped over the edge link, inflated as it streams).
 
 use http::HeaderMap;
 use http::header::{ACCEPT, ACCEPT_ENCODING, HeaderValue};
@@ -24,6 +24,9 @@ pub struct Plan {
     json: bool,
     /// Whether it is a watch.
     watch: bool,
+    /// Whether the client takes a gzipped body (else one gzipped at the gateway's asking
+    /// reaches it inflated).
+    pub client_takes_gzip: bool,
 }
 
 impl Plan {
@@ -44,6 +47,7 @@ impl Plan {
         let generation = filters.current();
         let fingerprint = generation.fingerprint(info, &context.component);
         let watch = info.verb == Verb::Watch;
+        let client_takes_gzip = takes_gzip(headers);
         if !takes_json(headers) {
             return Some(Plan {
                 session: None,
@@ -51,6 +55,7 @@ impl Plan {
                 fingerprint,
                 json: false,
                 watch,
+                client_takes_gzip,
             });
         }
         let session = generation.session(info, &context.component);
@@ -60,6 +65,7 @@ impl Plan {
             fingerprint,
             json: true,
             watch,
+            client_takes_gzip,
         })
     }
 
@@ -70,10 +76,32 @@ impl Plan {
     }
 }
 
-/// Asks upstream for plain JSON: what the framing reads.
+/// Asks upstream for plain JSON, what the framing reads, gzipped if the apiserver will: a
+/// large list then crosses the edge link in a fraction of its bytes (kube-apiserver gzips
+/// responses above 128 KiB, never a watch).
 pub fn ask_for_json(headers: &mut HeaderMap) {
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    headers.remove(ACCEPT_ENCODING);
+    headers.insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+}
+
+/// Whether the client accepts a gzip-encoded body (Go's transport asks for it unless told not
+/// to, and inflates it itself).
+fn takes_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';');
+            let name = parts.next().unwrap_or_default().trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q == 0.0))
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        })
 }
 
 /// Whether the client accepts plain JSON (client-go sends
@@ -127,6 +155,22 @@ mod tests {
         assert!(!takes_json(&accept(
             "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
         )));
+    }
+
+    #[test]
+    fn gzip_is_taken_as_go_asks_for_it_and_not_when_refused() {
+        let encoding = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(ACCEPT_ENCODING, value.parse().unwrap());
+            headers
+        };
+        assert!(takes_gzip(&encoding("gzip")));
+        assert!(takes_gzip(&encoding("br, GZIP;q=0.5")));
+        assert!(takes_gzip(&encoding("*")));
+        assert!(!takes_gzip(&HeaderMap::new()));
+        assert!(!takes_gzip(&encoding("identity")));
+        assert!(!takes_gzip(&encoding("gzip;q=0")));
+        assert!(!takes_gzip(&encoding("gzipped")));
     }
 
     #[test]

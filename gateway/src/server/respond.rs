@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use http::Response;
-use http_body_util::{BodyExt, StreamBody};
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+use http_body_util::{BodyExt, Either, StreamBody};
 use hyper::body::Incoming;
 
 use super::headers;
@@ -55,6 +56,32 @@ impl Kind {
             plan => Kind::AsItCame(plan),
         }
     }
+
+    /// Whether a gzipped body is inflated for the client: always where it is framed, and
+    /// where the gateway asked for gzip on the client's behalf and the client did not.
+    fn inflates(&self) -> bool {
+        match self {
+            Kind::Framed(..) => true,
+            Kind::AsItCame(Some(plan)) | Kind::WatchAsItCame(plan) => {
+                plan.frames() && !plan.client_takes_gzip
+            }
+            Kind::AsItCame(None) => false,
+        }
+    }
+}
+
+/// An upstream body, inflated or as it came.
+type UpstreamBody = Either<stream::Gunzip<Incoming>, Incoming>;
+
+/// `response`'s body inflated if `kind` asks and it is gzipped, with its headers saying so.
+fn inflated(kind: &Kind, response: Response<Incoming>) -> Response<UpstreamBody> {
+    if !(kind.inflates() && stream::is_gzip(response.headers())) {
+        return response.map(Either::Right);
+    }
+    let (mut parts, body) = response.into_parts();
+    parts.headers.remove(CONTENT_ENCODING);
+    parts.headers.remove(CONTENT_LENGTH);
+    Response::from_parts(parts, Either::Left(stream::Gunzip::new(body)))
 }
 
 /// The client's response to `response` for `context`, sent through `plan`: teed into
@@ -67,13 +94,15 @@ pub async fn respond(
     mut response: Response<Incoming>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     headers::strip_hop_by_hop(response.headers_mut(), false);
-    let (framed, plan) = match Kind::of(context, plan, &response) {
+    let kind = Kind::of(context, plan, &response);
+    let response = inflated(&kind, response);
+    let (framed, plan) = match kind {
         Kind::AsItCame(plan) => {
             // Nothing of it is cached: a list the cache was told of is given up.
             if let Some(target) = plan.and_then(|plan| plan.cache) {
                 cache.skip_response(target);
             }
-            return Ok(response.map(|body| body.map_err(Into::into).boxed_unsync()));
+            return Ok(response.map(BodyExt::boxed_unsync));
         }
         Kind::WatchAsItCame(plan) => {
             let stop = ends.signal(context, plan.fingerprint, None);
@@ -89,7 +118,7 @@ pub async fn respond(
     let tee = plan.cache.and_then(|target| cache.tee(target));
     let body = match framed {
         Framed::List => {
-            parts.headers.remove(http::header::CONTENT_LENGTH);
+            parts.headers.remove(CONTENT_LENGTH);
             let pipeline = Pipeline {
                 transform,
                 sink: tee
@@ -119,9 +148,7 @@ pub async fn respond(
             };
             let reads = context.info.verb == Verb::Get;
             let sent = stream::object(body, pipeline, reads).await?;
-            parts
-                .headers
-                .insert(http::header::CONTENT_LENGTH, sent.len().into());
+            parts.headers.insert(CONTENT_LENGTH, sent.len().into());
             http_body_util::Full::new(sent)
                 .map_err(|never| match never {})
                 .boxed_unsync()
