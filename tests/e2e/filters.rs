@@ -1,6 +1,7 @@
 //! Wasm filters in the response stream of a real kube-apiserver: hostile filters
-//! (`hostile`), hot reload under load (`reload`), watch visibility (`watch`), and streaming
-//! memory through a chain and the perf map of filter code (`memory`). This file holds what
+//! (`hostile`), hot reload under load (`reload`), watch visibility (`watch`), streaming
+//! memory through a chain and the perf map of filter code (`memory`), and kill -9 while
+//! filters compile and reload (`crash`). This file holds what
 //! they share: the filter directory of a gateway and its live chain.
 
 use std::path::{Path, PathBuf};
@@ -16,11 +17,13 @@ use crate::support::{
     runtime, wait_readyz,
 };
 
+mod crash;
 mod hostile;
 mod memory;
 mod reload;
 mod watch;
 
+pub use crash::kill_nine_while_filters_compile_leaves_the_code_store_whole;
 pub use hostile::hostile_filters_never_stop_the_service;
 pub use memory::{a_large_list_streams_in_bounded_memory, a_perf_map_names_the_filters_code};
 pub use reload::hot_reload_under_load;
@@ -55,9 +58,14 @@ impl FilterDir {
     /// Writes `name.toml`, then renames `component.wasm` in as `name.wasm`, as a careful
     /// operator (or a ConfigMap mount) does; returns the moment of the rename.
     fn install(&self, name: &str, component: &str, toml: &str) -> Result<Instant> {
-        self.write(&format!("{name}.toml"), toml.as_bytes())?;
         let bytes = std::fs::read(self.built.join(format!("{component}.wasm")))?;
-        self.write(&format!("{name}.wasm"), &bytes)
+        self.install_bytes(name, &bytes, toml)
+    }
+
+    /// As [`FilterDir::install`], with the component's bytes given.
+    fn install_bytes(&self, name: &str, wasm: &[u8], toml: &str) -> Result<Instant> {
+        self.write(&format!("{name}.toml"), toml.as_bytes())?;
+        self.write(&format!("{name}.wasm"), wasm)
     }
 
     fn write(&self, file: &str, bytes: &[u8]) -> Result<Instant> {

@@ -155,6 +155,10 @@ const TESTS: &[(&str, Test)] = &[
         filters::hostile_filters_never_stop_the_service,
     ),
     (
+        "filters::kill_nine_while_filters_compile_leaves_the_code_store_whole",
+        filters::kill_nine_while_filters_compile_leaves_the_code_store_whole,
+    ),
+    (
         "filters::hot_reload_under_load",
         filters::hot_reload_under_load,
     ),
