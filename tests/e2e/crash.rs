@@ -15,9 +15,9 @@ use crate::support::{
     versions,
 };
 
-const OBJECTS: usize = 5000;
+pub(crate) const OBJECTS: usize = 5000;
 const ROUNDS: usize = 20;
-const CACHER: &str = "e2e-cacher/v1";
+pub(crate) const CACHER: &str = "e2e-cacher/v1";
 
 /// What each kill -9 test starts from: a namespace of ConfigMaps in the cloud, a gateway
 /// straight to it (`admin`), and the `victim`, which caches one agent's responses.
@@ -139,7 +139,7 @@ pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Resul
 
 /// `name → resourceVersion` of the cacher's configmaps in `ns`, read from the store of the
 /// (dead) gateway; `None` when no set was ever committed.
-fn read_set(
+pub(crate) fn read_set(
     gateway: &edgegate_testkit::Gateway,
     ns: &str,
 ) -> Result<Option<BTreeMap<String, String>>> {
@@ -172,7 +172,7 @@ fn read_set(
 }
 
 /// Changes the set a little: ten objects updated, one deleted, one created.
-async fn mutate(
+pub(crate) async fn mutate(
     client: &crate::support::Plain,
     gateway: &str,
     ns: &str,

@@ -10,6 +10,7 @@ mod autonomy;
 mod certificates;
 mod crash;
 mod crash_gc;
+mod crash_pages;
 mod crash_watch;
 mod damage;
 mod deploy;
@@ -109,6 +110,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",
         crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new,
+    ),
+    (
+        "crash_pages::kill_nine_while_paging_leaves_the_old_set_or_the_new",
+        crash_pages::kill_nine_while_paging_leaves_the_old_set_or_the_new,
     ),
     (
         "crash_watch::kill_nine_during_watch_events_leaves_a_prefix_of_them",
