@@ -88,6 +88,10 @@ enum Command {
         /// The edgegate binary (a release build).
         #[arg(long)]
         edgegate: PathBuf,
+        /// A flag for the gateway after the node's own (repeatable), e.g.
+        /// `--gateway-flag=--disabled-resource-filters=servicetopology`.
+        #[arg(long, allow_hyphen_values = true)]
+        gateway_flag: Vec<String>,
         /// Where the node's components go (repeatable; run in the order given).
         #[arg(long, value_enum, default_values = ["direct", "edgegate"])]
         mode: Vec<traffic::Mode>,
@@ -205,6 +209,7 @@ fn main() -> Result<()> {
         }
         Command::Traffic {
             edgegate,
+            gateway_flag,
             mode,
             services,
             churn,
@@ -214,6 +219,7 @@ fn main() -> Result<()> {
         } => {
             let settings = traffic::Settings {
                 edgegate,
+                gateway_flags: gateway_flag,
                 modes: mode,
                 services,
                 churn,
