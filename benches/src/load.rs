@@ -13,14 +13,21 @@
 //! - `probes`: idle RSS, LIST memory growth, hot reload time.
 //! - `run`: a whole run. `report`: the Markdown report.
 //! - `node`: the gateway's CPU and memory while it serves a real node (`edgegate-load node`).
+//! - `traffic`: the cloud–edge traffic of a node workload (`edgegate-load traffic`), with
+//!   `kube` (a client-go-like client), `reflector` (the simulated agents) and `churn` (the
+//!   cloud's objects and their updates).
 
 pub mod apiserver;
+pub mod churn;
+pub mod kube;
 pub mod measure;
 pub mod node;
 pub mod probes;
+pub mod reflector;
 pub mod report;
 pub mod run;
 pub mod targets;
+pub mod traffic;
 pub mod upstream;
 pub mod watch;
 pub mod workload;

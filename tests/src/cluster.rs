@@ -211,6 +211,12 @@ impl Cluster {
         format!("https://{}:{}", self.options.address, self.port)
     }
 
+    /// The running kube-apiserver's process id (for its CPU time).
+    pub fn apiserver_pid(&self) -> Option<u32> {
+        let slot = self.apiserver.lock().ok()?;
+        slot.as_ref().map(Process::pid)
+    }
+
     /// The etcd the apiserver stores in.
     pub fn etcd(&self) -> &Arc<Etcd> {
         &self.etcd

@@ -1,7 +1,9 @@
 //! `edgegate-load`: the side-by-side load harness (`run`, what `benches/load/run` calls), the
 //! two helpers it starts as processes of their own (the static upstream and the watch fan-out
 //! client), `apiserver`, which keeps the harness's kube-apiserver running for profiling by
-//! hand, and `node`, the gateway's CPU and memory while it serves a real node.
+//! hand, `node`, the gateway's CPU and memory while it serves a real node, and `traffic`
+//! (with the agents it runs in the node, `traffic-agents`), the cloud–edge traffic of a
+//! node workload.
 #![allow(clippy::disallowed_methods)]
 
 use std::net::SocketAddr;
@@ -14,7 +16,7 @@ use clap::{Parser, Subcommand};
 use edgegate_benches::load::apiserver::ApiServer;
 use edgegate_benches::load::run::{self, Settings};
 use edgegate_benches::load::targets::Binaries;
-use edgegate_benches::load::{node, report, upstream, watch};
+use edgegate_benches::load::{node, reflector, report, traffic, upstream, watch};
 
 #[derive(Parser)]
 #[command(about = "edgegate's side-by-side load harness")]
@@ -77,6 +79,49 @@ enum Command {
         /// Where the report is written besides stdout.
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Brings up the real node of `tests/node` with simulated agents against a cloud of
+    /// Services and EndpointSlices under churn, and reports the bytes of the edge link each
+    /// way, the watches the apiserver holds for the node, its CPU and the gateway's RSS, for
+    /// each mode (Markdown).
+    Traffic {
+        /// The edgegate binary (a release build).
+        #[arg(long)]
+        edgegate: PathBuf,
+        /// A flag for the gateway after the node's own (repeatable), e.g.
+        /// `--gateway-flag=--disabled-resource-filters=servicetopology`.
+        #[arg(long, allow_hyphen_values = true)]
+        gateway_flag: Vec<String>,
+        /// Where the node's components go (repeatable; run in the order given).
+        #[arg(long, value_enum, default_values = ["direct", "edgegate"])]
+        mode: Vec<traffic::Mode>,
+        /// Services (and EndpointSlices) in the cloud.
+        #[arg(long, default_value_t = 1000)]
+        services: usize,
+        /// Updates a second during the churn.
+        #[arg(long, default_value_t = 20)]
+        churn: u32,
+        /// Seconds of warm-up (initial lists, no churn).
+        #[arg(long, default_value_t = 30)]
+        warm_up: u64,
+        /// Seconds of churn measured.
+        #[arg(long, default_value_t = 120)]
+        seconds: u64,
+        /// Where the report is written besides stdout.
+        #[arg(long, default_value = "target/load/traffic.md")]
+        out: PathBuf,
+    },
+    /// The simulated agents of `traffic`, run inside the node until killed.
+    TrafficAgents {
+        /// The apiserver or the gateway (`https://…` or `http://…`).
+        #[arg(long)]
+        server: String,
+        /// The CA to trust for an https server.
+        #[arg(long)]
+        ca: Option<PathBuf>,
+        /// A bearer token.
+        #[arg(long)]
+        token: Option<String>,
     },
     /// Serves the static upstream.
     StaticUpstream {
@@ -161,6 +206,40 @@ fn main() -> Result<()> {
             }
             print!("{text}");
             Ok(())
+        }
+        Command::Traffic {
+            edgegate,
+            gateway_flag,
+            mode,
+            services,
+            churn,
+            warm_up,
+            seconds,
+            out,
+        } => {
+            let settings = traffic::Settings {
+                edgegate,
+                gateway_flags: gateway_flag,
+                modes: mode,
+                services,
+                churn,
+                warm_up: Duration::from_secs(warm_up),
+                duration: Duration::from_secs(seconds),
+            };
+            let text = traffic::markdown(&settings, &traffic::run(&settings)?);
+            if let Some(dir) = out.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(out, &text)?;
+            print!("{text}");
+            Ok(())
+        }
+        Command::TrafficAgents { server, ca, token } => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(reflector::run(&server, ca.as_deref(), token))
         }
         Command::StaticUpstream {
             port,

@@ -1,0 +1,286 @@
+//! `edgegate-load traffic`: the cloud–edge traffic of a node workload. The real node of
+//! `tests/node` (kubelet, kube-proxy) plus the simulated agents of [`super::reflector`]
+//! against a cloud of N Services and EndpointSlices under a steady churn ([`super::churn`]),
+//! with every component straight to the cloud (`direct`) or through the gateway
+//! (`edgegate`). Counted: the bytes of the edge link each way (the host end of the node's
+//! veth), the watches the apiserver holds for the node, its CPU time, the gateway's RSS.
+//!
+//! A run per mode: the test bed comes up, the cloud is populated, the node's components are
+//! stopped and the baseline read (the apiserver then holds only kube-controller-manager's
+//! watches), then they start again with the agents — the warm-up (their initial lists, no
+//! churn) — and then the churn runs for the measured time.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use edgegate_testkit::cluster::User;
+use edgegate_testkit::node::{GATEWAY_URL, GatewayCommand};
+use edgegate_testkit::process::Process;
+use edgegate_testkit::{ADMIN_TOKEN, Testbed, Toolchain};
+
+use super::churn;
+
+pub use report::markdown;
+
+mod report;
+use super::kube::{self, Client};
+use crate::proc;
+
+/// Where the node's components send their requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Straight to the cloud's apiserver (protobuf, gzip), as without a hub.
+    Direct,
+    /// Through the gateway, with YurtHub's filters as the node tests run them.
+    Edgegate,
+}
+
+/// What a run does.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The edgegate binary.
+    pub edgegate: PathBuf,
+    /// Flags for the gateway after the node's own.
+    pub gateway_flags: Vec<String>,
+    /// The modes, run one after the other.
+    pub modes: Vec<Mode>,
+    /// Services (and EndpointSlices) in the cloud.
+    pub services: usize,
+    /// Updates a second during the churn.
+    pub churn: u32,
+    /// The warm-up: the components' initial lists, no churn.
+    pub warm_up: Duration,
+    /// The churn's measured time.
+    pub duration: Duration,
+}
+
+/// Counters read at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reading {
+    /// Bytes the node sent to the cloud (received by the host end).
+    up: u64,
+    /// Bytes the cloud sent to the node.
+    down: u64,
+    /// The apiserver's CPU time.
+    cpu: Duration,
+    /// Watches the apiserver serves (`apiserver_longrunning_gauge{verb="WATCH"}`).
+    watches: f64,
+}
+
+/// One mode's figures.
+#[derive(Clone, Debug)]
+pub struct Figures {
+    /// The mode.
+    pub mode: Mode,
+    /// Node → cloud and cloud → node bytes during the warm-up.
+    pub warm_up: (u64, u64),
+    /// The same during the churn.
+    pub churn: (u64, u64),
+    /// The apiserver's CPU seconds during the warm-up and the churn.
+    pub apiserver_cpu: (f64, f64),
+    /// Watches the apiserver held for the node (over the baseline): end of warm-up, end of
+    /// churn, most seen.
+    pub watches: (f64, f64, f64),
+    /// The baseline: watches the apiserver held with the node's components stopped.
+    pub baseline_watches: f64,
+    /// Updates the churn made, and over how long.
+    pub updates: (u64, Duration),
+    /// The gateway's RSS at the end and its peak, bytes (edgegate mode).
+    pub gateway_rss: Option<(u64, u64)>,
+    /// The agents' last counters line.
+    pub agents: String,
+}
+
+/// Runs every mode of `settings`, one test bed each.
+pub fn run(settings: &Settings) -> Result<Vec<Figures>> {
+    let tools = Toolchain::provision()?;
+    settings
+        .modes
+        .iter()
+        .map(|mode| run_mode(&tools, settings, *mode))
+        .collect()
+}
+
+fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figures> {
+    let say = |what: &str| eprintln!("edgegate-load traffic ({mode:?}): {what}");
+    say("starting the cloud and the node…");
+    let gateway = GatewayCommand {
+        program: settings.edgegate.clone(),
+        args: Vec::new(),
+    };
+    let mut bed = Testbed::start(tools, gateway)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let cluster = &bed.cloud.cluster;
+    let admin = Arc::new(Client::new(
+        &cluster.url(),
+        Some(&cluster.pki.ca_cert),
+        Some(ADMIN_TOKEN.to_owned()),
+        "edgegate-load/traffic",
+    )?);
+    say(&format!(
+        "{} Services and EndpointSlices…",
+        settings.services
+    ));
+    rt.block_on(churn::populate(&admin, settings.services))?;
+
+    // The node's components stop; in direct mode they come back on the cloud's address
+    // with the node's own certificate.
+    bed.node.kill_kube_proxy();
+    bed.node.kill_kubelet();
+    bed.node.kill_gateway();
+    let (server, ca, token) = match mode {
+        Mode::Edgegate => (GATEWAY_URL.to_owned(), None, None),
+        Mode::Direct => {
+            let (cert, key) = cluster.pki.node.clone().context("no node certificate")?;
+            let kubeconfig = bed.node.dir.join("components.kubeconfig");
+            cluster.kubeconfig_for(&kubeconfig, &cluster.url(), &User::Certificate(&cert, &key))?;
+            let ca = cluster.pki.ca_cert.clone();
+            (cluster.url(), Some(ca), Some(ADMIN_TOKEN.to_owned()))
+        }
+    };
+    std::thread::sleep(Duration::from_secs(5));
+    let apiserver = cluster
+        .apiserver_pid()
+        .context("the apiserver is not running")?;
+    let link = bed.link.host_if.clone();
+    let read = || -> Result<Reading> {
+        let stat = |name: &str| -> Result<u64> {
+            let path = format!("/sys/class/net/{link}/statistics/{name}");
+            Ok(std::fs::read_to_string(path)?.trim().parse()?)
+        };
+        Ok(Reading {
+            up: stat("rx_bytes")?,
+            down: stat("tx_bytes")?,
+            cpu: proc::cpu_time(apiserver)?,
+            watches: rt.block_on(watch_gauge(&admin))?,
+        })
+    };
+    let baseline = read()?;
+
+    say("warm-up: the components start and list…");
+    if mode == Mode::Edgegate {
+        let flags: Vec<&str> = settings.gateway_flags.iter().map(String::as_str).collect();
+        bed.node.set_gateway_flags(&flags);
+        bed.node.start_gateway()?;
+    }
+    bed.node.start_kubelet()?;
+    bed.node.start_kube_proxy()?;
+    let mut args = vec![
+        format!("--net={}", bed.link.path().display()),
+        "--".to_owned(),
+        std::env::current_exe()?.display().to_string(),
+        "traffic-agents".to_owned(),
+        format!("--server={server}"),
+    ];
+    args.extend(ca.map(|ca| format!("--ca={}", ca.display())));
+    args.extend(token.map(|token| format!("--token={token}")));
+    let agents_log = bed.node.dir.join("agents.log");
+    let mut agents = Process::spawn("agents", "nsenter".as_ref(), &args, &agents_log)?;
+    let mut peak = (0.0f64, 0u64);
+    let mut sample = |bed: &mut Testbed, agents: &mut Process| -> Result<Reading> {
+        bed.node.check_running()?;
+        agents.check_running()?;
+        let reading = read()?;
+        peak.0 = peak.0.max(reading.watches);
+        if let Some(pid) = bed.node.pid("edgegate") {
+            peak.1 = peak.1.max(proc::rss(pid)?);
+        }
+        Ok(reading)
+    };
+    let until = Instant::now() + settings.warm_up;
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_secs(5).min(until - Instant::now()));
+        sample(&mut bed, &mut agents)?;
+    }
+    let warm = sample(&mut bed, &mut agents)?;
+
+    say(&format!(
+        "churn: {} updates/s for {:?}…",
+        settings.churn, settings.duration
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let churning = {
+        let (admin, stop) = (admin.clone(), stop.clone());
+        let (n, rate) = (settings.services, settings.churn);
+        rt.spawn(async move { churn::churn(&admin, n, rate, stop).await })
+    };
+    let until = started + settings.duration;
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_secs(5).min(until - Instant::now()));
+        sample(&mut bed, &mut agents)?;
+        anyhow::ensure!(!churning.is_finished(), "the churn stopped early");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let made = rt.block_on(churning)??;
+    let elapsed = started.elapsed();
+    let end = sample(&mut bed, &mut agents)?;
+    let gateway_rss = match bed.node.pid("edgegate") {
+        Some(pid) => Some((proc::rss(pid)?, peak.1)),
+        None => None,
+    };
+    agents.kill();
+    let log = std::fs::read_to_string(&agents_log).unwrap_or_default();
+    let agents = log
+        .lines()
+        .rfind(|l| l.starts_with("agents: "))
+        .unwrap_or("agents: no counters")
+        .trim_start_matches("agents: ")
+        .to_owned();
+    let secs = |a: Duration, b: Duration| (a - b).as_secs_f64();
+    Ok(Figures {
+        mode,
+        warm_up: (warm.up - baseline.up, warm.down - baseline.down),
+        churn: (end.up - warm.up, end.down - warm.down),
+        apiserver_cpu: (secs(warm.cpu, baseline.cpu), secs(end.cpu, warm.cpu)),
+        watches: (
+            warm.watches - baseline.watches,
+            end.watches - baseline.watches,
+            peak.0 - baseline.watches,
+        ),
+        baseline_watches: baseline.watches,
+        updates: (made, elapsed),
+        gateway_rss,
+        agents,
+    })
+}
+
+/// Watches the apiserver serves now: the sum of `apiserver_longrunning_gauge`'s
+/// `verb="WATCH"` series (kube-apiserver 1.20; `apiserver_longrunning_requests` later).
+async fn watch_gauge(admin: &Client) -> Result<f64> {
+    let response = admin.get("/metrics").await?;
+    let text = String::from_utf8(kube::body_bytes(response).await?)?;
+    Ok(watch_sum(&text))
+}
+
+fn watch_sum(text: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            (l.starts_with("apiserver_longrunning_gauge{")
+                || l.starts_with("apiserver_longrunning_requests{"))
+                && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_the_watch_series_of_the_longrunning_gauge_only() {
+        let text = "# TYPE apiserver_longrunning_gauge gauge\n\
+            apiserver_longrunning_gauge{component=\"apiserver\",resource=\"pods\",verb=\"WATCH\"} 3\n\
+            apiserver_longrunning_gauge{component=\"apiserver\",resource=\"pods\",verb=\"CONNECT\"} 7\n\
+            apiserver_longrunning_requests{resource=\"nodes\",verb=\"WATCH\"} 2\n\
+            apiserver_registered_watchers{kind=\"Pod\"} 40\n";
+        assert_eq!(watch_sum(text), 5.0);
+    }
+}
