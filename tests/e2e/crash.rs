@@ -89,13 +89,9 @@ pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Resul
     victim.restart()?;
 
     let window = list_time.saturating_mul(2).max(Duration::from_millis(20));
-    let (mut kept_old, mut took_new) = (0, 0);
+    let mut verdicts = Verdicts::default();
     for round in 0..ROUNDS {
-        rt.block_on(mutate(&client, &admin.url(), &ns, round))?;
-        let (status, truth) = rt.block_on(get(&client, &direct))?;
-        ensure!(status == 200, "the direct list answered {status}");
-        let truth: serde_json::Value = serde_json::from_slice(&truth)?;
-        let truth = versions(truth["items"].as_array().context("a list")?);
+        let truth = rt.block_on(mutated(&client, &admin.url(), &ns, &direct, round))?;
         ensure!(
             truth != committed,
             "round {round}: the mutation changed the set"
@@ -112,29 +108,83 @@ pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Resul
         let _ = rt.block_on(listing);
 
         let after = read_set(&victim, &ns)?.unwrap_or_default();
-        if after == truth {
-            took_new += 1;
-        } else {
-            ensure!(
-                after == committed,
-                "round {round} (killed after {delay:?}): the cache holds {} objects that are neither the old set ({}) nor the new ({})",
-                after.len(),
-                committed.len(),
-                truth.len()
-            );
-            kept_old += 1;
-        }
+        verdicts.judge(round, delay, &after, &committed, &truth)?;
         committed = after;
         victim.restart()?;
     }
     println!(
-        "{ROUNDS} kills within {window:?} of a {OBJECTS}-object list (one list takes {list_time:?}): old set kept {kept_old} times, new set committed {took_new} times, never a mix"
+        "{ROUNDS} kills within {window:?} of a {OBJECTS}-object list (one list takes {list_time:?}): {verdicts}, never a mix"
     );
-    ensure!(
-        kept_old > 0 && took_new > 0,
-        "the kills must land both before and after commits to show anything"
-    );
-    Ok(())
+    verdicts.both_seen()
+}
+
+/// How many kills left the old set and how many the new one.
+#[derive(Debug, Default)]
+pub(crate) struct Verdicts {
+    kept_old: usize,
+    took_new: usize,
+}
+
+impl Verdicts {
+    /// Judges `after`, the set a kill `delay` into `round` left: the new set (`truth`) or the
+    /// one `committed` before it, and nothing else.
+    pub(crate) fn judge(
+        &mut self,
+        round: usize,
+        delay: Duration,
+        after: &BTreeMap<String, String>,
+        committed: &BTreeMap<String, String>,
+        truth: &BTreeMap<String, String>,
+    ) -> Result<()> {
+        if after == truth {
+            self.took_new += 1;
+            return Ok(());
+        }
+        ensure!(
+            after == committed,
+            "round {round} (killed after {delay:?}): the cache holds {} objects that are neither the old set ({}) nor the new ({})",
+            after.len(),
+            committed.len(),
+            truth.len()
+        );
+        self.kept_old += 1;
+        Ok(())
+    }
+
+    /// Fails unless kills landed both before and after commits: else the rounds showed nothing.
+    pub(crate) fn both_seen(&self) -> Result<()> {
+        ensure!(
+            self.kept_old > 0 && self.took_new > 0,
+            "the kills must land both before and after commits to show anything: {self}"
+        );
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Verdicts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "old set kept {} times, new set committed {} times",
+            self.kept_old, self.took_new
+        )
+    }
+}
+
+/// Mutates the set of round `round` (see [`mutate`]) and returns the cloud's new set, read
+/// through `direct`.
+pub(crate) async fn mutated(
+    client: &Plain,
+    admin: &str,
+    ns: &str,
+    direct: &str,
+    round: usize,
+) -> Result<BTreeMap<String, String>> {
+    mutate(client, admin, ns, round).await?;
+    let (status, truth) = get(client, direct).await?;
+    ensure!(status == 200, "the direct list answered {status}");
+    let truth: serde_json::Value = serde_json::from_slice(&truth)?;
+    Ok(versions(truth["items"].as_array().context("a list")?))
 }
 
 /// `name → resourceVersion` of the cacher's configmaps in `ns`, read from the store of the
@@ -172,7 +222,7 @@ pub(crate) fn read_set(
 }
 
 /// Changes the set a little: ten objects updated, one deleted, one created.
-pub(crate) async fn mutate(
+async fn mutate(
     client: &crate::support::Plain,
     gateway: &str,
     ns: &str,

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 
-use crate::crash::{Bed, CACHER, OBJECTS, mutate, random_below, read_set};
+use crate::crash::{Bed, CACHER, OBJECTS, Verdicts, mutated, random_below, read_set};
 use crate::support::Env;
-use crate::support::{Plain, client, get, get_as, runtime, versions};
+use crate::support::{Plain, client, get_as, runtime, versions};
 
 const ROUNDS: usize = 20;
 const PAGE: usize = 1000;
@@ -39,14 +39,10 @@ pub fn kill_nine_while_paging_leaves_the_old_set_or_the_new(env: &Env) -> Result
     victim.restart()?;
 
     let window = paging_time.saturating_mul(2).max(Duration::from_millis(20));
-    let (mut kept_old, mut took_new) = (0, 0);
+    let mut verdicts = Verdicts::default();
     let mut serving = Vec::new();
     for round in 0..ROUNDS {
-        rt.block_on(mutate(&client, &admin.url(), &ns, round))?;
-        let (status, truth) = rt.block_on(get(&client, &direct))?;
-        ensure!(status == 200, "the direct list answered {status}");
-        let truth: serde_json::Value = serde_json::from_slice(&truth)?;
-        let truth = versions(truth["items"].as_array().context("a list")?);
+        let truth = rt.block_on(mutated(&client, &admin.url(), &ns, &direct, round))?;
 
         let delay = random_below(window);
         let paging = {
@@ -58,18 +54,7 @@ pub fn kill_nine_while_paging_leaves_the_old_set_or_the_new(env: &Env) -> Result
         let _ = rt.block_on(paging);
 
         let after = read_set(&victim, &ns)?.unwrap_or_default();
-        if after == truth {
-            took_new += 1;
-        } else {
-            ensure!(
-                after == committed,
-                "round {round} (killed after {delay:?}): the cache holds {} objects that are neither the old set ({}) nor the new ({})",
-                after.len(),
-                committed.len(),
-                truth.len()
-            );
-            kept_old += 1;
-        }
+        verdicts.judge(round, delay, &after, &committed, &truth)?;
         committed = after;
         let restarted = Instant::now();
         victim.restart()?;
@@ -86,15 +71,11 @@ pub fn kill_nine_while_paging_leaves_the_old_set_or_the_new(env: &Env) -> Result
     }
     serving.sort();
     println!(
-        "{ROUNDS} kills within {window:?} of paging through {OBJECTS} objects {PAGE} at a time (one pass takes {paging_time:?}): old set kept {kept_old} times, new set committed {took_new} times, never a part; restart → first page served: median {:?}, max {:?}",
+        "{ROUNDS} kills within {window:?} of paging through {OBJECTS} objects {PAGE} at a time (one pass takes {paging_time:?}): {verdicts}, never a part; restart → first page served: median {:?}, max {:?}",
         serving[serving.len() / 2],
         serving[serving.len() - 1]
     );
-    ensure!(
-        kept_old > 0 && took_new > 0,
-        "the kills must land both before and after commits to show anything"
-    );
-    Ok(())
+    verdicts.both_seen()
 }
 
 /// Pages through `url` as the cacher; `name → resourceVersion` of every item.
