@@ -22,6 +22,10 @@ pub enum FrameError {
     /// An object's metadata cannot be read.
     #[error("an object's metadata cannot be read")]
     BadObject,
+    /// A list item, a watch event or a list's head or tail grew past
+    /// [`MAX_OBJECT`](super::MAX_OBJECT) before it ended.
+    #[error("an object is larger than 16 MiB")]
+    TooLarge,
 }
 
 /// Why a response stream broke off.
