@@ -103,11 +103,14 @@ pub fn hostile_idle_connections_are_closed_and_others_served(env: &Env) -> Resul
     for _ in 0..IDLE {
         idle.push(TcpStream::connect(gateway.proxy)?);
     }
-    wait_until(
-        Duration::from_secs(60),
-        "the gateway to accept them all",
-        || open_fds(pid).is_ok_and(|n| n >= fds_before + IDLE),
-    )?;
+    let connected = opened.elapsed();
+    // Each is closed 30 s after it was accepted: on a machine so loaded that accepting them
+    // takes longer, the first go before the last come, so most of them is enough.
+    wait_until(CLOSE_GUARD, "the gateway to accept them", || {
+        open_fds(pid).is_ok_and(|n| n >= fds_before + IDLE * 9 / 10)
+    })
+    .with_context(|| format!("{} descriptors open", open_fds(pid).unwrap_or_default()))?;
+    let accepted = opened.elapsed();
     let (fds_held, rss_held) = (open_fds(pid)?, proc_status_bytes(pid, "VmRSS:")?);
 
     // Served while they are open; a watch opened now stays across their closing.
@@ -150,7 +153,7 @@ pub fn hostile_idle_connections_are_closed_and_others_served(env: &Env) -> Resul
     .context("the watch open across the closing")?;
     served(&gateway, &ns, "later")?;
     println!(
-        "{IDLE} idle connections: fds {fds_before} → {fds_held} → {fds_after}; RSS {:.1} MB → {:.1} MB ({:.0} bytes a connection) → {:.1} MB; all closed by the gateway {closed_after:?} after opening",
+        "{IDLE} idle connections (connected in {connected:?}, accepted in {accepted:?}): fds {fds_before} → {fds_held} → {fds_after}; RSS {:.1} MB → {:.1} MB ({:.0} bytes a connection) → {:.1} MB; all closed by the gateway {closed_after:?} after opening",
         rss_before as f64 / 1e6,
         rss_held as f64 / 1e6,
         (rss_held.saturating_sub(rss_before)) as f64 / IDLE as f64,
