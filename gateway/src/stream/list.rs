@@ -5,9 +5,8 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::error::FrameError;
+use super::error::{FrameError, MAX_OBJECT};
 use super::nesting::Nesting;
-use super::object_body::MAX_OBJECT;
 use super::scan::{Skipped, Strings};
 
 /// One piece of a list body.

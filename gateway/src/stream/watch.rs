@@ -8,9 +8,8 @@
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
-use super::error::FrameError;
+use super::error::{FrameError, MAX_OBJECT};
 use super::nesting::Nesting;
-use super::object_body::MAX_OBJECT;
 
 /// Splits a watch body into event frames.
 #[derive(Debug, Default)]
