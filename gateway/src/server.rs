@@ -1,6 +1,7 @@
 //! The gateway's servers: the proxy listener, the hub listener, and the state each request
 //! is served with. [`run`] is the whole gateway.
 
+mod activity;
 mod caller;
 mod headers;
 mod hub;

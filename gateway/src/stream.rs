@@ -34,12 +34,12 @@ mod watch;
 mod watch_body;
 
 pub use body::{BATCH, Pipeline, until};
-pub use error::{FrameError, StreamError};
+pub use error::{FrameError, MAX_OBJECT, StreamError};
 pub use gunzip::{Gunzip, GzipError, is_gzip};
 pub use list::{ListFrame, ListFramer};
 pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};
-pub use object_body::{MAX_OBJECT, ObjectError, object};
+pub use object_body::{ObjectError, object};
 pub use sink::{ListEnd, ListSink, ObjectSink, Sink, WatchSink};
 pub use stop::{Stop, StopSignal};
 pub use transform::{Transform, TransformError, Verdict};

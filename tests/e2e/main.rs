@@ -16,6 +16,8 @@ mod damage;
 mod deploy;
 mod edge_link;
 mod filters;
+mod hostile_clients;
+mod hostile_upstream;
 mod hub_cfg;
 mod hub_interface;
 mod locked_hub;
@@ -210,6 +212,22 @@ const TESTS: &[(&str, Test)] = &[
     (
         "yurthub::requests_beyond_max_in_flight_get_429",
         yurthub::requests_beyond_max_in_flight_get_429,
+    ),
+    (
+        "hostile_clients::hostile_idle_connections_are_closed_and_others_served",
+        hostile_clients::hostile_idle_connections_are_closed_and_others_served,
+    ),
+    (
+        "hostile_clients::hostile_slowloris_headers_are_cut",
+        hostile_clients::hostile_slowloris_headers_are_cut,
+    ),
+    (
+        "hostile_clients::hostile_a_watch_client_that_stops_reading_holds_bounded_memory",
+        hostile_clients::hostile_a_watch_client_that_stops_reading_holds_bounded_memory,
+    ),
+    (
+        "hostile_upstream::hostile_upstream_answers_leave_the_cache_untouched",
+        hostile_upstream::hostile_upstream_answers_leave_the_cache_untouched,
     ),
 ];
 

@@ -15,6 +15,35 @@ pub fn free_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Raises this process's soft limit of open files to its hard limit (children, such as a
+/// gateway spawned afterwards, inherit it), as Go's runtime does at start; fails when the
+/// hard limit is below `needed`.
+pub fn raise_fd_limit(needed: u64) -> Result<u64> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if hard < needed {
+        bail!("the hard limit of open files is {hard}; the test needs {needed}");
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    Ok(hard)
+}
+
+/// The open file descriptors of process `pid`.
+pub fn open_fds(pid: u32) -> Result<usize> {
+    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
+}
+
+/// A field of `/proc/<pid>/status` given in kB (`VmRSS:`, `VmHWM:`), in bytes.
+pub fn proc_status_bytes(pid: u32, field: &str) -> Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(field))
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?;
+    let kb: u64 = line.split_whitespace().nth(1).context("a value")?.parse()?;
+    Ok(kb * 1024)
+}
+
 /// Polls `ready` every 100 ms until it returns true or `timeout` passes.
 pub fn wait_until(timeout: Duration, what: &str, mut ready: impl FnMut() -> bool) -> Result<()> {
     let deadline = Instant::now() + timeout;

@@ -1,7 +1,8 @@
 //! Accepting connections: HTTP/1.1 (with upgrades) and HTTP/2, in the clear or over TLS,
 //! each connection on its own task and registered for graceful shutdown. A TLS client's
 //! verified certificate is handed to each of its requests as an extension
-//! (`Arc<PeerCertificate>`).
+//! (`Arc<PeerCertificate>`). A connection with no request in flight is closed after a while
+//! (see [`activity`]), so idle or silent clients cannot hold file descriptors forever.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,12 +20,17 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::activity::Activity;
 use super::caller::PeerCertificate;
 use crate::reply::ResponseBody;
 
 /// How long a client may take to send its request headers (or finish its TLS handshake):
 /// a slow or stuck client does not hold a connection slot forever.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection that has sent requests may then stay with none in flight: as
+/// kube-apiserver's `IdleTimeout`. It closes idle HTTP/2 connections; an idle HTTP/1.1 one is
+/// closed sooner, by the header read timeout, which hyper also runs between requests.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Pause after a failed accept (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -99,17 +105,32 @@ async fn connection<I, F, Fut>(
     F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response<ResponseBody>> + Send + 'static,
 {
+    let activity = Activity::new();
+    let requests = activity.clone();
     let service = service_fn(move |mut request: Request<Incoming>| {
         if let Some(certificate) = &certificate {
             request.extensions_mut().insert(certificate.clone());
         }
+        // In flight from now until its response body is sent or dropped.
+        let busy = requests.enter();
         let response = handler(request, peer);
-        async move { Ok::<_, Infallible>(response.await) }
+        async move { Ok::<_, Infallible>(busy.hold(response.await)) }
     });
     let connection = builder
         .serve_connection_with_upgrades(TokioIo::new(io), service)
         .into_owned();
-    if let Err(error) = watcher.watch(connection).await {
-        tracing::debug!(%peer, %error, "connection ended with an error");
+    // Nothing is in flight when the idle wait ends: dropping the connection closes it.
+    // Before the first request hyper's own header read timeout does not run (it begins
+    // only once HTTP/1.1 is told from HTTP/2 by the first bytes), so the idle wait covers
+    // a client that sends nothing, or the HTTP/2 preface byte by byte.
+    tokio::select! {
+        ended = watcher.watch(connection) => {
+            if let Err(error) = ended {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        }
+        () = activity.idle(HEADER_READ_TIMEOUT, IDLE_TIMEOUT) => {
+            tracing::debug!(%peer, "idle connection closed");
+        }
     }
 }

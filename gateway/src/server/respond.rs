@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use futures_util::StreamExt;
 use http::Response;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
 use http_body_util::{BodyExt, Either, StreamBody};
@@ -16,7 +17,7 @@ use crate::cache::{Cache, Tee};
 use crate::filter::Session;
 use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
-use crate::stream::{self, ListSink, ObjectSink, Pipeline, Transform, WatchSink};
+use crate::stream::{self, ListSink, ObjectError, ObjectSink, Pipeline, Transform, WatchSink};
 
 /// What kind of response the client gets, with the plan it is sent through.
 enum Kind {
@@ -126,7 +127,16 @@ pub async fn respond(
                     .map(|t| Box::new(t) as Box<dyn ListSink>),
                 stop: None,
             };
-            StreamBody::new(stream::list(body, pipeline)).boxed_unsync()
+            let mut list = Box::pin(stream::list(body, pipeline));
+            // Until its first bytes are out, a list the apiserver garbles can still be
+            // answered with a Status (the tee has given it up); after, the client sees its
+            // body break off.
+            match list.next().await {
+                Some(Err(error)) => return Err(ObjectError::Unreadable(error).into()),
+                first => {
+                    StreamBody::new(futures_util::stream::iter(first).chain(list)).boxed_unsync()
+                }
+            }
         }
         Framed::Watch => {
             let pipeline = Pipeline {

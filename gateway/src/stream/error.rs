@@ -2,6 +2,11 @@
 
 use thiserror::Error;
 
+/// The largest single object read whole to filter or cache it, and the most a list or watch
+/// framer holds of one item, event, list head or tail: far above etcd's 1.5 MiB object
+/// limit, low enough that a hostile upstream cannot exhaust memory.
+pub const MAX_OBJECT: usize = 16 << 20;
+
 /// A body that is not the JSON it claims to be.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
 pub enum FrameError {
@@ -22,6 +27,10 @@ pub enum FrameError {
     /// An object's metadata cannot be read.
     #[error("an object's metadata cannot be read")]
     BadObject,
+    /// A list item, a watch event or a list's head or tail grew past
+    /// [`MAX_OBJECT`] before it ended.
+    #[error("an object is larger than 16 MiB")]
+    TooLarge,
 }
 
 /// Why a response stream broke off.

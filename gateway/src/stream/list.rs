@@ -5,7 +5,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::error::FrameError;
+use super::error::{FrameError, MAX_OBJECT};
 use super::nesting::Nesting;
 use super::scan::{Skipped, Strings};
 
@@ -86,10 +86,16 @@ impl ListFramer {
         self.buf.len()
     }
 
-    /// The next complete frame, or `None` until more bytes arrive.
+    /// The next complete frame, or `None` until more bytes arrive; [`FrameError::TooLarge`]
+    /// once the buffer holds more than [`MAX_OBJECT`] without a frame ending in it.
     pub fn next_frame(&mut self) -> Result<Option<ListFrame>, FrameError> {
         if self.phase == Phase::Tail || self.phase == Phase::Done {
-            return Ok(None);
+            // The tail is held until the body ends: a hostile upstream must not fill it.
+            return if self.buf.len() > MAX_OBJECT {
+                Err(FrameError::TooLarge)
+            } else {
+                Ok(None)
+            };
         }
         let mut i = self.pos;
         while i < self.buf.len() {
@@ -130,6 +136,11 @@ impl ListFramer {
             i += 1;
         }
         self.pos = i;
+        // Nothing ended in the buffer: the item (or the head) being read is all of it, and a
+        // hostile upstream must not make the gateway hold one without bound.
+        if self.buf.len() > MAX_OBJECT {
+            return Err(FrameError::TooLarge);
+        }
         Ok(None)
     }
 
@@ -292,6 +303,44 @@ mod tests {
         for garbage in [&b"\xff\xfe\x00"[..], b"[[[[", b"\"\\", b"{\"items\":[{\"\\"] {
             let _ = frames_of(garbage, 1);
         }
+    }
+
+    /// Pushes `chunk` until the framer refuses it, checking it never holds much more than
+    /// the bound meanwhile; the error.
+    fn fill(framer: &mut ListFramer, chunk: &[u8]) -> FrameError {
+        for _ in 0..=(MAX_OBJECT / chunk.len() + 1) {
+            framer.push(chunk);
+            loop {
+                match framer.next_frame() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(error) => return error,
+                }
+            }
+            assert!(framer.buffered() <= MAX_OBJECT + 2 * chunk.len());
+        }
+        panic!("{} bytes held and no error", framer.buffered());
+    }
+
+    #[test]
+    fn an_item_head_or_tail_beyond_the_bound_is_refused_not_held() {
+        let chunk = vec![b'x'; 64 << 10];
+        for start in [
+            &br#"{"kind":"List","items":[{"metadata":{"name":"big"},"data":{"v":""#[..],
+            br#"{"kind":"List","metadata":{"v":""#,
+            br#"{"kind":"List","items":[],"tail":""#,
+        ] {
+            let mut framer = ListFramer::new();
+            framer.push(start);
+            assert_eq!(fill(&mut framer, &chunk), FrameError::TooLarge);
+        }
+        // Up to the bound, an item is framed whole.
+        let mut framer = ListFramer::new();
+        framer.push(br#"{"items":[{"v":""#);
+        framer.push(&vec![b'x'; MAX_OBJECT - 64]);
+        framer.push(br#""}]}"#);
+        assert!(matches!(framer.next_frame(), Ok(Some(ListFrame::Head(_)))));
+        assert!(matches!(framer.next_frame(), Ok(Some(ListFrame::Item(_)))));
     }
 
     #[test]

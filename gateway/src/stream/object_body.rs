@@ -7,13 +7,10 @@ use http_body_util::{BodyExt, Limited};
 use thiserror::Error;
 
 use super::body::Pipeline;
+use super::error::MAX_OBJECT;
 use super::sink::ObjectSink;
 use super::transform::Verdict;
 use crate::error::BoxError;
-
-/// The largest single object read whole to filter or cache it: far above etcd's 1.5 MiB
-/// object limit, low enough that a hostile upstream cannot exhaust memory.
-pub const MAX_OBJECT: usize = 16 << 20;
 
 /// Why a single object is not sent as it came.
 #[derive(Debug, Error)]

@@ -8,7 +8,7 @@
 use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 
-use super::error::FrameError;
+use super::error::{FrameError, MAX_OBJECT};
 use super::nesting::Nesting;
 
 /// Splits a watch body into event frames.
@@ -31,7 +31,8 @@ impl WatchFramer {
         self.buf.extend_from_slice(chunk);
     }
 
-    /// The next complete event's bytes, or `None` until more arrive.
+    /// The next complete event's bytes, or `None` until more arrive; [`FrameError::TooLarge`]
+    /// once the event being read holds more than [`MAX_OBJECT`].
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, FrameError> {
         let mut i = self.pos;
         while i < self.buf.len() {
@@ -52,6 +53,11 @@ impl WatchFramer {
             i += 1;
         }
         self.pos = i;
+        // No event ended in the buffer: a hostile upstream must not make the gateway hold
+        // one without bound.
+        if self.buf.len() > MAX_OBJECT {
+            return Err(FrameError::TooLarge);
+        }
         Ok(None)
     }
 
@@ -187,6 +193,25 @@ mod tests {
             &out[..],
             b"{\"type\":\"MODIFIED\",\"object\":{\"a\": [1, 2], \"b\":\"\\u00e9\"}}\n"
         );
+    }
+
+    #[test]
+    fn an_event_beyond_the_bound_is_refused_not_held() {
+        let chunk = vec![b'x'; 64 << 10];
+        let mut framer = WatchFramer::new();
+        framer.push(br#"{"type":"ADDED","object":{"metadata":{"name":"big"},"data":{"v":""#);
+        let mut refused = None;
+        for _ in 0..=(MAX_OBJECT / chunk.len() + 1) {
+            framer.push(&chunk);
+            match framer.next_frame() {
+                Ok(None) => assert!(framer.buf.len() <= MAX_OBJECT + 2 * chunk.len()),
+                other => {
+                    refused = Some(other);
+                    break;
+                }
+            }
+        }
+        assert_eq!(refused, Some(Err(FrameError::TooLarge)));
     }
 
     #[test]
