@@ -123,6 +123,10 @@ const TESTS: &[(&str, Test)] = &[
         disk_faults::a_full_cache_disk_keeps_forwarding_and_the_cache_recovers,
     ),
     (
+        "disk_faults::a_read_only_cache_disk_keeps_forwarding_and_the_cache_recovers",
+        disk_faults::a_read_only_cache_disk_keeps_forwarding_and_the_cache_recovers,
+    ),
+    (
         "rotation::a_rotated_client_certificate_is_used_without_a_restart",
         rotation::a_rotated_client_certificate_is_used_without_a_restart,
     ),
