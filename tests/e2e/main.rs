@@ -14,6 +14,7 @@ mod crash_pages;
 mod crash_watch;
 mod damage;
 mod deploy;
+mod disk_faults;
 mod edge_link;
 mod filters;
 mod hostile_clients;
@@ -128,6 +129,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "damage::a_damaged_cache_is_moved_aside_and_the_gateway_forwards",
         damage::a_damaged_cache_is_moved_aside_and_the_gateway_forwards,
+    ),
+    (
+        "disk_faults::a_full_cache_disk_keeps_forwarding_and_the_cache_recovers",
+        disk_faults::a_full_cache_disk_keeps_forwarding_and_the_cache_recovers,
+    ),
+    (
+        "disk_faults::a_read_only_cache_disk_keeps_forwarding_and_the_cache_recovers",
+        disk_faults::a_read_only_cache_disk_keeps_forwarding_and_the_cache_recovers,
     ),
     (
         "rotation::a_rotated_client_certificate_is_used_without_a_restart",

@@ -1,4 +1,4 @@
-//! The store's guard: a damaged cache never takes the node down.
+//! The store's guard: a damaged cache or a failing disk never takes the node down.
 //!
 //! A cache file can be damaged on an edge node (a failing card, a bad power cut, a stray
 //! write), and redb may then panic rather than return an error. The gateway's first job is to
@@ -7,20 +7,28 @@
 //! diagnosis (`edgegate.redb.damaged-<unix seconds>`), starts a fresh one, logs and counts it
 //! (`edgegate_cache_store_resets_total`), and keeps the event for `/v1/readyz`. When not
 //! even a fresh file can be created, the cache lives in memory until exit.
+//!
+//! A disk that fails (full, read-only, I/O errors) leaves the file as it was, and redb fails
+//! every later write until the file is opened again: the guard closes the store, and opens
+//! it again at most once a second while it is used (see `disk`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
+use self::disk::Disk;
 use super::clock::now;
 use super::key::SetKey;
 use super::metrics::CacheMetrics;
 use super::redb_store::{FILE, RedbStore};
-use super::store::{Damage, History, Objects, SetMeta, Store, StoreError, WriteOp};
+use super::store::{Damage, Fault, History, Objects, SetMeta, Store, StoreError, WriteOp};
+
+/// How a store file is opened: [`RedbStore::open`], or in tests one over a faulty disk.
+type Opener = Box<dyn Fn(&Path) -> Result<RedbStore, StoreError> + Send + Sync>;
 
 /// The redb store behind a guard that contains its panics and replaces it when damaged.
 pub struct GuardedStore {
@@ -29,26 +37,40 @@ pub struct GuardedStore {
 
 struct Inner {
     dir: PathBuf,
-    current: ArcSwap<RedbStore>,
-    /// Held while a store is replaced, so that readers that find it damaged at once
-    /// replace it once.
+    open: Opener,
+    /// The store; `None` while it is closed for a disk fault.
+    current: ArcSwapOption<RedbStore>,
+    /// Held while a store is replaced, closed or opened again, so that readers that find it
+    /// damaged at once replace it once.
     replacing: Mutex<Option<Damage>>,
     /// The highest list id any write named: at a replacement, the lists up to it have
     /// staged items in the old store only, and must not commit to the new one.
     lists_seen: AtomicU64,
     /// Lists up to this id began on a replaced store (0: none).
     lists_lost: AtomicU64,
+    disk: Disk,
     metrics: CacheMetrics,
 }
 
 impl GuardedStore {
     /// Opens the store in `dir`; a store that cannot be opened (damaged, truncated,
-    /// unreadable) is moved aside and a fresh one started. Fails only when another process
-    /// holds the file: two gateways must not share a cache.
+    /// unreadable) is moved aside and a fresh one started, one whose disk fails (full,
+    /// read-only) is left as it is and opened once the disk works. Fails only when another
+    /// process holds the file: two gateways must not share a cache.
     pub fn open(dir: &Path, metrics: CacheMetrics) -> Result<GuardedStore, StoreError> {
+        GuardedStore::open_with(dir, metrics, Box::new(RedbStore::open))
+    }
+
+    /// [`GuardedStore::open`], opening the file with `open`.
+    fn open_with(
+        dir: &Path,
+        metrics: CacheMetrics,
+        open: Opener,
+    ) -> Result<GuardedStore, StoreError> {
         let mut damage = None;
-        let store = match contained(|| RedbStore::open(dir)) {
-            Ok(store) => store,
+        let disk = Disk::default();
+        let store = match contained(|| open(dir)) {
+            Ok(store) => Some(store),
             Err(StoreError::Open { source, .. })
                 if matches!(
                     source.downcast_ref::<redb::Error>(),
@@ -60,20 +82,29 @@ impl GuardedStore {
                     source,
                 });
             }
+            // A full or read-only disk says nothing of the file: moving it aside would throw
+            // away a cache the node may need offline. (Other I/O errors at open may be the
+            // file's own, as a directory in its place: it is moved aside.)
+            Err(error) if matches!(error.disk_fault(), Some("full" | "read_only")) => {
+                disk.began(&error, &metrics);
+                None
+            }
             Err(error) => {
-                let (store, event) = replace(dir, &error, None);
+                let (store, event) = replace(dir, &open, &error, None);
                 metrics.store_resets.inc();
                 damage = Some(event);
-                store
+                Some(store)
             }
         };
         Ok(GuardedStore {
             inner: Arc::new(Inner {
                 dir: dir.to_owned(),
-                current: ArcSwap::from_pointee(store),
+                open,
+                current: ArcSwapOption::from(store.map(Arc::new)),
                 replacing: Mutex::new(damage),
                 lists_seen: AtomicU64::new(0),
                 lists_lost: AtomicU64::new(0),
+                disk,
                 metrics,
             }),
         })
@@ -81,13 +112,24 @@ impl GuardedStore {
 }
 
 impl Inner {
+    /// The current store, opened again first when it is closed for a disk fault and a
+    /// retry is due; `None` while it stays closed.
+    fn store(&self) -> Option<Arc<RedbStore>> {
+        if let Some(store) = self.current.load_full() {
+            return Some(store);
+        }
+        self.reopen();
+        self.current.load_full()
+    }
+
     /// Runs `read` on the current store with its panics contained; a damaged store is
-    /// replaced before the error is returned.
+    /// replaced, and a failing disk closes it, before the error is returned.
     fn run<T>(
         &self,
         read: impl FnOnce(&RedbStore) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        self.run_on(&self.current.load_full(), read)
+        let store = self.store().ok_or(StoreError::Unavailable)?;
+        self.run_on(&store, read)
     }
 
     /// [`Inner::run`] on `store`.
@@ -97,26 +139,115 @@ impl Inner {
         read: impl FnOnce(&RedbStore) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let result = contained(|| read(store));
-        if let Err(error) = &result
-            && error.is_damage()
-        {
-            self.replace(store, error);
+        if let Err(error) = &result {
+            self.failed(store, error);
         }
         result
+    }
+
+    /// Replaces a damaged `store`, or closes it when its disk failed.
+    fn failed(&self, store: &Arc<RedbStore>, error: &StoreError) {
+        if error.is_damage() {
+            self.replace(store, error);
+        } else if error.disk_fault().is_some() {
+            self.close(store, error);
+        }
+    }
+
+    /// Whether `store` is the current one.
+    fn is_current(&self, store: &Arc<RedbStore>) -> bool {
+        self.current
+            .load()
+            .as_ref()
+            .is_some_and(|current| Arc::ptr_eq(current, store))
     }
 
     /// Replaces `damaged` (unless another caller did already).
     fn replace(&self, damaged: &Arc<RedbStore>, error: &StoreError) {
         let mut last = self.replacing.lock().unwrap_or_else(|p| p.into_inner());
-        if !Arc::ptr_eq(&self.current.load(), damaged) {
+        if !self.is_current(damaged) {
             return;
         }
         self.lists_lost
             .store(self.lists_seen.load(Ordering::Acquire), Ordering::Release);
-        let (store, damage) = replace(&self.dir, error, last.as_ref());
-        self.current.store(Arc::new(store));
+        let (store, damage) = replace(&self.dir, &self.open, error, last.as_ref());
+        self.current.store(Some(Arc::new(store)));
         self.metrics.store_resets.inc();
         *last = Some(damage);
+    }
+
+    /// Closes `failing` (unless another caller did already): redb fails every write after
+    /// an I/O error until the file is opened again, and the file's lock is free for that
+    /// once the readers holding it are done. Opening it again goes back to its last durable
+    /// commit: every set is the one a list committed or a watch synced, never a mix.
+    fn close(&self, failing: &Arc<RedbStore>, error: &StoreError) {
+        let _replacing = self.replacing.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.is_current(failing) {
+            return;
+        }
+        // Items staged in the lost transactions, or since, are gone: such lists must not
+        // commit a part of their sets.
+        self.lists_lost
+            .store(self.lists_seen.load(Ordering::Acquire), Ordering::Release);
+        self.current.store(None);
+        self.disk.began(error, &self.metrics);
+    }
+
+    /// Opens the closed store again, when a retry is due.
+    fn reopen(&self) {
+        let mut last = self.replacing.lock().unwrap_or_else(|p| p.into_inner());
+        if self.current.load().is_some() || !self.disk.retry_due() {
+            return;
+        }
+        match contained(|| (self.open)(&self.dir)) {
+            // The fault ends at the first durable write that works (see `Disk::applied`).
+            Ok(store) => self.current.store(Some(Arc::new(store))),
+            Err(error) if error.is_damage() => {
+                let (store, damage) = replace(&self.dir, &self.open, &error, last.as_ref());
+                self.current.store(Some(Arc::new(store)));
+                self.metrics.store_resets.inc();
+                *last = Some(damage);
+            }
+            Err(error) => {
+                tracing::debug!(error = %crate::error::error_chain(&error), "the cache disk still fails");
+            }
+        }
+    }
+
+    /// Applies `ops` as [`Store::apply`] does, marking stale first the sets a disk fault
+    /// may have left with a hole.
+    fn write(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
+        let Some(store) = self.store() else {
+            self.lost(ops);
+            return Err(StoreError::Unavailable);
+        };
+        let stale = self.disk.take_stale();
+        let result = if stale.is_empty() {
+            self.run_on(&store, |store| store.apply(ops, durable))
+        } else {
+            let mut marked: Vec<WriteOp> = stale
+                .iter()
+                .map(|set| WriteOp::Lost { set: set.clone() })
+                .collect();
+            marked.extend_from_slice(ops);
+            self.run_on(&store, |store| store.apply(&marked, true))
+        };
+        match &result {
+            Ok(_) => self.disk.applied(ops, durable || !stale.is_empty()),
+            Err(_) => {
+                self.disk.keep_stale(stale);
+                self.lost(ops);
+            }
+        }
+        result
+    }
+
+    /// `ops` were not applied: their lists cannot commit whole, and their sets miss what
+    /// their watches brought.
+    fn lost(&self, ops: &[WriteOp]) {
+        self.lists_lost
+            .store(self.lists_seen.load(Ordering::Acquire), Ordering::Release);
+        self.disk.lost(ops);
     }
 
     /// `ops` without the writes of lists that began on a replaced store (their staged items
@@ -144,9 +275,14 @@ impl Inner {
     }
 }
 
-/// Moves the store file in `dir` aside and opens a fresh one, or one in memory when that
-/// fails too. `before` is the last replacement, if any.
-fn replace(dir: &Path, error: &StoreError, before: Option<&Damage>) -> (RedbStore, Damage) {
+/// Moves the store file in `dir` aside and opens a fresh one with `open`, or one in memory
+/// when that fails too. `before` is the last replacement, if any.
+fn replace(
+    dir: &Path,
+    open: &Opener,
+    error: &StoreError,
+    before: Option<&Damage>,
+) -> (RedbStore, Damage) {
     let reason = crate::error::error_chain(error);
     let path = dir.join(FILE);
     let stamp = now();
@@ -166,7 +302,7 @@ fn replace(dir: &Path, error: &StoreError, before: Option<&Damage>) -> (RedbStor
         }
         aside = None;
     }
-    let (store, in_memory) = match contained(|| RedbStore::open(dir)) {
+    let (store, in_memory) = match contained(|| open(dir)) {
         Ok(store) => (store, false),
         Err(fresh) => {
             tracing::error!(error = %crate::error::error_chain(&fresh), dir = %dir.display(), "cannot start a fresh cache file; caching in memory until exit");
@@ -211,7 +347,7 @@ impl Store for GuardedStore {
     }
 
     fn scan(&self, prefix: &str) -> Result<Objects, StoreError> {
-        let store = self.inner.current.load_full();
+        let store = self.inner.store().ok_or(StoreError::Unavailable)?;
         let objects = self.inner.run_on(&store, |store| store.scan(prefix))?;
         Ok(Box::new(GuardedObjects {
             inner: self.inner.clone(),
@@ -238,8 +374,8 @@ impl Store for GuardedStore {
 
     fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
         match self.inner.without_lost_lists(ops) {
-            Some(kept) => self.inner.run(|store| store.apply(&kept, durable)),
-            None => self.inner.run(|store| store.apply(ops, durable)),
+            Some(kept) => self.inner.write(&kept, durable),
+            None => self.inner.write(ops, durable),
         }
     }
 
@@ -253,6 +389,15 @@ impl Store for GuardedStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    fn fault(&self) -> Option<Fault> {
+        // Asked by `/v1/readyz`: a disk that works again is noticed there too, not only at
+        // the next write.
+        if self.inner.disk.fault().is_some() {
+            self.inner.store();
+        }
+        self.inner.disk.fault()
     }
 }
 
@@ -273,13 +418,12 @@ impl Iterator for GuardedObjects {
         let next = contained(|| objects.next().transpose()).transpose();
         if let Some(Err(error)) = &next {
             self.objects = None;
-            if error.is_damage() {
-                self.inner.replace(&self.store, error);
-            }
+            self.inner.failed(&self.store, error);
         }
         next
     }
 }
 
+mod disk;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,8 @@
 //! The cache's metrics.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 /// Counters of the cache, cheap to clone (they share their values).
@@ -28,6 +30,15 @@ pub struct CacheMetrics {
     pub collected: Counter,
     /// Damaged stores moved aside and started anew.
     pub store_resets: Counter,
+    /// Disk faults (episodes, not failed writes), by kind.
+    pub disk_faults: Family<FaultLabels, Counter>,
+}
+
+/// The label of a disk fault: `full`, `read_only` or `io`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaultLabels {
+    /// The kind.
+    pub kind: &'static str,
 }
 
 impl CacheMetrics {
@@ -88,6 +99,11 @@ impl CacheMetrics {
             "store_resets",
             "Damaged cache stores moved aside and started anew",
             self.store_resets.clone(),
+        );
+        cache.register(
+            "disk_faults",
+            "Times the cache's disk failed (full, read-only, I/O errors), each until it worked again",
+            self.disk_faults.clone(),
         );
     }
 }

@@ -70,6 +70,23 @@ impl RedbStore {
         Ok(store)
     }
 
+    /// A store over `backend`: tests give it a disk that fails on demand.
+    #[cfg(test)]
+    pub(crate) fn with_backend(
+        backend: impl redb::StorageBackend,
+    ) -> Result<RedbStore, StoreError> {
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create_with_backend(backend)
+            .map_err(|e| StoreError::Open {
+                path: std::path::PathBuf::new(),
+                source: Box::new(redb::Error::from(e)),
+            })?;
+        let store = RedbStore { db };
+        store.init()?;
+        Ok(store)
+    }
+
     /// Removes the running clock, as a store written before it was kept lacks it.
     #[cfg(test)]
     pub(crate) fn forget_running_clock(&self) {

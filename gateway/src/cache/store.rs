@@ -29,6 +29,9 @@ pub enum StoreError {
     /// The storage engine panicked (a damaged file can make it); the panic was contained.
     #[error("the cache storage panicked: {0}")]
     Panicked(String),
+    /// The store is closed while its disk fails (see [`Fault`]), until it opens again.
+    #[error("the cache disk is failing; the cache is closed until it works again")]
+    Unavailable,
 }
 
 impl StoreError {
@@ -38,11 +41,35 @@ impl StoreError {
     pub fn is_damage(&self) -> bool {
         match self {
             StoreError::Panicked(_) | StoreError::Corrupt(_) => true,
+            StoreError::Unavailable => false,
             StoreError::Open { source, .. } | StoreError::Engine(source) => matches!(
                 source.downcast_ref::<redb::Error>(),
                 Some(redb::Error::Corrupted(_) | redb::Error::RepairAborted)
             ),
         }
+    }
+
+    /// The kind of disk fault this is — `full`, `read_only` or `io` — or `None` when it is
+    /// none: the file or its disk failed to read or write (the store is fine, and may work
+    /// again once the disk does), or the store is closed because of such a failure.
+    pub fn disk_fault(&self) -> Option<&'static str> {
+        let source = match self {
+            StoreError::Unavailable => return Some("io"),
+            StoreError::Panicked(_) | StoreError::Corrupt(_) => return None,
+            StoreError::Open { source, .. } | StoreError::Engine(source) => source,
+        };
+        let io = match source.downcast_ref::<redb::Error>() {
+            Some(redb::Error::Io(io)) => io,
+            // redb fails every write after an I/O error until it is opened again.
+            Some(redb::Error::PreviousIo) => return Some("io"),
+            Some(_) => return None,
+            None => source.downcast_ref::<std::io::Error>()?,
+        };
+        Some(match io.kind() {
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => "full",
+            std::io::ErrorKind::ReadOnlyFilesystem => "read_only",
+            _ => "io",
+        })
     }
 }
 
@@ -214,6 +241,24 @@ pub trait Store: Send + Sync {
     fn damage(&self) -> Option<Damage> {
         None
     }
+    /// The disk fault the store is in now, if any.
+    fn fault(&self) -> Option<Fault> {
+        None
+    }
+}
+
+/// A disk fault the store is in (full, read-only, failing), as `/v1/readyz` reports it:
+/// the store is closed and opened again (at most once a second) until the disk works.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// `full`, `read_only` or `io`, as counted in `edgegate_cache_disk_faults_total`.
+    pub kind: &'static str,
+    /// When it began (unix seconds).
+    pub since: u64,
+    /// The first error of it.
+    pub reason: String,
+    /// How many disk faults there were since start, this one included.
+    pub episodes: u64,
 }
 
 /// A damaged store replaced by a fresh one, as `/v1/readyz` reports it.

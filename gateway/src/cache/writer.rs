@@ -207,7 +207,12 @@ fn run(
             }
             Err(error) => {
                 metrics.write_errors.inc();
-                tracing::error!(error = %crate::error::error_chain(&error), writes = batch.len(), "cache write failed");
+                // A disk fault is logged once for all the writes it fails (see `GuardedStore`).
+                if error.disk_fault().is_some() {
+                    tracing::debug!(error = %crate::error::error_chain(&error), writes = batch.len(), "cache write failed");
+                } else {
+                    tracing::error!(error = %crate::error::error_chain(&error), writes = batch.len(), "cache write failed");
+                }
             }
         }
         drop(held);

@@ -3,7 +3,7 @@
 //! | path | answer |
 //! |---|---|
 //! | `GET /v1/healthz` | `200 OK` while the process serves |
-//! | `GET /v1/readyz` | `200` while an apiserver is reachable, else `503`, with the reason in the body (and a damaged cache replaced, which leaves it `200`) |
+//! | `GET /v1/readyz` | `200` while an apiserver is reachable, else `503`, with the reason in the body (and a damaged cache replaced or a failing cache disk, which leave it `200`) |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /v1/filters` | the live filter chain as JSON |
 //! | `GET /v1/cache` | the cached sets as JSON (`edgegate cache ls`) |
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use http::{Method, Request, Response, StatusCode, header};
 
 use super::state::State;
-use crate::cache::Damage;
+use crate::cache::{Damage, Fault};
 use crate::reply::{ResponseBody, text};
 
 /// Serves one hub request from `peer`.
@@ -93,7 +93,11 @@ fn readyz(state: &State) -> Response<ResponseBody> {
     // A damaged cache does not make the gateway unready: it forwards as before, and only
     // offline answers lack what the damaged store held. The body says so until exit.
     let damage = state.cache.store().damage().map(|d| damage_line(&d));
-    let damage = damage.unwrap_or_default();
+    let mut damage = damage.unwrap_or_default();
+    // Nor does a failing disk: the node's components are served from the cloud meanwhile.
+    if let Some(fault) = state.cache.store().fault() {
+        damage.push_str(&fault_line(&fault));
+    }
     if healthy.is_empty() {
         let body = format!(
             "degraded: none of {} apiserver(s) is reachable; serving the node's components from the local cache\n{damage}",
@@ -122,6 +126,14 @@ fn damage_line(damage: &Damage) -> String {
     format!(
         "cache damaged ({} time(s), last at {} unix time: {}); the damaged store {aside}; {fresh}\n",
         damage.resets, damage.at, damage.reason
+    )
+}
+
+/// The line `/v1/readyz` adds while the cache's disk fails.
+fn fault_line(fault: &Fault) -> String {
+    format!(
+        "cache disk failing ({}) since {} unix time: {}; nothing is cached or served from the cache until it works again (tried every second)\n",
+        fault.kind, fault.since, fault.reason
     )
 }
 
