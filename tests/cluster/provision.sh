@@ -36,6 +36,9 @@ command -v conntrack >/dev/null || need_pkgs+=(conntrack)
 command -v nsenter >/dev/null || need_pkgs+=(util-linux)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v tc >/dev/null || need_pkgs+=(iproute2)
+# The disk-fault tests: an ext4 image on a loop device (findmnt, losetup: util-linux).
+command -v mkfs.ext4 >/dev/null || need_pkgs+=(e2fsprogs)
+command -v findmnt >/dev/null || need_pkgs+=(util-linux)
 # What `deploy/` is built and checked with: the image (buildah, strip), the unit (systemd).
 command -v buildah >/dev/null || need_pkgs+=(buildah)
 command -v strip >/dev/null || need_pkgs+=(binutils)
