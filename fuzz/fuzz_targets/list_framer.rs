@@ -28,9 +28,17 @@ fuzz_target!(|data: &[u8]| {
         .as_ref()
         .and_then(|list| list.get("items"))
         .and_then(Value::as_array);
-    // A list kube-apiserver could send: an object whose items are objects, `items` given once.
-    let well_formed = parsed.as_ref().is_some_and(Value::is_object)
-        && items.is_some_and(|items| items.iter().all(Value::is_object))
+    // A list kube-apiserver could send: an object whose items are objects, `items` given
+    // once, its kind, apiVersion and list metadata strings (the cache reads them at the end).
+    let text = |value: Option<&Value>| value.is_none_or(Value::is_string);
+    let well_formed = parsed.as_ref().is_some_and(|list| {
+        list.is_object()
+            && text(list.get("kind"))
+            && text(list.get("apiVersion"))
+            && list.get("metadata").is_none_or(|meta| {
+                meta.is_object() && text(meta.get("resourceVersion")) && text(meta.get("continue"))
+            })
+    }) && items.is_some_and(|items| items.iter().all(Value::is_object))
         && edgegate_fuzz::json_without_duplicate_keys(body);
     if well_formed {
         assert_eq!(outcome, Ok(()), "a valid list failed to frame");

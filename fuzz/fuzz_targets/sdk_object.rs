@@ -85,8 +85,12 @@ enum Edit {
     WholeValue(Key, Small),
 }
 
+/// At most 16 keys: a path of hundreds would nest the object past the depth serde_json
+/// reads back (128), which says nothing of the SDK.
 fn path(keys: &[Key]) -> String {
     let keys: Vec<String> = keys.iter().map(Key::text).collect();
+    let joined = keys.join(".");
+    let keys: Vec<&str> = joined.split('.').take(16).collect();
     keys.join(".")
 }
 
