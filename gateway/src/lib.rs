@@ -39,6 +39,8 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod filter;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hubcfg;
 pub mod informer;
 pub mod interface;

@@ -29,6 +29,8 @@ use crate::request::{RequestContext, RequestInfo, Verb};
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
 pub use error::LocalError;
+/// The offline answers to writes, for the `local_write` fuzz target ([`crate::fuzzing`]).
+pub(crate) use write::{create, echo};
 
 /// What the local proxy answers with.
 #[derive(Clone)]
@@ -164,6 +166,14 @@ impl Local {
         }
         match context.info.verb {
             Verb::Get => self.get(context),
+            // An empty name in the path (`pods//log`) makes, as kube-apiserver derives it, a
+            // collection's subresource: no read the apiserver serves, so not its list.
+            Verb::List | Verb::Watch if !context.info.subresource.is_empty() => {
+                Err(unanswerable(&format!(
+                    "the {} subresource of {} cannot be answered offline",
+                    context.info.subresource, context.info.resource
+                )))
+            }
             Verb::List => self.list(context).await,
             Verb::Watch => self.watch(context).await,
             _ => Err(unanswerable("only reads are answered here")),
