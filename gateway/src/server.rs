@@ -86,13 +86,30 @@ pub struct Listeners {
     hub_interface: Option<HubInterface>,
 }
 
+/// Connections the kernel completes and queues before the gateway accepts them: as many as
+/// `somaxconn` allows (4 096 by default), as Go's listeners ask, so that the components of a
+/// node reconnecting at once (a restart, a link back) are queued, not made to retry their
+/// SYNs for seconds. tokio's default is 1 024.
+const BACKLOG: u32 = 4096;
+
+/// A listener on `addr`, with [`BACKLOG`] and `SO_REUSEADDR` (a restart rebinds while the
+/// old connections linger in TIME_WAIT).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
 impl Listeners {
     /// Binds the proxy and hub addresses of `config`.
     pub async fn bind(config: &Config) -> Result<Listeners, ServerError> {
         let bind = |addr: SocketAddr| async move {
-            TcpListener::bind(addr)
-                .await
-                .map_err(|source| ServerError::Bind { addr, source })
+            listen(addr).map_err(|source| ServerError::Bind { addr, source })
         };
         let mut secure = Vec::new();
         let mut hub_interface = None;
