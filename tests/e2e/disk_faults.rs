@@ -10,7 +10,7 @@ use edgegate_testkit::http;
 use edgegate_testkit::process::wait_until;
 
 use crate::support::{
-    Env, client, create_configmaps, list_as, metric_sample, namespace, runtime, wait_sets,
+    Env, Plain, client, create_configmaps, list_as, metric_sample, namespace, runtime, wait_sets,
 };
 
 const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
@@ -116,29 +116,43 @@ pub fn a_full_cache_disk_keeps_forwarding_and_the_cache_recovers(env: &Env) -> R
 
     std::fs::remove_file(cache.join("filler"))?;
     let freed = std::time::Instant::now();
-    // The fault ends once durable writes (each list's commit) worked for a few seconds.
-    wait_until(Duration::from_secs(60), "the cache open again", || {
-        let _ = rt.block_on(list_as(&client, &url, KUBELET));
-        http::get(gateway.hub, "/v1/readyz")
-            .is_ok_and(|r| r.status == 200 && !r.body.contains("cache disk failing"))
-    })?;
-    let recovered = freed.elapsed();
-    ensure!(
-        log_lines(&gateway, RECOVERY_LOG) == 1,
-        "the recovery is logged once"
-    );
-    // A new set is cached again.
-    let other = namespace(&env.cluster, "disk-back")?;
-    rt.block_on(create_configmaps(&client, &gateway.url(), &other, "cm", 10))?;
-    let url = format!("{}/api/v1/namespaces/{other}/configmaps", gateway.url());
-    rt.block_on(list_as(&client, &url, KUBELET))?;
-    wait_sets(gateway.hub, "kubelet", 2)?;
-    ensure!(log_lines(&gateway, FAULT_LOG) == 1, "logged once in all");
+    let recovered = caches_again(env, &rt, &client, &gateway, &url, "disk-back")? - freed;
     eprintln!(
         "disk full: {lists} list(s) until the fault was counted; recovery shown {:.1} s after space was freed",
         recovered.as_secs_f64()
     );
     Ok(())
+}
+
+/// After a disk fault's cause is gone: waits until `/v1/readyz` no longer tells it (the
+/// fault ends once durable writes, each list of `url`'s commit, worked for a few seconds),
+/// then checks the recovery was logged once, the fault once in all, and that a new set, of
+/// a namespace named after `tag`, is cached again. Returns when readyz stopped telling it.
+fn caches_again(
+    env: &Env,
+    rt: &tokio::runtime::Runtime,
+    client: &Plain,
+    gateway: &edgegate_testkit::Gateway,
+    url: &str,
+    tag: &str,
+) -> Result<std::time::Instant> {
+    wait_until(Duration::from_secs(60), "the cache open again", || {
+        let _ = rt.block_on(list_as(client, url, KUBELET));
+        http::get(gateway.hub, "/v1/readyz")
+            .is_ok_and(|r| r.status == 200 && !r.body.contains("cache disk failing"))
+    })?;
+    let shown = std::time::Instant::now();
+    ensure!(
+        log_lines(gateway, RECOVERY_LOG) == 1,
+        "the recovery is logged once"
+    );
+    let other = namespace(&env.cluster, tag)?;
+    rt.block_on(create_configmaps(client, &gateway.url(), &other, "cm", 10))?;
+    let url = format!("{}/api/v1/namespaces/{other}/configmaps", gateway.url());
+    rt.block_on(list_as(client, &url, KUBELET))?;
+    wait_sets(gateway.hub, "kubelet", 2)?;
+    ensure!(log_lines(gateway, FAULT_LOG) == 1, "logged once in all");
+    Ok(shown)
 }
 
 /// An ext4 image on a loop device, mounted for the test (with `errors=remount-ro`, so a
@@ -269,20 +283,6 @@ pub fn a_read_only_cache_disk_keeps_forwarding_and_the_cache_recovers(env: &Env)
     let copy = image.with_extension("copy");
     std::fs::copy(&image, &copy)?;
     disk.mount_image(&copy)?;
-    wait_until(Duration::from_secs(60), "the cache open again", || {
-        let _ = rt.block_on(list_as(&client, &url, KUBELET));
-        http::get(gateway.hub, "/v1/readyz")
-            .is_ok_and(|r| r.status == 200 && !r.body.contains("cache disk failing"))
-    })?;
-    ensure!(
-        log_lines(&gateway, RECOVERY_LOG) == 1,
-        "the recovery is logged once"
-    );
-    let other = namespace(&env.cluster, "disk-ro-back")?;
-    rt.block_on(create_configmaps(&client, &gateway.url(), &other, "cm", 10))?;
-    let url = format!("{}/api/v1/namespaces/{other}/configmaps", gateway.url());
-    rt.block_on(list_as(&client, &url, KUBELET))?;
-    wait_sets(gateway.hub, "kubelet", 2)?;
-    ensure!(log_lines(&gateway, FAULT_LOG) == 1, "logged once in all");
+    caches_again(env, &rt, &client, &gateway, &url, "disk-ro-back")?;
     Ok(())
 }
