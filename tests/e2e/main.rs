@@ -16,6 +16,7 @@ mod damage;
 mod deploy;
 mod edge_link;
 mod filters;
+mod flapping;
 mod hub_cfg;
 mod hub_interface;
 mod locked_hub;
@@ -106,6 +107,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "offline::unused_components_are_collected",
         offline::unused_components_are_collected,
+    ),
+    (
+        "flapping::reflectors_converge_after_a_flapping_link",
+        flapping::reflectors_converge_after_a_flapping_link,
     ),
     (
         "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",
