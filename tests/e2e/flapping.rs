@@ -269,14 +269,28 @@ pub fn reflectors_converge_after_a_flapping_link(env: &Env) -> Result<()> {
         backwards.len(),
         &backwards[..backwards.len().min(5)]
     );
-    std::thread::sleep(Duration::from_secs(3));
+    // What the flapping left idle goes by itself, not at once: the keep-alive connections
+    // the clients opened meanwhile when the gateway's header read timeout (30 s) closes
+    // them, tokio's idle blocking threads after 10 s. Wait for it; a leak never settles.
+    let settling = Instant::now();
+    let settled = |usage: &Usage| {
+        usage.fds <= before.fds + 16
+            && usage.threads <= before.threads + 4
+            && usage.rss_kib <= before.rss_kib + 32 * 1024
+    };
+    let _ = wait_until(
+        Duration::from_secs(60),
+        "the gateway's fds, threads and RSS to settle",
+        || Usage::of(pid).is_ok_and(|usage| settled(&usage)),
+    );
+    let settling = settling.elapsed();
     let after = Usage::of(pid)?;
     let relists: usize = seen
         .iter()
         .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).relists)
         .sum();
     println!(
-        "{cuts} cuts in {flapping:?}, {changes} changes in the cloud, {REFLECTORS} reflectors ({relists} lists): every store equal to the cloud {convergence:?} after the last restore, no resourceVersion backwards; gateway before → after: {before} → {after}"
+        "{cuts} cuts in {flapping:?}, {changes} changes in the cloud, {REFLECTORS} reflectors ({relists} lists): every store equal to the cloud {convergence:?} after the last restore, no resourceVersion backwards; gateway before → after: {before} → {after} ({settling:.1?} later)"
     );
     for reflector in reflectors {
         reflector.abort();
