@@ -17,6 +17,7 @@ mod deploy;
 mod disk_faults;
 mod edge_link;
 mod filters;
+mod flapping;
 mod hostile_clients;
 mod hostile_upstream;
 mod hub_cfg;
@@ -109,6 +110,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "offline::unused_components_are_collected",
         offline::unused_components_are_collected,
+    ),
+    (
+        "flapping::reflectors_converge_after_a_flapping_link",
+        flapping::reflectors_converge_after_a_flapping_link,
     ),
     (
         "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",

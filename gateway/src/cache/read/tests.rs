@@ -262,3 +262,49 @@ fn a_member_that_left_a_selector_set_is_not_listed_there_but_stays_in_the_others
     assert_eq!(names_of("app=web"), ["web-2"]);
     assert_eq!(names_of(""), ["db-1", "web-1", "web-2"]);
 }
+
+/// A lagging watch of the set (one of many at different positions) tees db-2's ADDED at
+/// 13 after a watch ahead of it teed its DELETED at 16: the departure must stay in the
+/// history, or a client at 14 replaying offline is moved past it without being told.
+#[test]
+fn a_lagging_watchs_added_does_not_erase_a_later_departure() {
+    let (_dir, store) = watched();
+    let all = SetKey::new(pods(), "", "", "");
+    let db2 = pods().object_key("a", "db-2");
+    let added = |rv: u32| {
+        [
+            WriteOp::Entered {
+                set: all.clone(),
+                key: db2.clone(),
+                resource_version: rv.to_string(),
+            },
+            WriteOp::Upsert {
+                key: db2.clone(),
+                object: pod_bytes("a", "db-2", rv, "db"),
+                resource_version: rv.to_string(),
+            },
+        ]
+    };
+    let removed = WriteOp::Remove {
+        set: all.clone(),
+        key: db2.clone(),
+        object: pod_bytes("a", "db-2", 16, "db"),
+        resource_version: "16".into(),
+    };
+    store.apply(&[removed], true).unwrap();
+    store.apply(&added(13), true).unwrap();
+    assert_eq!(store.get(&db2).unwrap(), None);
+    assert_eq!(
+        backlog(&store, scope("", "", ""), "14"),
+        [
+            triple("DELETED", "db-1", "15"),
+            triple("DELETED", "db-2", "16")
+        ]
+    );
+    // Created again under the same name later: it entered again, and is ADDED.
+    store.apply(&added(17), true).unwrap();
+    assert_eq!(
+        backlog(&store, scope("", "", ""), "16"),
+        [triple("ADDED", "db-2", "17")]
+    );
+}

@@ -108,7 +108,10 @@ pub(super) fn deleted_since(
     Ok(false)
 }
 
-/// Records that `key` entered `set` at `resource_version`, if the set was ever listed.
+/// Records that `key` entered `set` at `resource_version`, if the set was ever listed and
+/// its history holds nothing of `key` at that version or later. The set's watches tee the
+/// same events at different positions: a lagging one's ADDED must not erase the departure
+/// (or later entry) a watch ahead of it recorded, or an offline watch would replay neither.
 pub(super) fn entered(
     history: &mut Table<(&str, &str), &[u8]>,
     sets: &impl ReadableTable<&'static str, &'static [u8]>,
@@ -118,6 +121,20 @@ pub(super) fn entered(
 ) -> Result<(), StoreError> {
     let encoded = set.encode();
     if sets.get(encoded.as_str()).map_err(engine)?.is_none() {
+        return Ok(());
+    }
+    let recorded = history
+        .get((encoded.as_str(), key))
+        .map_err(engine)?
+        .and_then(|entry| decode(entry.value()))
+        .map(|entry| match entry {
+            History::Entered(rv) => rv,
+            History::Left(last) => {
+                Meta::parse(&last).map_or_else(|_| String::new(), |m| m.resource_version.into())
+            }
+        });
+    if recorded.is_some_and(|rv| compare_versions(&rv, resource_version).is_some_and(|o| o.is_ge()))
+    {
         return Ok(());
     }
     let entry = encode(&History::Entered(resource_version.to_owned()));
