@@ -168,18 +168,30 @@ fn kubernetes_destinations(rules: &[String]) -> Vec<String> {
 
 /// Puts the node in [`POOL`] and waits until the gateway's filters know it.
 fn join_pool(testbed: &Testbed) -> Result<()> {
+    // The gateway logs each change of this node's pool; a line an earlier test left must not
+    // pass for this join (the filters would still see the old pool).
+    let changes = || -> Vec<String> {
+        testbed
+            .node
+            .log("edgegate")
+            .lines()
+            .filter(|l| l.contains("this node's pool"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let quoted = format!("\"{POOL}\"");
+    let before = changes();
+    let already = before.last().is_some_and(|l| l.contains(&quoted));
     let label = format!("apps.openyurt.io/nodepool={POOL}");
     testbed
         .cloud
         .kubectl(&["label", "node", NODE, &label, "--overwrite"])?;
-    let quoted = format!("\"{POOL}\"");
     wait_until(
         Duration::from_secs(60),
         "the gateway to learn the node's pool",
         || {
-            let log = testbed.node.log("edgegate");
-            log.lines()
-                .any(|l| l.contains("this node's pool") && l.contains(&quoted))
+            let now = changes();
+            now.last().is_some_and(|l| l.contains(&quoted)) && (already || now.len() > before.len())
         },
     )
 }
