@@ -31,6 +31,7 @@ const GATEWAY_TIERS: &[(&str, u8)] = &[
     ("filter", 5),
     ("autonomy", 5),
     ("informer", 5),
+    ("multiplexer", 5),
     ("interface", 5),
     ("certificate", 5),
     ("hubcfg", 5),

@@ -39,6 +39,9 @@ pub enum ConfigError {
     /// The certificate manager could not set up the gateway's identity.
     #[error(transparent)]
     Certificate(#[from] CertificateError),
+    /// A `--pool-scope-resources` entry cannot be read.
+    #[error(transparent)]
+    PoolScope(#[from] crate::multiplexer::ResourceError),
     /// The certificate manager needs the node's name for the certificate.
     #[error("the certificate manager needs --node-name (the certificate is system:node:<name>)")]
     NoNodeName,
@@ -100,6 +103,8 @@ pub struct Config {
     pub after_start: Option<fn()>,
     /// Components whose responses are cached.
     pub cache_agents: Vec<String>,
+    /// The resources the multiplexer shares among the node's clients (none: no multiplexer).
+    pub pool_scope_resources: Vec<crate::multiplexer::Resource>,
     /// Cloud mode (`--working-mode cloud`): nothing cached, no health checker, every
     /// apiserver taken as healthy.
     pub cloud: bool,
@@ -180,6 +185,7 @@ impl Config {
             return_freed_memory: None,
             after_start: None,
             cache_agents: cache_agents(&args.cache_agents),
+            pool_scope_resources: pool_scope_resources(yurthub.pool_scope_resources.as_deref())?,
             cloud,
             disabled_filters: disabled_filters(args),
             min_request_timeout: yurthub.min_request_timeout,
@@ -306,6 +312,22 @@ fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -
         }
     }
     names
+}
+
+/// The pool-scope resources given, or YurtHub's defaults; empty entries are none.
+fn pool_scope_resources(
+    given: Option<&[String]>,
+) -> Result<Vec<crate::multiplexer::Resource>, crate::multiplexer::ResourceError> {
+    let defaults: Vec<String> = crate::multiplexer::DEFAULT_POOL_SCOPE_RESOURCES
+        .iter()
+        .map(|r| (*r).to_owned())
+        .collect();
+    given
+        .unwrap_or(&defaults)
+        .iter()
+        .filter(|entry| !entry.trim().is_empty())
+        .map(|entry| crate::multiplexer::Resource::parse(entry))
+        .collect()
 }
 
 /// YurtHub's default agents and, as its `cache_agents` does, the ones given.

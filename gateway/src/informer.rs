@@ -31,7 +31,7 @@ mod backoff;
 mod encoded;
 mod resume;
 
-use backoff::ListBackoff;
+pub(crate) use backoff::ListBackoff;
 use encoded::Encoded;
 
 /// A client of the cluster through the gateway's proxy at `proxy`, as component `edgegate`
@@ -40,6 +40,14 @@ pub(crate) fn client_through(
     proxy: SocketAddr,
     purpose: &str,
 ) -> Result<kube::Client, kube::Error> {
+    kube::Client::try_from(config_through(proxy, purpose)?)
+}
+
+/// The configuration of [`client_through`].
+pub(crate) fn config_through(
+    proxy: SocketAddr,
+    purpose: &str,
+) -> Result<kube::Config, kube::Error> {
     let host = if proxy.ip().is_unspecified() {
         SocketAddr::from(([127, 0, 0, 1], proxy.port()))
     } else {
@@ -57,7 +65,7 @@ pub(crate) fn client_through(
         http::header::USER_AGENT,
         http::HeaderValue::from_str(&agent).map_err(|e| kube::Error::Service(Box::new(e)))?,
     ));
-    kube::Client::try_from(config)
+    Ok(config)
 }
 
 /// One kind the informers keep.

@@ -47,6 +47,7 @@ pub mod interface;
 pub mod json;
 pub mod local;
 pub mod metrics;
+pub mod multiplexer;
 pub mod refusal;
 pub mod reply;
 pub mod request;

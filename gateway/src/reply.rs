@@ -56,6 +56,17 @@ pub fn status_response(code: StatusCode, reason: &str, message: &str) -> Respons
     json(code, Bytes::from(body.to_string()))
 }
 
+/// A watch's `ERROR` event for a resourceVersion too old to resume from (`410 Expired`, as
+/// kube-apiserver sends it): the client re-lists.
+pub fn expired_event(message: &str) -> Bytes {
+    let object = failure_status(410, "Expired", message);
+    let mut bytes = serde_json::json!({"type": "ERROR", "object": object})
+        .to_string()
+        .into_bytes();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

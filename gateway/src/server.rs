@@ -34,6 +34,7 @@ use crate::informer::Informers;
 use crate::interface::HubInterface;
 use crate::local::Local;
 use crate::metrics::Metrics;
+use crate::multiplexer::Multiplexer;
 use crate::upstream::{Balancer, HealthWatch, Transport, health};
 use state::State;
 
@@ -232,6 +233,22 @@ pub async fn serve(
         }
         None => None,
     };
+    let multiplexer = if config.pool_scope_resources.is_empty() {
+        None
+    } else {
+        let proxy = listeners.proxy_addr().map_err(|source| ServerError::Bind {
+            addr: config.proxy_addr,
+            source,
+        })?;
+        Some(Arc::new(
+            Multiplexer::start(
+                proxy,
+                Some(cache.store().clone()),
+                &config.pool_scope_resources,
+            )
+            .map_err(ServerError::Informers)?,
+        ))
+    };
     let lookup: Arc<dyn Lookup> = match &informers {
         Some(informers) => informers.clone(),
         None => Arc::new(NoLookup),
@@ -318,6 +335,7 @@ pub async fn serve(
         cache: cache.clone(),
         filters,
         informers,
+        multiplexer,
         late_answer: config.health.timeout,
         in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
         known: caller::KnownCredentials::default(),

@@ -1,7 +1,7 @@
 //! The rest of YurtHub v1.7's flags (`cmd/yurthub/app/options`, plus klog's `--v` and
 //! `--vmodule` and component-base's `--log-flush-frequency`), so that YurtHub's static pod
 //! manifest starts edgegate unchanged. Some have their YurtHub meaning here; the others
-//! belong to features edgegate does not have (multiplexer, leader hub) or that YurtHub
+//! belong to features edgegate does not have (the leader hub) or that YurtHub
 //! deprecated: they are accepted and, when given,
 //! named once at start by [`YurtHubArgs::warnings`] with what edgegate does instead.
 //!
@@ -137,13 +137,16 @@ pub struct YurtHubArgs {
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enable_pool_service_topology: Option<bool>,
 
-    /// Port of YurtHub's multiplexer: accepted, not used (edgegate has no multiplexer).
+    /// Port where YurtHub's leader hub serves its pool's followers: accepted, not used
+    /// (edgegate's multiplexer serves this node only).
     #[arg(long, value_name = "PORT")]
     pub multiplexer_port: Option<u16>,
 
-    /// Resources the multiplexer shares: accepted, not used (see --multiplexer-port).
+    /// The resources whose lists and watches the node's clients share: one upstream list and
+    /// watch each, every client answered from it (`[group]/version/resource`, comma-separated;
+    /// default `/v1/services,discovery.k8s.io/v1/endpointslices`; empty: none).
     #[arg(long, value_delimiter = ',', value_name = "GROUP/VERSION/RESOURCE")]
-    pub pool_scope_resources: Vec<String>,
+    pub pool_scope_resources: Option<Vec<String>>,
 
     /// The host cluster's apiservers for local mode: accepted, not used (see --working-mode).
     #[arg(long, value_name = "IP:PORT")]
@@ -161,11 +164,9 @@ impl YurtHubArgs {
             }
         };
         note(
-            self.multiplexer_port.is_some()
-                || !self.pool_scope_resources.is_empty()
-                || self.node_ip.is_some(),
-            "--multiplexer-port, --pool-scope-resources, --node-ip ignored",
-            "edgegate has no multiplexer; every list and watch goes to the apiserver",
+            self.multiplexer_port.is_some() || self.node_ip.is_some(),
+            "--multiplexer-port, --node-ip ignored",
+            "edgegate has no leader hub; the multiplexer serves this node's clients only",
         );
         note(
             self.enable_node_pool.is_some() || self.enable_pool_service_topology.is_some(),

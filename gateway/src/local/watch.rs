@@ -6,8 +6,6 @@
 //! replay from gets an ERROR `410 Expired` event, as kube-apiserver sends, and the client
 //! re-lists from the cache.
 
-use std::time::Duration;
-
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
@@ -18,7 +16,7 @@ use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
 use crate::cache::{self, Backlog, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
-use crate::reply::failure_status;
+use crate::reply::expired_event;
 use crate::request::RequestContext;
 use crate::stream::{Event, EventType, Meta, compare_versions};
 use crate::upstream::HealthWatch;
@@ -57,17 +55,15 @@ impl Local {
             }
             Ok(Err(error @ ReadError::Expired { .. })) => {
                 let (tx, rx) = mpsc::channel(1);
-                let _ = tx.try_send(Ok(expired(&error.to_string())));
+                let _ = tx.try_send(Ok(expired_event(&error.to_string())));
                 (Some(rx), true)
             }
             Ok(Err(error)) => return Err(self.read_failed(&error)),
             Err(_) => (None, false),
         };
-        let timeout = lasts(
-            context.query.timeout_seconds,
-            self.min_request_timeout,
-            fastrand::f64(),
-        );
+        let timeout = context
+            .query
+            .watch_lasts(self.min_request_timeout, fastrand::f64());
         let waiting = Waiting {
             backlog,
             ends,
@@ -126,16 +122,6 @@ impl Local {
 
 /// Writes the backlog's events, then a BOOKMARK when asked for, chunk by chunk, stopping if
 /// the client went away.
-/// How long an offline watch lasts: the client's `timeoutSeconds`, else, as YurtHub's (and
-/// kube-apiserver's), `min` × (1 + `spread`) for a random `spread` in [0, 1), so that the
-/// watches of a node do not all end, and re-list, at once.
-fn lasts(timeout_seconds: Option<u64>, min: Duration, spread: f64) -> Duration {
-    match timeout_seconds {
-        Some(seconds) if seconds > 0 => Duration::from_secs(seconds),
-        _ => min.mul_f64(1.0 + spread.clamp(0.0, 1.0)),
-    }
-}
-
 fn produce(backlog: Backlog, bookmark: bool, tx: &mpsc::Sender<Result<Bytes, BoxError>>) {
     let Backlog { meta, events } = backlog;
     let mut chunk = BytesMut::with_capacity(CHUNK + 4096);
@@ -186,15 +172,6 @@ fn bookmark_event(meta: &SetMeta) -> Event {
 }
 
 /// An ERROR event `410 Expired`: client-go and kube-rs re-list on it.
-fn expired(message: &str) -> Bytes {
-    let object = failure_status(410, "Expired", message);
-    let mut bytes = serde_json::json!({"type": "ERROR", "object": object})
-        .to_string()
-        .into_bytes();
-    bytes.push(b'\n');
-    Bytes::from(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,15 +223,6 @@ mod tests {
 
     fn pair(kind: &str, rv: &str) -> (String, String) {
         (kind.to_owned(), rv.to_owned())
-    }
-
-    #[test]
-    fn a_watch_without_timeout_lasts_once_to_twice_min_request_timeout() {
-        let min = Duration::from_secs(100);
-        assert_eq!(lasts(None, min, 0.0), min);
-        assert_eq!(lasts(None, min, 0.5), Duration::from_secs(150));
-        assert_eq!(lasts(Some(0), min, 0.999), Duration::from_secs_f64(199.9));
-        assert_eq!(lasts(Some(7), min, 0.5), Duration::from_secs(7));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! verb and name ([`super::RequestInfo`]), the cache's set, the local proxy's reads and
 //! watches.
 
+use std::time::Duration;
+
 /// The list options of a request's query. A key given twice counts by its first value, as
 /// kube-apiserver decodes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,6 +24,10 @@ pub struct ListQuery {
     pub timeout_seconds: Option<u64>,
     /// `allowWatchBookmarks=true`.
     pub allow_watch_bookmarks: bool,
+    /// `resourceVersionMatch`, if non-empty.
+    pub resource_version_match: Option<String>,
+    /// `sendInitialEvents`, if given.
+    pub send_initial_events: Option<String>,
 }
 
 impl ListQuery {
@@ -32,7 +38,7 @@ impl ListQuery {
         let mut watch_value = None;
         // A key given twice counts once, by its first value, as kube-apiserver decodes it:
         // one bit per key read.
-        let mut seen = 0u8;
+        let mut seen = 0u16;
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
             let bit = match key.as_ref() {
                 "watch" => 1,
@@ -42,6 +48,8 @@ impl ListQuery {
                 "resourceVersion" => 1 << 4,
                 "timeoutSeconds" => 1 << 5,
                 "allowWatchBookmarks" => 1 << 6,
+                "resourceVersionMatch" => 1 << 7,
+                "sendInitialEvents" => 1 << 8,
                 _ => continue,
             };
             if seen & bit != 0 {
@@ -61,11 +69,27 @@ impl ListQuery {
                 }
                 "timeoutSeconds" => parsed.timeout_seconds = value.parse().ok(),
                 "allowWatchBookmarks" => parsed.allow_watch_bookmarks = value == "true",
+                "resourceVersionMatch" if !value.is_empty() => {
+                    parsed.resource_version_match = Some(value.into_owned());
+                }
+                "sendInitialEvents" => parsed.send_initial_events = Some(value.into_owned()),
                 _ => {}
             }
         }
         parsed.watch = watch_value.is_some_and(|v| watch_flag(&v));
         parsed
+    }
+}
+
+impl ListQuery {
+    /// How long a watch served by the gateway lasts: the client's `timeoutSeconds`, else,
+    /// as YurtHub's (and kube-apiserver's), `min` × (1 + `spread`) for a random `spread` in
+    /// [0, 1), so that the watches of a node do not all end, and re-list, at once.
+    pub fn watch_lasts(&self, min: Duration, spread: f64) -> Duration {
+        match self.timeout_seconds {
+            Some(seconds) if seconds > 0 => Duration::from_secs(seconds),
+            _ => min.mul_f64(1.0 + spread.clamp(0.0, 1.0)),
+        }
     }
 }
 
@@ -115,6 +139,19 @@ mod tests {
         assert!(query.allow_watch_bookmarks);
         assert!(!ListQuery::parse(Some("allowWatchBookmarks=false")).allow_watch_bookmarks);
         assert!(!ListQuery::parse(None).allow_watch_bookmarks);
+    }
+
+    #[test]
+    fn a_watch_without_timeout_lasts_once_to_twice_min_request_timeout() {
+        let min = Duration::from_secs(100);
+        let lasts = |query: &str, spread| ListQuery::parse(Some(query)).watch_lasts(min, spread);
+        assert_eq!(lasts("", 0.0), min);
+        assert_eq!(lasts("", 0.5), Duration::from_secs(150));
+        assert_eq!(
+            lasts("timeoutSeconds=0", 0.999),
+            Duration::from_secs_f64(199.9)
+        );
+        assert_eq!(lasts("timeoutSeconds=7", 0.5), Duration::from_secs(7));
     }
 
     #[test]

@@ -84,6 +84,7 @@ impl HubFixture {
             cache,
             filters,
             informers: None,
+            multiplexer: None,
             late_answer: Duration::from_secs(1),
             in_flight: InFlightLimit::new(100),
             known: KnownCredentials::default(),

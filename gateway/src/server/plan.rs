@@ -27,6 +27,9 @@ pub struct Plan {
     /// Whether the client takes a gzipped body (else one gzipped at the gateway's asking
     /// reaches it inflated).
     pub client_takes_gzip: bool,
+    /// Answered from the multiplexer's shared state, not upstream: nothing of it is cached
+    /// again, and a watch outlives the cloud's loss.
+    pub served: bool,
 }
 
 impl Plan {
@@ -56,6 +59,7 @@ impl Plan {
                 json: false,
                 watch,
                 client_takes_gzip,
+                served: false,
             });
         }
         let session = generation.session(info, &context.component);
@@ -66,7 +70,19 @@ impl Plan {
             json: true,
             watch,
             client_takes_gzip,
+            served: false,
         })
+    }
+
+    /// The plan of a response the multiplexer answers, if the client takes what it sends
+    /// (JSON, not a table): the same filters, nothing cached.
+    pub fn served(mut self) -> Option<Plan> {
+        if !self.json {
+            return None;
+        }
+        self.cache = None;
+        self.served = true;
+        Some(self)
     }
 
     /// Whether the response must be framed: something filters or caches it, or it is a

@@ -17,6 +17,7 @@ use super::state::State;
 use super::status::ProxyError;
 use super::{headers, limit, respond, upgrade};
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
+use crate::multiplexer::{self, Answer};
 use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
 use crate::upstream::{CallerOnly, RequestBody, Server, TransportError};
@@ -132,6 +133,9 @@ async fn forward(
     {
         return Ok(state.local.kubelet_lease(info, request).await?);
     }
+    if let Some(answer) = shared(state, request.headers(), context, caller).await {
+        return answer;
+    }
     if !state.balancer.any_healthy() {
         offline()?;
         return Ok(state.local.serve(context, request).await?);
@@ -210,6 +214,37 @@ async fn forward(
         return Ok(upgrade::tunnel(client_upgrade, response));
     }
     respond::respond(&state.cache, &state.watch_ends, context, plan, response).await
+}
+
+/// The answer of the multiplexer's shared state to a list or watch of a pool-scope
+/// resource, online and offline alike; `None` for a request it does not answer. Only the
+/// node's components are answered there: a caller with its own credentials is authorized by
+/// the apiserver, request by request.
+async fn shared(
+    state: &Arc<State>,
+    headers: &http::HeaderMap,
+    context: &RequestContext,
+    caller: &Caller,
+) -> Option<Result<Response<ResponseBody>, ProxyError>> {
+    let multiplexer = state.multiplexer.as_ref()?;
+    if !matches!(caller, Caller::Node) || multiplexer::is_feed(headers) {
+        return None;
+    }
+    let plan = Plan::of(context, headers, &state.filters, &state.cache.policy())?.served()?;
+    let online = state.balancer.any_healthy();
+    match multiplexer.answer(context, online, state.local.min_request_timeout) {
+        Answer::Pass => None,
+        Answer::Serve(response) => Some(
+            respond::respond(
+                &state.cache,
+                &state.watch_ends,
+                context,
+                Some(plan),
+                response,
+            )
+            .await,
+        ),
+    }
 }
 
 /// The upstream's answer to `send`, or `None` once `server` is found unhealthy first. An

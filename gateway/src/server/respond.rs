@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures_util::StreamExt;
 use http::Response;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+use http_body::Body;
 use http_body_util::{BodyExt, Either, StreamBody};
-use hyper::body::Incoming;
 
 use super::headers;
 use super::plan::{self, Plan};
@@ -41,7 +42,7 @@ enum Framed {
 }
 
 impl Kind {
-    fn of(context: &RequestContext, plan: Option<Plan>, response: &Response<Incoming>) -> Kind {
+    fn of<B>(context: &RequestContext, plan: Option<Plan>, response: &Response<B>) -> Kind {
         let success = response.status().is_success();
         let verb = context.info.verb;
         match plan {
@@ -72,10 +73,10 @@ impl Kind {
 }
 
 /// An upstream body, inflated or as it came.
-type UpstreamBody = Either<stream::Gunzip<Incoming>, Incoming>;
+type UpstreamBody<B> = Either<stream::Gunzip<B>, B>;
 
 /// `response`'s body inflated if `kind` asks and it is gzipped, with its headers saying so.
-fn inflated(kind: &Kind, response: Response<Incoming>) -> Response<UpstreamBody> {
+fn inflated<B>(kind: &Kind, response: Response<B>) -> Response<UpstreamBody<B>> {
     if !(kind.inflates() && stream::is_gzip(response.headers())) {
         return response.map(Either::Right);
     }
@@ -85,15 +86,21 @@ fn inflated(kind: &Kind, response: Response<Incoming>) -> Response<UpstreamBody>
     Response::from_parts(parts, Either::Left(stream::Gunzip::new(body)))
 }
 
-/// The client's response to `response` for `context`, sent through `plan`: teed into
-/// `cache`, and ended, for a watch, by `ends`.
-pub async fn respond(
+/// The client's response to `response` (an apiserver's, or the multiplexer's) for
+/// `context`, sent through `plan`: teed into `cache`, and ended, for a watch, by `ends`.
+pub async fn respond<B>(
     cache: &Arc<Cache>,
     ends: &WatchEnds,
     context: &RequestContext,
     plan: Option<Plan>,
-    mut response: Response<Incoming>,
-) -> Result<Response<ResponseBody>, ProxyError> {
+    mut response: Response<B>,
+) -> Result<Response<ResponseBody>, ProxyError>
+where
+    // A concrete error type: a boxed `dyn Error` here trips the compiler's proof that the
+    // handler's future is `Send`.
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: std::error::Error + Send + Sync + 'static,
+{
     headers::strip_hop_by_hop(response.headers_mut(), false);
     let kind = Kind::of(context, plan, &response);
     let response = inflated(&kind, response);
@@ -106,7 +113,7 @@ pub async fn respond(
             return Ok(response.map(BodyExt::boxed_unsync));
         }
         Kind::WatchAsItCame(plan) => {
-            let stop = ends.signal(context, plan.fingerprint, None);
+            let stop = ends.signal(context, plan.fingerprint, None, plan.served);
             return Ok(
                 response.map(|body| StreamBody::new(stream::until(body, stop)).boxed_unsync())
             );
@@ -144,7 +151,7 @@ pub async fn respond(
                 sink: tee
                     .and_then(Tee::into_watch)
                     .map(|t| Box::new(t) as Box<dyn WatchSink>),
-                stop: Some(ends.signal(context, plan.fingerprint, lookups)),
+                stop: Some(ends.signal(context, plan.fingerprint, lookups, plan.served)),
             };
             StreamBody::new(stream::watch(body, pipeline)).boxed_unsync()
         }

@@ -11,6 +11,7 @@ use crate::filter::Filters;
 use crate::informer::Informers;
 use crate::local::Local;
 use crate::metrics::Metrics;
+use crate::multiplexer::Multiplexer;
 use crate::upstream::{Balancer, Transport};
 
 /// What every request is served with.
@@ -22,6 +23,8 @@ pub(crate) struct State {
     pub(crate) filters: Arc<Filters>,
     /// The objects filters look up, when filters are configured.
     pub(crate) informers: Option<Arc<Informers>>,
+    /// The shared states of the pool-scope resources, if any are.
+    pub(crate) multiplexer: Option<Arc<Multiplexer>>,
     pub(crate) local: Local,
     /// An upstream answer later than this (the heartbeat's timeout) has the health checker
     /// probe that server at once.

@@ -35,7 +35,8 @@ pub struct WatchEnds {
 
 impl WatchEnds {
     /// Resolves when the open watch `context` must end: the cloud became unreachable (the
-    /// client re-lists once it is back), the filters that apply to it (`fingerprint`)
+    /// client re-lists once it is back; not for a watch `served` from the gateway's shared
+    /// state, which outlives the cloud), the filters that apply to it (`fingerprint`)
     /// changed or — for a filtered watch — a kind its filters have looked up (`lookups`)
     /// changed (both after a jitter), or the gateway is stopping.
     pub fn signal(
@@ -43,6 +44,7 @@ impl WatchEnds {
         context: &RequestContext,
         fingerprint: u64,
         lookups: Option<LookupUse>,
+        served: bool,
     ) -> StopSignal {
         let (info, component) = (context.info.clone(), context.component.clone());
         // A kind its filters read changed: the watch is filtered anew after a re-list.
@@ -56,7 +58,12 @@ impl WatchEnds {
         let filters = self.filters.clone();
         let mut generations = filters.subscribe();
         Box::pin(async move {
-            let lost = health.wait_for(|healthy| !*healthy);
+            let lost = async {
+                if served {
+                    std::future::pending::<()>().await;
+                }
+                let _ = health.wait_for(|healthy| !*healthy).await;
+            };
             let stop = stopping.wait_for(|stopping| *stopping);
             let changed = async {
                 loop {
@@ -90,7 +97,7 @@ impl WatchEnds {
                 tracing::debug!(%component, resource = %info.resource, "what its filters looked up changed: ending the watch");
             };
             tokio::select! {
-                _ = lost => Stop::End,
+                () = lost => Stop::End,
                 _ = stop => Stop::End,
                 () = changed => Stop::Relist("the gateway's filters for this watch changed: re-list".into()),
                 () = looked_up => Stop::Relist("what this watch's filters look up changed: re-list".into()),

@@ -1,0 +1,355 @@
+//! The one upstream list and watch of a pool-scope resource that feeds its shared state.
+//!
+//! The feed is a client of the gateway's own proxy (`edgegate/VERSION multiplexer`, which
+//! the multiplexer never answers itself): its list and watch are balanced and
+//! health-checked, cached for component `edgegate` — the copy offline answers and a
+//! restart read — and answered from that cache while the cloud is away. It watches with
+//! bookmarks from the state's version, for a random 5–10 minutes at a time, and lists again
+//! only when that version has expired (`410`). After a restart it starts from what the
+//! cache persisted and watches on from there.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use edgegate_json_scan::field_ranges;
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use kube::runtime::utils::Backoff;
+use serde::Deserialize;
+
+use super::Resource;
+use super::state::{ListType, Object, ObjectError, Shared};
+use crate::cache::{ResourceKey, Scope, Store};
+use crate::informer::ListBackoff;
+use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, WatchFramer};
+
+/// Items per page of the feed's list.
+const PAGE: u32 = 500;
+
+/// The component the feed's requests are cached for.
+const COMPONENT: &str = "edgegate";
+
+/// Why one list or watch of the feed failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// The request could not be made or its body broke off.
+    #[error("request failed: {0}")]
+    Request(#[from] kube::Error),
+    /// The body could not be read.
+    #[error("body: {0}")]
+    Body(String),
+    /// The apiserver refused (other than `410 Expired`).
+    #[error("answered {0}")]
+    Status(StatusCode),
+    /// The body is not what the apiserver sends.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// An object cannot be held.
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+}
+
+/// How a watch ended without failing.
+enum Ended {
+    /// At its timeout or by the gateway: watch again from the state's version.
+    Cleanly,
+    /// Its version has expired: list again.
+    Expired,
+}
+
+/// The feed of one resource.
+pub(super) struct Feed {
+    pub(super) client: kube::Client,
+    pub(super) resource: Resource,
+    pub(super) shared: std::sync::Arc<Shared>,
+}
+
+impl Feed {
+    /// Runs the feed for as long as the gateway does.
+    pub(super) async fn run(self, store: Option<std::sync::Arc<dyn Store>>) {
+        let resource = self.resource.clone();
+        if let Some(store) = store {
+            let persisted =
+                tokio::task::spawn_blocking(move || persisted(store.as_ref(), &resource)).await;
+            if let Ok(Some((list, objects, version))) = persisted {
+                tracing::info!(resource = %self.resource, objects = objects.len(), version, "shared state resumed from the cache");
+                self.shared.replace(list, objects, version);
+            }
+        }
+        let mut backoff = ListBackoff::default();
+        let mut listed = self.shared.version().is_some();
+        loop {
+            if !listed {
+                match self.list().await {
+                    Ok(()) => listed = true,
+                    Err(error) => {
+                        tracing::warn!(resource = %self.resource, %error, "multiplexer list failed; retrying");
+                        tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+                        continue;
+                    }
+                }
+            }
+            let since = self.shared.version().unwrap_or_default();
+            match self.watch(since).await {
+                Ok(Ended::Cleanly) => {
+                    // A watch the gateway ended at once (it had nothing to serve it from)
+                    // must not turn into a busy loop.
+                    if self.shared.version() == Some(since) {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                    backoff.reset();
+                }
+                Ok(Ended::Expired) => {
+                    tracing::info!(resource = %self.resource, since, "multiplexer watch expired: listing again");
+                    listed = false;
+                }
+                Err(error) => {
+                    tracing::warn!(resource = %self.resource, %error, "multiplexer watch failed; retrying");
+                    tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+                }
+            }
+        }
+    }
+
+    async fn send(&self, query: &str) -> Result<http::Response<kube::client::Body>, FeedError> {
+        let uri = format!("{}?{query}", self.resource.path());
+        let request = Request::get(uri)
+            .header(http::header::ACCEPT, "application/json")
+            .body(kube::client::Body::empty())
+            .map_err(kube::Error::HttpError)?;
+        Ok(self.client.send(request).await?)
+    }
+
+    /// Lists the resource, page by page, and replaces the state with it.
+    async fn list(&self) -> Result<(), FeedError> {
+        let mut objects = Vec::new();
+        let mut continued: Option<String> = None;
+        let (version, list) = loop {
+            let query = {
+                let mut query = form_urlencoded::Serializer::new(String::new());
+                query.append_pair("limit", &PAGE.to_string());
+                if let Some(token) = &continued {
+                    query.append_pair("continue", token);
+                }
+                query.finish()
+            };
+            let response = self.send(&query).await?;
+            if !response.status().is_success() {
+                return Err(FeedError::Status(response.status()));
+            }
+            let head = self.page(response.into_body(), &mut objects).await?;
+            match head.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => continued = Some(token),
+                None => {
+                    let list = ListType {
+                        kind: head.kind,
+                        api_version: head.api_version,
+                    };
+                    break (head.metadata.resource_version, list);
+                }
+            }
+        };
+        let version = version
+            .parse()
+            .map_err(|_| FeedError::Body(format!("list resourceVersion {version:?}")))?;
+        tracing::debug!(resource = %self.resource, objects = objects.len(), version, "multiplexer listed");
+        self.shared.replace(list, objects, version);
+        Ok(())
+    }
+
+    /// Reads one page's items into `objects`; its head and tail.
+    async fn page(
+        &self,
+        mut body: kube::client::Body,
+        objects: &mut Vec<Object>,
+    ) -> Result<ListHead, FeedError> {
+        let mut framer = ListFramer::new();
+        let mut ends = BytesMut::new();
+        let mut list = ListType::default();
+        let mut take = |frame: ListFrame| -> Result<(), FeedError> {
+            match frame {
+                ListFrame::Head(piece) => {
+                    // What the items lack (kube-apiserver does not repeat it in each).
+                    let mut whole = piece.to_vec();
+                    whole.extend_from_slice(b"]}");
+                    if let Ok(head) = serde_json::from_slice::<ListHead>(&whole) {
+                        list = ListType {
+                            kind: head.kind,
+                            api_version: head.api_version,
+                        };
+                    }
+                    ends.extend_from_slice(&piece);
+                }
+                ListFrame::Tail(piece) => ends.extend_from_slice(&piece),
+                ListFrame::Item(item) => objects.push(Object::parse(typed(item, &list))?),
+            }
+            Ok(())
+        };
+        while let Some(frame) = body.frame().await {
+            let frame = frame?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            framer.push(&data);
+            while let Some(frame) = framer.next_frame()? {
+                take(frame)?;
+            }
+        }
+        while let Some(frame) = framer.finish()? {
+            take(frame)?;
+        }
+        // The head ends with the `[` of items and the tail begins with its `]`.
+        serde_json::from_slice(&ends).map_err(|e| FeedError::Body(e.to_string()))
+    }
+
+    /// Watches from `since` and applies each event, until the watch ends.
+    async fn watch(&self, since: u64) -> Result<Ended, FeedError> {
+        let timeout = 300 + fastrand::u64(0..300);
+        let query = format!(
+            "watch=true&allowWatchBookmarks=true&resourceVersion={since}&timeoutSeconds={timeout}"
+        );
+        let response = self.send(&query).await?;
+        match response.status() {
+            StatusCode::GONE => return Ok(Ended::Expired),
+            status if !status.is_success() => return Err(FeedError::Status(status)),
+            _ => {}
+        }
+        let mut body = response.into_body();
+        let mut framer = WatchFramer::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            framer.push(&data);
+            while let Some(frame) = framer.next_frame()? {
+                let event = Event::parse(&frame)?;
+                match event.kind {
+                    EventType::Added | EventType::Modified | EventType::Deleted => {
+                        let object = Object::parse(event.object)?;
+                        self.shared.apply(event.kind, object);
+                    }
+                    EventType::Bookmark => {
+                        let meta = Meta::parse(&event.object)?;
+                        if let Ok(version) = meta.resource_version.parse() {
+                            self.shared.advance(version);
+                        }
+                    }
+                    EventType::Error => {
+                        let status: WatchStatus = serde_json::from_slice(&event.object)
+                            .map_err(|e| FeedError::Body(e.to_string()))?;
+                        if status.code == 410 {
+                            return Ok(Ended::Expired);
+                        }
+                        return Err(FeedError::Status(
+                            StatusCode::from_u16(status.code)
+                                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                        ));
+                    }
+                }
+            }
+        }
+        framer.finish()?;
+        Ok(Ended::Cleanly)
+    }
+}
+
+/// A list's head and tail read together.
+#[derive(Deserialize)]
+struct ListHead {
+    #[serde(default)]
+    kind: String,
+    #[serde(default, rename = "apiVersion")]
+    api_version: String,
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+#[derive(Default, Deserialize)]
+struct ListMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// The code of a watch's ERROR event.
+#[derive(Deserialize)]
+struct WatchStatus {
+    #[serde(default)]
+    code: u16,
+}
+
+/// What the cache persisted of the feed's list and watch: the state to start from.
+fn persisted(store: &dyn Store, resource: &Resource) -> Option<(ListType, Vec<Object>, u64)> {
+    let key = ResourceKey {
+        component: COMPONENT.to_owned(),
+        resource: resource.plural.clone(),
+        version: resource.version.clone(),
+        group: resource.group.clone(),
+    };
+    let everything = Scope {
+        namespace: "",
+        labels: "",
+        fields: "",
+    };
+    let listing = crate::cache::list(store, &key, everything).ok()?;
+    let version = listing.meta.resource_version.parse().ok()?;
+    let list = ListType {
+        kind: listing.meta.list_kind.clone(),
+        api_version: listing.meta.api_version.clone(),
+    };
+    let mut objects = Vec::new();
+    for item in listing.items {
+        // A set that does not read back whole is not a state to start from.
+        objects.push(Object::parse(typed(item.ok()?, &list)).ok()?);
+    }
+    Some((list, objects, version))
+}
+
+/// A list item with the `kind` and `apiVersion` of its list's items, which a watch event's
+/// object carries and a list's items do not.
+fn typed(item: Bytes, list: &ListType) -> Bytes {
+    let kind = list.kind.strip_suffix("List").unwrap_or_default();
+    if kind.is_empty() || !matches!(field_ranges(&item, &[], ["kind"]), Some([None])) {
+        return item;
+    }
+    let mut typed = BytesMut::with_capacity(item.len() + kind.len() + list.api_version.len() + 32);
+    typed.extend_from_slice(b"{\"kind\":");
+    typed.extend_from_slice(&serde_json::to_vec(kind).unwrap_or_default());
+    typed.extend_from_slice(b",\"apiVersion\":");
+    typed.extend_from_slice(&serde_json::to_vec(&list.api_version).unwrap_or_default());
+    let Some(open) = item.iter().position(|b| *b == b'{') else {
+        return item;
+    };
+    let rest = &item[open + 1..];
+    if rest.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'}') {
+        typed.extend_from_slice(b",");
+    }
+    typed.extend_from_slice(rest);
+    typed.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_items_get_their_kind_and_api_version() {
+        let list = ListType {
+            kind: "ServiceList".into(),
+            api_version: "v1".into(),
+        };
+        let item = Bytes::from_static(br#"{"metadata":{"name":"a"}}"#);
+        assert_eq!(
+            typed(item, &list),
+            Bytes::from_static(br#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"a"}}"#)
+        );
+        let typed_already = Bytes::from_static(br#"{"metadata":{},"kind":"Service"}"#);
+        assert_eq!(typed(typed_already.clone(), &list), typed_already);
+        assert_eq!(
+            typed(Bytes::from_static(b"{ }"), &list),
+            Bytes::from_static(br#"{"kind":"Service","apiVersion":"v1" }"#)
+        );
+    }
+}

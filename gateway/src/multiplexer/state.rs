@@ -1,0 +1,411 @@
+//! One pool-scope resource's shared state: every object as the upstream watch last showed
+//! it, the changes of a recent window (what a client's watch resumes from), and the feed
+//! of new changes every open watch follows. Objects are held once, as the bytes the
+//! apiserver sent; a change shares them with the state, and each client's filters work on
+//! their own copies, never on these.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use crate::stream::{EventType, Meta};
+
+/// How long a change stays in the window (kube-apiserver's watch cache, as YurtHub's
+/// multiplexer uses it, keeps about three minutes).
+pub const WINDOW: Duration = Duration::from_secs(180);
+
+/// The most changes the window holds, whatever their age: it bounds the memory of a burst.
+pub const WINDOW_CHANGES: usize = 8192;
+
+/// How many changes an open watch may fall behind before it is ended (its client resumes
+/// from the last version it saw, from the window).
+pub const LAG: usize = 2048;
+
+/// One object as the apiserver last sent it.
+#[derive(Debug)]
+pub struct Object {
+    /// `namespace/name`, or `name` when cluster-scoped.
+    pub key: String,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.resourceVersion`.
+    pub version: u64,
+    /// The object's JSON, with its `kind` and `apiVersion`.
+    pub bytes: Bytes,
+}
+
+/// Why an object cannot be held.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// Its metadata cannot be read.
+    #[error("an object without readable metadata")]
+    Unreadable,
+    /// Its resourceVersion is not a number (etcd's are): changes could not be ordered.
+    #[error("object {key} has resourceVersion {version:?}, not a number")]
+    Version {
+        /// The object.
+        key: String,
+        /// Its resourceVersion.
+        version: String,
+    },
+}
+
+impl Object {
+    /// Reads an object's identity and version from its JSON.
+    pub fn parse(bytes: Bytes) -> Result<Object, ObjectError> {
+        let meta = Meta::parse_checked(&bytes).map_err(|_| ObjectError::Unreadable)?;
+        if meta.name.is_empty() {
+            return Err(ObjectError::Unreadable);
+        }
+        let version = meta
+            .resource_version
+            .parse()
+            .map_err(|_| ObjectError::Version {
+                key: meta.key(),
+                version: meta.resource_version.to_string(),
+            })?;
+        let (key, namespace) = (meta.key(), meta.namespace.into_owned());
+        Ok(Object {
+            key,
+            namespace,
+            version,
+            bytes,
+        })
+    }
+
+    /// The object as it would read at `version`: what a DELETED event carries when a
+    /// change takes the object out of a client's sight, so the client's version never goes
+    /// back. (Its own bytes when they cannot be rewritten, which [`Object::parse`] rules out.)
+    pub fn at(&self, version: u64) -> Bytes {
+        if version == self.version {
+            return self.bytes.clone();
+        }
+        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&self.bytes) else {
+            return self.bytes.clone();
+        };
+        if let Some(metadata) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            metadata.insert("resourceVersion".into(), version.to_string().into());
+        }
+        serde_json::to_vec(&value).map_or_else(|_| self.bytes.clone(), Bytes::from)
+    }
+}
+
+/// One change of the state, at `version`.
+#[derive(Debug)]
+pub struct Change {
+    /// ADDED, MODIFIED or DELETED.
+    pub kind: EventType,
+    /// The resourceVersion of the change.
+    pub version: u64,
+    /// The object as the change left it (as deleted, for DELETED).
+    pub object: Arc<Object>,
+    /// The object before the change, if the state held it.
+    pub previous: Option<Arc<Object>>,
+}
+
+/// Where a watch starts.
+pub enum Start {
+    /// Every current object (as ADDED) at `version`, then the changes after it.
+    State {
+        /// The objects.
+        objects: Vec<Arc<Object>>,
+        /// The state's version.
+        version: u64,
+    },
+    /// The window's changes after the client's version.
+    Changes(Vec<Arc<Change>>),
+}
+
+/// A client's version is older than the window.
+#[derive(Debug, thiserror::Error)]
+#[error("too old resource version: {asked} ({oldest})")]
+pub struct Expired {
+    /// The client's version.
+    pub asked: u64,
+    /// The oldest version the window can resume from.
+    pub oldest: u64,
+}
+
+/// The state of one resource.
+pub struct Shared {
+    inner: RwLock<Inner>,
+    changes: broadcast::Sender<Arc<Change>>,
+    /// The state's version, announced as it moves (lists and watches that want a newer one
+    /// wait on it); `None` until the state holds a list.
+    version: watch::Sender<Option<u64>>,
+}
+
+struct Inner {
+    objects: BTreeMap<String, Arc<Object>>,
+    /// Changes after `oldest`, oldest first, with when they were made.
+    window: VecDeque<(Instant, Arc<Change>)>,
+    /// A watch from this version or a newer one resumes from the window.
+    oldest: u64,
+    version: u64,
+    /// The list's `kind` and `apiVersion`, e.g. `ServiceList` and `v1`.
+    list_kind: String,
+    api_version: String,
+}
+
+/// The identity of a list: its `kind` and `apiVersion`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListType {
+    /// E.g. `ServiceList`.
+    pub kind: String,
+    /// E.g. `v1`, `discovery.k8s.io/v1`.
+    pub api_version: String,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared::new()
+    }
+}
+
+impl Shared {
+    /// An empty state, not yet listed.
+    pub fn new() -> Shared {
+        let (changes, _) = broadcast::channel(LAG);
+        Shared {
+            inner: RwLock::new(Inner {
+                objects: BTreeMap::new(),
+                window: VecDeque::new(),
+                oldest: 0,
+                version: 0,
+                list_kind: String::new(),
+                api_version: String::new(),
+            }),
+            changes,
+            version: watch::channel(None).0,
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        // Every write leaves the state whole before it can panic: take it back.
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The state's version, once it holds a list.
+    pub fn version(&self) -> Option<u64> {
+        *self.version.borrow()
+    }
+
+    /// Follows the state's version.
+    pub fn versions(&self) -> watch::Receiver<Option<u64>> {
+        self.version.subscribe()
+    }
+
+    /// The list's kind and apiVersion.
+    pub fn list_type(&self) -> ListType {
+        let inner = self.read();
+        ListType {
+            kind: inner.list_kind.clone(),
+            api_version: inner.api_version.clone(),
+        }
+    }
+
+    /// Replaces the state with a list of `objects` at `version`: the differences become
+    /// changes at that version, so open watches see what the list found (objects gone while
+    /// no watch ran included), and none of them has to re-list.
+    pub fn replace(&self, list: ListType, objects: Vec<Object>, version: u64) {
+        let now = Instant::now();
+        let mut inner = self.write();
+        let first = self.version().is_none();
+        // A list older than the state (one the gateway's cache answered while the cloud was
+        // away) would take it back in time.
+        if !first && version < inner.version {
+            return;
+        }
+        if !list.kind.is_empty() {
+            inner.list_kind = list.kind;
+            inner.api_version = list.api_version;
+        }
+        let mut fresh: BTreeMap<String, Arc<Object>> = objects
+            .into_iter()
+            .map(|o| (o.key.clone(), Arc::new(o)))
+            .collect();
+        let old = std::mem::take(&mut inner.objects);
+        let mut changes = Vec::new();
+        let change = |kind, object: &Arc<Object>, previous: Option<Arc<Object>>| Change {
+            kind,
+            version,
+            object: object.clone(),
+            previous,
+        };
+        for (key, now) in &fresh {
+            match old.get(key) {
+                None => changes.push(change(EventType::Added, now, None)),
+                Some(before) if before.version != now.version => {
+                    changes.push(change(EventType::Modified, now, Some(before.clone())));
+                }
+                Some(_) => {}
+            }
+        }
+        for (key, before) in old {
+            match fresh.get(&key) {
+                // Unchanged: keep the held copy, which older changes share.
+                Some(now) if now.version == before.version => {
+                    fresh.insert(key, before);
+                }
+                Some(_) => {}
+                None => {
+                    // Gone while no watch ran: its deletion is dated by the list.
+                    let gone = Arc::new(Object {
+                        key: before.key.clone(),
+                        namespace: before.namespace.clone(),
+                        version,
+                        bytes: before.at(version),
+                    });
+                    changes.push(change(EventType::Deleted, &gone, Some(before)));
+                }
+            }
+        }
+        inner.objects = fresh;
+        inner.version = inner.version.max(version);
+        if first {
+            inner.window.clear();
+            inner.oldest = version;
+        } else {
+            for change in changes {
+                self.record(&mut inner, now, Arc::new(change));
+            }
+        }
+        let version = inner.version;
+        drop(inner);
+        self.version.send_replace(Some(version));
+    }
+
+    /// Applies one watch event; an event older than the state's version is not a change
+    /// (a watch resumed from an older version replays what the state holds).
+    pub fn apply(&self, kind: EventType, object: Object) {
+        let now = Instant::now();
+        let mut inner = self.write();
+        if object.version <= inner.version {
+            return;
+        }
+        let object = Arc::new(object);
+        let previous = match kind {
+            EventType::Deleted => inner.objects.remove(&object.key),
+            EventType::Added | EventType::Modified => {
+                inner.objects.insert(object.key.clone(), object.clone())
+            }
+            EventType::Bookmark | EventType::Error => return,
+        };
+        let kind = match (kind, &previous) {
+            (EventType::Deleted, _) => EventType::Deleted,
+            (_, Some(_)) => EventType::Modified,
+            (_, None) => EventType::Added,
+        };
+        let version = object.version;
+        inner.version = version;
+        self.record(
+            &mut inner,
+            now,
+            Arc::new(Change {
+                kind,
+                version,
+                object,
+                previous,
+            }),
+        );
+        drop(inner);
+        self.version.send_replace(Some(version));
+    }
+
+    /// Moves the state's version on without a change (a BOOKMARK).
+    pub fn advance(&self, version: u64) {
+        let mut inner = self.write();
+        if version <= inner.version {
+            return;
+        }
+        inner.version = version;
+        // Nothing changed up to `version`: a watch from it resumes from the window.
+        if inner.window.is_empty() {
+            inner.oldest = version;
+        }
+        drop(inner);
+        self.version.send_replace(Some(version));
+    }
+
+    fn record(&self, inner: &mut Inner, now: Instant, change: Arc<Change>) {
+        while let Some((at, oldest)) = inner.window.front() {
+            if inner.window.len() < WINDOW_CHANGES && now.duration_since(*at) < WINDOW {
+                break;
+            }
+            inner.oldest = oldest.version;
+            inner.window.pop_front();
+        }
+        inner.window.push_back((now, change.clone()));
+        // No receiver is not an error: nobody watches.
+        let _ = self.changes.send(change);
+    }
+
+    /// The objects of `namespace` (all, if empty) and the state's version.
+    pub fn snapshot(&self, namespace: &str) -> (Vec<Arc<Object>>, u64) {
+        let inner = self.read();
+        let objects = inner
+            .objects
+            .values()
+            .filter(|o| namespace.is_empty() || o.namespace == namespace)
+            .cloned()
+            .collect();
+        (objects, inner.version)
+    }
+
+    /// Where a watch from `since` starts (from the current state when `None`), and the
+    /// changes that follow it: taken together, so none is missed or seen twice.
+    pub fn watch(
+        &self,
+        since: Option<u64>,
+        namespace: &str,
+    ) -> Result<(Start, broadcast::Receiver<Arc<Change>>), Expired> {
+        let inner = self.read();
+        let receiver = self.changes.subscribe();
+        let start = match since {
+            None => Start::State {
+                objects: inner
+                    .objects
+                    .values()
+                    .filter(|o| namespace.is_empty() || o.namespace == namespace)
+                    .cloned()
+                    .collect(),
+                version: inner.version,
+            },
+            Some(since) if since < inner.oldest => {
+                return Err(Expired {
+                    asked: since,
+                    oldest: inner.oldest,
+                });
+            }
+            Some(since) => Start::Changes(
+                inner
+                    .window
+                    .iter()
+                    .map(|(_, change)| change)
+                    .filter(|change| change.version > since)
+                    .cloned()
+                    .collect(),
+            ),
+        };
+        Ok((start, receiver))
+    }
+
+    /// How many objects the state holds and their bytes, and the window's changes.
+    pub fn size(&self) -> (usize, usize, usize) {
+        let inner = self.read();
+        let bytes = inner.objects.values().map(|o| o.bytes.len()).sum();
+        (inner.objects.len(), bytes, inner.window.len())
+    }
+}
+
+#[cfg(test)]
+#[path = "state/tests.rs"]
+mod tests;

@@ -1,0 +1,170 @@
+use super::*;
+
+fn object(namespace: &str, name: &str, version: u64) -> Object {
+    let json = format!(
+        r#"{{"kind":"Service","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"{namespace}","resourceVersion":"{version}"}}}}"#
+    );
+    Object::parse(Bytes::from(json)).unwrap()
+}
+
+fn listed() -> ListType {
+    ListType {
+        kind: "ServiceList".into(),
+        api_version: "v1".into(),
+    }
+}
+
+fn kinds(changes: &[Arc<Change>]) -> Vec<(EventType, &str, u64)> {
+    changes
+        .iter()
+        .map(|c| (c.kind, c.object.key.as_str(), c.version))
+        .collect()
+}
+
+fn changes_after(shared: &Shared, since: u64) -> Vec<Arc<Change>> {
+    match shared.watch(Some(since), "").unwrap().0 {
+        Start::Changes(changes) => changes,
+        Start::State { .. } => unreachable!("asked from a version"),
+    }
+}
+
+#[test]
+fn a_first_list_is_the_state_and_the_window_starts_at_its_version() {
+    let shared = Shared::new();
+    assert_eq!(shared.version(), None);
+    shared.replace(listed(), vec![object("a", "x", 5), object("b", "y", 7)], 10);
+    assert_eq!(shared.version(), Some(10));
+    assert!(changes_after(&shared, 10).is_empty());
+    assert!(shared.watch(Some(9), "").is_err(), "older than the list");
+    let (objects, version) = shared.snapshot("b");
+    assert_eq!(version, 10);
+    assert_eq!(objects.len(), 1);
+    assert_eq!(objects[0].key, "b/y");
+}
+
+#[test]
+fn events_change_the_state_and_older_ones_are_no_change() {
+    let shared = Shared::new();
+    shared.replace(listed(), vec![object("a", "x", 5)], 10);
+    shared.apply(EventType::Modified, object("a", "x", 11));
+    shared.apply(EventType::Added, object("a", "y", 12));
+    // Replayed by a watch resumed from an older version.
+    shared.apply(EventType::Added, object("a", "y", 12));
+    shared.apply(EventType::Deleted, object("a", "x", 13));
+    assert_eq!(
+        kinds(&changes_after(&shared, 10)),
+        [
+            (EventType::Modified, "a/x", 11),
+            (EventType::Added, "a/y", 12),
+            (EventType::Deleted, "a/x", 13),
+        ]
+    );
+    assert_eq!(kinds(&changes_after(&shared, 12)).len(), 1);
+    let (objects, version) = shared.snapshot("");
+    assert_eq!((objects.len(), version), (1, 13));
+}
+
+#[test]
+fn a_relist_sends_what_changed_while_no_watch_ran_dated_by_the_list() {
+    let shared = Shared::new();
+    shared.replace(
+        listed(),
+        vec![
+            object("a", "kept", 5),
+            object("a", "gone", 6),
+            object("a", "changed", 7),
+        ],
+        10,
+    );
+    shared.replace(
+        listed(),
+        vec![
+            object("a", "kept", 5),
+            object("a", "changed", 15),
+            object("a", "new", 16),
+        ],
+        20,
+    );
+    let after = changes_after(&shared, 10);
+    let mut changes = kinds(&after);
+    changes.sort_by_key(|c| c.1);
+    assert_eq!(
+        changes,
+        [
+            (EventType::Modified, "a/changed", 20),
+            (EventType::Deleted, "a/gone", 20),
+            (EventType::Added, "a/new", 20),
+        ]
+    );
+    let gone = changes_after(&shared, 10)
+        .into_iter()
+        .find(|c| c.kind == EventType::Deleted)
+        .unwrap();
+    let meta = Meta::parse(&gone.object.bytes).unwrap();
+    assert_eq!(
+        meta.resource_version, "20",
+        "a client's version never goes back"
+    );
+    assert_eq!(shared.version(), Some(20));
+}
+
+#[test]
+fn a_list_older_than_the_state_is_ignored() {
+    let shared = Shared::new();
+    shared.replace(listed(), vec![object("a", "x", 5)], 10);
+    shared.apply(EventType::Added, object("a", "y", 12));
+    shared.replace(listed(), vec![object("a", "x", 5)], 10);
+    assert_eq!(shared.snapshot("").0.len(), 2);
+    assert_eq!(shared.version(), Some(12));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_window_forgets_old_changes_and_a_watch_from_before_it_has_expired() {
+    let shared = Shared::new();
+    shared.replace(listed(), vec![], 10);
+    shared.apply(EventType::Added, object("a", "x", 11));
+    tokio::time::advance(WINDOW + Duration::from_secs(1)).await;
+    shared.apply(EventType::Added, object("a", "y", 12));
+    let error = shared.watch(Some(10), "").err().unwrap();
+    assert_eq!((error.asked, error.oldest), (10, 11));
+    assert_eq!(
+        kinds(&changes_after(&shared, 11)),
+        [(EventType::Added, "a/y", 12)]
+    );
+}
+
+#[test]
+fn a_bookmark_moves_the_version_and_an_empty_window_resumes_from_it() {
+    let shared = Shared::new();
+    shared.replace(listed(), vec![], 10);
+    shared.advance(30);
+    assert_eq!(shared.version(), Some(30));
+    assert!(changes_after(&shared, 30).is_empty());
+    shared.advance(20);
+    assert_eq!(shared.version(), Some(30));
+}
+
+#[tokio::test]
+async fn a_watch_gets_the_changes_after_its_start_and_none_twice() {
+    let shared = Shared::new();
+    shared.replace(listed(), vec![object("a", "x", 5)], 10);
+    let (start, mut changes) = shared.watch(None, "").unwrap();
+    let Start::State { objects, version } = start else {
+        unreachable!()
+    };
+    assert_eq!((objects.len(), version), (1, 10));
+    shared.apply(EventType::Added, object("a", "y", 11));
+    assert_eq!(changes.recv().await.unwrap().version, 11);
+    assert!(changes.try_recv().is_err());
+}
+
+#[test]
+fn objects_without_a_name_or_a_numeric_version_are_refused() {
+    let no_name = r#"{"metadata":{"resourceVersion":"1"}}"#;
+    assert!(Object::parse(Bytes::from_static(no_name.as_bytes())).is_err());
+    let opaque = r#"{"metadata":{"name":"x","resourceVersion":"abc"}}"#;
+    assert!(matches!(
+        Object::parse(Bytes::from_static(opaque.as_bytes())),
+        Err(ObjectError::Version { .. })
+    ));
+}

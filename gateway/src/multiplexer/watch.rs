@@ -1,0 +1,251 @@
+//! A watch answered from a shared state: where it starts (every selected object as ADDED,
+//! or the window's changes after the client's version), then each new change as the
+//! client's namespace and selectors see it — ADDED when an object comes into sight,
+//! MODIFIED while it stays, DELETED when it leaves, at the change's version, as
+//! kube-apiserver's watch cache does — with a BOOKMARK every minute when the client allows
+//! them, until its timeout. A client that falls too far behind is ended cleanly and resumes
+//! from the window.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::Stream;
+use http_body_util::{BodyExt, StreamBody};
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use super::SharedBody;
+use super::state::{Change, Object, Start};
+use crate::cache::Selectors;
+use crate::stream::{Event, EventType};
+
+/// How often a client that allows bookmarks gets one (when the state moved on).
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+/// Initial events are sent in chunks of about this many bytes.
+const CHUNK: usize = 64 * 1024;
+
+/// Which objects a client sees: its namespace (all, if empty) and its selectors.
+pub(super) struct Sight {
+    pub(super) namespace: String,
+    pub(super) selectors: Selectors,
+}
+
+impl Sight {
+    fn sees(&self, object: &Object) -> bool {
+        (self.namespace.is_empty() || object.namespace == self.namespace)
+            && self.selectors.matches(&object.bytes)
+    }
+
+    /// The event a client with this sight gets for `change`, if any.
+    pub(super) fn event(&self, change: &Change) -> Option<Event> {
+        let saw = match &change.previous {
+            Some(previous) => self.sees(previous),
+            // A deletion of an object the state never held: the client saw it if it sees it.
+            None => change.kind == EventType::Deleted && self.sees(&change.object),
+        };
+        let sees = change.kind != EventType::Deleted && self.sees(&change.object);
+        let (kind, object) = match (saw, sees) {
+            (false, true) => (EventType::Added, change.object.bytes.clone()),
+            (true, true) => (EventType::Modified, change.object.bytes.clone()),
+            (true, false) if change.kind == EventType::Deleted => {
+                (EventType::Deleted, change.object.bytes.clone())
+            }
+            // Out of sight by this change: the object as the client last saw it, at the
+            // change's version.
+            (true, false) => (
+                EventType::Deleted,
+                change.previous.as_ref()?.at(change.version),
+            ),
+            (false, false) => return None,
+        };
+        Some(Event { kind, object })
+    }
+}
+
+/// What a watch's body is made from.
+pub(super) struct Watching {
+    pub(super) start: Start,
+    pub(super) changes: broadcast::Receiver<Arc<Change>>,
+    pub(super) versions: watch::Receiver<Option<u64>>,
+    pub(super) sight: Sight,
+    /// The client's version: changes up to it are not sent.
+    pub(super) since: u64,
+    /// `kind` and `apiVersion` of a BOOKMARK's object, when the client allows them.
+    pub(super) bookmarks: Option<(String, String)>,
+    pub(super) lasts: Duration,
+}
+
+/// The response to a watch.
+pub(super) fn respond(watching: Watching) -> http::Response<SharedBody> {
+    let body = StreamBody::new(events(watching));
+    json(body.boxed_unsync())
+}
+
+/// The response to a watch from a version older than the window: one `410 Expired` event.
+pub(super) fn expired(message: &str) -> http::Response<SharedBody> {
+    let event = crate::reply::expired_event(message);
+    let body = StreamBody::new(futures_util::stream::iter([Ok::<_, Infallible>(
+        http_body::Frame::data(event),
+    )]));
+    json(body.boxed_unsync())
+}
+
+fn json(body: SharedBody) -> http::Response<SharedBody> {
+    let mut response = http::Response::new(body);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Where a watch's body is.
+struct Flow {
+    backlog: Backlog,
+    changes: broadcast::Receiver<Arc<Change>>,
+    versions: watch::Receiver<Option<u64>>,
+    sight: Sight,
+    since: u64,
+    /// The newest version the client has been sent.
+    sent: u64,
+    bookmarks: Option<(String, String)>,
+    deadline: Instant,
+    next_bookmark: Instant,
+    done: bool,
+}
+
+enum Backlog {
+    Objects(std::vec::IntoIter<Arc<Object>>),
+    Changes(std::vec::IntoIter<Arc<Change>>),
+}
+
+fn events(
+    watching: Watching,
+) -> impl Stream<Item = Result<http_body::Frame<Bytes>, Infallible>> + Send + use<> {
+    let now = Instant::now();
+    let (backlog, sent) = match watching.start {
+        Start::State { objects, version } => (Backlog::Objects(objects.into_iter()), version),
+        Start::Changes(changes) => (Backlog::Changes(changes.into_iter()), watching.since),
+    };
+    let flow = Flow {
+        backlog,
+        changes: watching.changes,
+        versions: watching.versions,
+        sight: watching.sight,
+        since: watching.since,
+        sent,
+        bookmarks: watching.bookmarks,
+        deadline: now + watching.lasts,
+        next_bookmark: now + BOOKMARK_EVERY,
+        done: false,
+    };
+    futures_util::stream::unfold(flow, |mut flow| async move {
+        if flow.done {
+            return None;
+        }
+        if let Some(chunk) = flow.backlog_chunk() {
+            return Some((Ok::<_, Infallible>(http_body::Frame::data(chunk)), flow));
+        }
+        let chunk = flow.next_live().await?;
+        Some((Ok::<_, Infallible>(http_body::Frame::data(chunk)), flow))
+    })
+}
+
+impl Flow {
+    /// The next chunk of the backlog, if any is left.
+    fn backlog_chunk(&mut self) -> Option<Bytes> {
+        let mut chunk = BytesMut::new();
+        while chunk.len() < CHUNK {
+            let event = match &mut self.backlog {
+                Backlog::Objects(objects) => {
+                    let Some(object) = objects.next() else { break };
+                    if !self.sight.sees(&object) {
+                        continue;
+                    }
+                    Event {
+                        kind: EventType::Added,
+                        object: object.bytes.clone(),
+                    }
+                }
+                Backlog::Changes(changes) => {
+                    let Some(change) = changes.next() else { break };
+                    self.sent = self.sent.max(change.version);
+                    match self.sight.event(&change) {
+                        Some(event) => event,
+                        None => continue,
+                    }
+                }
+            };
+            event.encode(&mut chunk);
+        }
+        (!chunk.is_empty()).then(|| chunk.freeze())
+    }
+
+    /// The next live event (or bookmark), waiting for it; `None` when the watch ends.
+    async fn next_live(&mut self) -> Option<Bytes> {
+        loop {
+            let bookmark_due = self.bookmarks.is_some();
+            tokio::select! {
+                change = self.changes.recv() => match change {
+                    Ok(change) => {
+                        if change.version <= self.since {
+                            continue;
+                        }
+                        self.sent = self.sent.max(change.version);
+                        if let Some(event) = self.sight.event(&change) {
+                            let mut chunk = BytesMut::new();
+                            event.encode(&mut chunk);
+                            return Some(chunk.freeze());
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::debug!(missed, "a watch fell behind the shared state: ending it");
+                        self.done = true;
+                        return None;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                () = tokio::time::sleep_until(self.deadline) => {
+                    self.done = true;
+                    return self.bookmark();
+                }
+                () = tokio::time::sleep_until(self.next_bookmark), if bookmark_due => {
+                    self.next_bookmark += BOOKMARK_EVERY;
+                    if let Some(bookmark) = self.bookmark() {
+                        return Some(bookmark);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A BOOKMARK at the state's version, if the client allows them and it is newer than
+    /// what the client was sent.
+    fn bookmark(&mut self) -> Option<Bytes> {
+        let (kind, api_version) = self.bookmarks.as_ref()?;
+        let version = (*self.versions.borrow()).unwrap_or_default();
+        if version <= self.sent.max(self.since) {
+            return None;
+        }
+        self.sent = version;
+        let object = serde_json::json!({
+            "kind": kind,
+            "apiVersion": api_version,
+            "metadata": {"resourceVersion": version.to_string()},
+        });
+        let mut chunk = BytesMut::new();
+        Event {
+            kind: EventType::Bookmark,
+            object: Bytes::from(object.to_string()),
+        }
+        .encode(&mut chunk);
+        Some(chunk.freeze())
+    }
+}
+
+#[cfg(test)]
+#[path = "watch/tests.rs"]
+mod tests;

@@ -1,0 +1,137 @@
+use http_body_util::BodyExt;
+
+use super::*;
+use crate::multiplexer::state::{ListType, Shared};
+
+fn service(name: &str, app: &str, version: u64) -> Object {
+    let json = format!(
+        r#"{{"kind":"Service","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"n","resourceVersion":"{version}","labels":{{"app":"{app}"}}}}}}"#
+    );
+    Object::parse(Bytes::from(json)).unwrap()
+}
+
+fn state() -> Arc<Shared> {
+    let shared = Arc::new(Shared::new());
+    let list = ListType {
+        kind: "ServiceList".into(),
+        api_version: "v1".into(),
+    };
+    shared.replace(list, vec![service("a", "x", 5), service("b", "y", 6)], 10);
+    shared
+}
+
+fn watching(shared: &Shared, since: Option<u64>, labels: &str, lasts: Duration) -> Watching {
+    let (start, changes) = shared.watch(since, "").unwrap();
+    Watching {
+        start,
+        changes,
+        versions: shared.versions(),
+        sight: Sight {
+            namespace: String::new(),
+            selectors: Selectors::new(labels, "").unwrap(),
+        },
+        since: since.unwrap_or_default(),
+        bookmarks: Some(("Service".into(), "v1".into())),
+        lasts,
+    }
+}
+
+/// The events of a watch's body as (type, name, resourceVersion), read to its end.
+async fn read(watching: Watching) -> Vec<(String, String, String)> {
+    let body = respond(watching)
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
+    body.split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| {
+            let event: serde_json::Value = serde_json::from_slice(line).unwrap();
+            let meta = &event["object"]["metadata"];
+            (
+                event["type"].as_str().unwrap().to_owned(),
+                meta["name"].as_str().unwrap_or_default().to_owned(),
+                meta["resourceVersion"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn event(kind: &str, name: &str, version: &str) -> (String, String, String) {
+    (kind.to_owned(), name.to_owned(), version.to_owned())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_from_nothing_starts_with_the_selected_objects_then_follows_changes() {
+    let shared = state();
+    let watch = watching(&shared, None, "app=x", Duration::from_secs(30));
+    // Into sight, in sight, out of sight, and a change it never sees.
+    shared.apply(EventType::Modified, service("b", "x", 11));
+    shared.apply(EventType::Modified, service("b", "x", 12));
+    shared.apply(EventType::Modified, service("a", "z", 13));
+    shared.apply(EventType::Modified, service("a", "z", 14));
+    shared.apply(EventType::Deleted, service("b", "x", 15));
+    assert_eq!(
+        read(watch).await,
+        [
+            event("ADDED", "a", "5"),
+            event("ADDED", "b", "11"),
+            event("MODIFIED", "b", "12"),
+            // The object as the client saw it, at the version it left its sight.
+            event("DELETED", "a", "13"),
+            event("DELETED", "b", "15"),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_resumes_from_the_window_and_ends_with_a_bookmark_at_its_timeout() {
+    let shared = state();
+    shared.apply(EventType::Modified, service("a", "x", 11));
+    shared.apply(EventType::Modified, service("b", "y", 12));
+    let watch = watching(&shared, Some(11), "", Duration::from_secs(30));
+    shared.advance(20);
+    assert_eq!(
+        read(watch).await,
+        [event("MODIFIED", "b", "12"), event("BOOKMARK", "", "20")]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_come_every_minute_while_the_state_moves_on() {
+    let shared = state();
+    let watch = watching(&shared, Some(10), "app=none", BOOKMARK_EVERY * 3);
+    shared.advance(30);
+    let moved = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(BOOKMARK_EVERY + BOOKMARK_EVERY / 2).await;
+        moved.advance(40);
+    });
+    assert_eq!(
+        read(watch).await,
+        [event("BOOKMARK", "", "30"), event("BOOKMARK", "", "40")]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_newer_than_the_state_gets_only_changes_after_its_version() {
+    let shared = state();
+    let watch = watching(&shared, Some(12), "", Duration::from_secs(30));
+    shared.apply(EventType::Modified, service("a", "x", 11));
+    shared.apply(EventType::Modified, service("a", "x", 13));
+    let events = read(watch).await;
+    assert_eq!(events, [event("MODIFIED", "a", "13")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_falls_behind_is_ended_cleanly() {
+    let shared = state();
+    let mut watch = watching(&shared, Some(10), "", Duration::from_secs(30));
+    watch.bookmarks = None;
+    for version in 0..(crate::multiplexer::state::LAG as u64 + 10) {
+        shared.apply(EventType::Modified, service("a", "x", 11 + version));
+    }
+    // It ends before its timeout, having sent none of what it missed.
+    assert!(read(watch).await.is_empty());
+}
