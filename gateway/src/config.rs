@@ -314,16 +314,13 @@ fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -
     names
 }
 
-/// The pool-scope resources given, or YurtHub's defaults; empty entries are none.
+/// The pool-scope resources given (none by default, for now: the multiplexer is opt-in
+/// until it has run behind the real node's kubelet and kube-proxy); empty entries are none.
 fn pool_scope_resources(
     given: Option<&[String]>,
 ) -> Result<Vec<crate::multiplexer::Resource>, crate::multiplexer::ResourceError> {
-    let defaults: Vec<String> = crate::multiplexer::DEFAULT_POOL_SCOPE_RESOURCES
-        .iter()
-        .map(|r| (*r).to_owned())
-        .collect();
     given
-        .unwrap_or(&defaults)
+        .unwrap_or_default()
         .iter()
         .filter(|entry| !entry.trim().is_empty())
         .map(|entry| crate::multiplexer::Resource::parse(entry))

@@ -36,10 +36,6 @@ pub type SharedBody =
 /// multiplexer itself.
 const FEED_PURPOSE: &str = "multiplexer";
 
-/// YurtHub's default `--pool-scope-resources`.
-pub const DEFAULT_POOL_SCOPE_RESOURCES: &[&str] =
-    &["v1/services", "discovery.k8s.io/v1/endpointslices"];
-
 /// One pool-scope resource: `group/version/resource` (`version/resource` for the core group).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Resource {

@@ -23,6 +23,7 @@ mod hostile_upstream;
 mod hub_cfg;
 mod hub_interface;
 mod locked_hub;
+mod multiplexer;
 mod offline;
 mod operator;
 mod proxy;
@@ -63,6 +64,10 @@ const TESTS: &[(&str, Test)] = &[
         proxy::anonymous_kubectl_uses_the_gateway_identity,
     ),
     ("proxy::upgrade_is_tunneled", proxy::upgrade_is_tunneled),
+    (
+        "multiplexer::after_a_restart_without_the_cloud_an_open_watch_gets_what_changed",
+        multiplexer::after_a_restart_without_the_cloud_an_open_watch_gets_what_changed,
+    ),
     (
         "edge_link::a_framed_list_crosses_the_edge_link_gzipped",
         edge_link::a_framed_list_crosses_the_edge_link_gzipped,

@@ -24,6 +24,9 @@ use super::{Multiplexer, SharedBody};
 use crate::cache::Selectors;
 use crate::request::{RequestContext, Verb};
 
+/// How long a request waits for a state's first list.
+const READY_WITHIN: Duration = Duration::from_secs(3);
+
 /// Whether, and how, the multiplexer answers a request.
 pub enum Answer {
     /// Not the multiplexer's: forward it as before.
@@ -61,6 +64,27 @@ impl Multiplexer {
             }
         }
         serve(context, &shared, since, min_request_timeout)
+    }
+
+    /// For a request the multiplexer would answer once its state holds a list, a wait of at
+    /// most 3 s for that list (kube-apiserver's watch cache makes lists wait so while it
+    /// initializes): the node's clients that start with the gateway then share its watch,
+    /// rather than each holding its own upstream. Owns what it waits on.
+    pub fn until_ready(
+        &self,
+        context: &RequestContext,
+    ) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let (shared, _) = self.answers(context)?;
+        if shared.version().is_some() {
+            return None;
+        }
+        let mut versions = shared.versions();
+        Some(async move {
+            let listed = async move {
+                let _ = versions.wait_for(Option::is_some).await.is_ok();
+            };
+            let _ = tokio::time::timeout(READY_WITHIN, listed).await;
+        })
     }
 
     /// The shared state a request is answered from and the version it asks for (`None`:

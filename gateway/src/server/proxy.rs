@@ -231,6 +231,9 @@ async fn shared(
         return None;
     }
     let plan = Plan::of(context, headers, &state.filters, &state.cache.policy())?.served()?;
+    if let Some(ready) = multiplexer.until_ready(context) {
+        ready.await;
+    }
     let online = state.balancer.any_healthy();
     match multiplexer.answer(context, online, state.local.min_request_timeout) {
         Answer::Pass => None,
