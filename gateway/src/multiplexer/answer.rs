@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use http::Response;
 
+use super::body::SharedBody;
 use super::list;
 use super::state::Shared;
+use super::states::Multiplexer;
 use super::watch::{self, Sight, Watching};
-use super::{Multiplexer, SharedBody};
 use crate::cache::Selectors;
 use crate::request::{RequestContext, Verb};
 

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use kube::runtime::utils::Backoff;
 use serde::Deserialize;
 
-use super::Resource;
+use super::resource::Resource;
 use super::state::{ListType, Object, ObjectError, Shared};
 use crate::cache::{ResourceKey, Scope, Store};
 use crate::informer::ListBackoff;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
 
-use super::SharedBody;
+use super::body::SharedBody;
 use super::state::{ListType, Object};
 use crate::cache::Selectors;
 

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::SharedBody;
+use super::body::SharedBody;
 use super::state::{Change, Object, Start};
 use crate::cache::Selectors;
 use crate::stream::{Event, EventType};

@@ -1,0 +1,121 @@
+//! The shared states of the pool-scope resources, each fed by its own task, and which
+//! requests are the feeds' own.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+use super::feed;
+use super::resource::Resource;
+use super::state::Shared;
+use crate::cache::Store;
+
+/// The `User-Agent` purpose of the feed's requests: they go upstream, never to the
+/// multiplexer itself.
+const FEED_PURPOSE: &str = "multiplexer";
+
+/// The shared states of the pool-scope resources, each fed by its own task.
+pub struct Multiplexer {
+    shared: HashMap<Resource, Arc<Shared>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Multiplexer {
+    /// Starts one feed per resource through the gateway's proxy at `proxy`, each from what
+    /// `store` persisted of it.
+    pub fn start(
+        proxy: SocketAddr,
+        store: Option<Arc<dyn Store>>,
+        resources: &[Resource],
+    ) -> Result<Multiplexer, kube::Error> {
+        let mut config = crate::informer::config_through(proxy, FEED_PURPOSE)?;
+        // A quiet watch sends nothing for minutes; the proxy on loopback ends it when the
+        // cloud goes away.
+        config.read_timeout = None;
+        let client = kube::Client::try_from(config)?;
+        let mut shared = HashMap::new();
+        let mut tasks = Vec::new();
+        for resource in resources {
+            let state = Arc::new(Shared::new());
+            let feed = feed::Feed {
+                client: client.clone(),
+                resource: resource.clone(),
+                shared: state.clone(),
+            };
+            tasks.push(tokio::spawn(feed.run(store.clone())));
+            shared.insert(resource.clone(), state);
+        }
+        Ok(Multiplexer { shared, tasks })
+    }
+
+    /// A multiplexer of states fed by hand (tests).
+    #[cfg(test)]
+    pub(crate) fn of(shared: HashMap<Resource, Arc<Shared>>) -> Multiplexer {
+        Multiplexer {
+            shared,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// The shared state of `resource`, if it is pool-scope.
+    pub(super) fn shared(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Shared>> {
+        self.shared.get(&Resource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            plural: plural.to_owned(),
+        })
+    }
+
+    /// Per resource: objects held, their bytes, and changes in the window.
+    pub fn sizes(&self) -> Vec<(String, (usize, usize, usize))> {
+        self.shared
+            .iter()
+            .map(|(resource, shared)| (resource.to_string(), shared.size()))
+            .collect()
+    }
+}
+
+impl Drop for Multiplexer {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Whether a request is the feed's own (which the multiplexer must not answer).
+pub fn is_feed(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::USER_AGENT)
+        .and_then(|agent| agent.to_str().ok())
+        .is_some_and(|agent| {
+            agent.starts_with("edgegate/") && agent.ends_with(&format!(" {FEED_PURPOSE}"))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_feeds_own_requests_are_the_feeds() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::USER_AGENT,
+            "edgegate/0.1.0 multiplexer".parse().unwrap(),
+        );
+        assert!(is_feed(&headers));
+        headers.insert(
+            http::header::USER_AGENT,
+            "edgegate/0.1.0 informer".parse().unwrap(),
+        );
+        assert!(!is_feed(&headers));
+        headers.insert(
+            http::header::USER_AGENT,
+            "kube-proxy/v1.20.2 multiplexer".parse().unwrap(),
+        );
+        assert!(!is_feed(&headers));
+    }
+}
