@@ -1,6 +1,6 @@
 //! The source layout, checked: no import circle between the files of `gateway/src` or
-//! `filters-sdk/src`, no module of `gateway/src` importing one of a higher tier, and no file
-//! much over 500 lines.
+//! `filters-sdk/src`, no module of `gateway/src` importing one of a higher tier, no file
+//! much over 500 lines, and the fuzz targets' modules built only with the `fuzzing` feature.
 //!
 //! A file imports another when it names an item by a path (`use`, or a path in code or a
 //! type) that resolves into that file: `crate::…`, `super::…`, `self::…`, a child module's
@@ -441,5 +441,63 @@ fn no_file_is_much_over_500_lines() {
         long.is_empty(),
         "files over {LINE_LIMIT} lines:\n{}",
         long.join("\n")
+    );
+}
+
+/// The modules that exist only for the fuzz targets (`fuzz/`).
+const FUZZ_ONLY: &[&str] = &["fuzzing", "fuzz_hub"];
+
+/// Every name in a `use` tree.
+fn use_names(tree: &syn::UseTree) -> Vec<String> {
+    match tree {
+        syn::UseTree::Path(p) => [vec![p.ident.to_string()], use_names(&p.tree)].concat(),
+        syn::UseTree::Name(n) => vec![n.ident.to_string()],
+        syn::UseTree::Rename(r) => vec![r.ident.to_string(), r.rename.to_string()],
+        syn::UseTree::Glob(_) => Vec::new(),
+        syn::UseTree::Group(g) => g.items.iter().flat_map(use_names).collect(),
+    }
+}
+
+/// Whether `attrs` hold `#[cfg(feature = "fuzzing")]`.
+fn is_cfg_fuzzing(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg")
+            && attr
+                .meta
+                .require_list()
+                .is_ok_and(|list| list.tokens.to_string() == r#"feature = "fuzzing""#)
+    })
+}
+
+#[test]
+fn the_fuzz_entry_points_are_built_only_with_the_fuzzing_feature() {
+    let mut declared = 0;
+    let mut ungated = Vec::new();
+    for (module, path) in module_files(&workspace().join("gateway/src")) {
+        let text = fs::read_to_string(&path).expect("read a source file");
+        let file = syn::parse_file(&text).expect("parse a source file");
+        for item in &file.items {
+            let (attrs, names) = match item {
+                syn::Item::Mod(m) => (&m.attrs, m.ident.to_string()),
+                syn::Item::Use(u) => (&u.attrs, use_names(&u.tree).join(" ")),
+                _ => continue,
+            };
+            let named = names
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| FUZZ_ONLY.contains(&word));
+            if !named {
+                continue;
+            }
+            declared += 1;
+            if !is_cfg_fuzzing(attrs) {
+                ungated.push(format!("{}: {names}", name(&module)));
+            }
+        }
+    }
+    assert!(declared >= 2, "the fuzz modules were not found");
+    assert!(
+        ungated.is_empty(),
+        "built without the `fuzzing` feature, into the product:\n{}",
+        ungated.join("\n")
     );
 }

@@ -39,6 +39,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod filter;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hubcfg;

@@ -30,6 +30,7 @@ use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
 pub use error::LocalError;
 /// The offline answers to writes, for the `local_write` fuzz target ([`crate::fuzzing`]).
+#[cfg(feature = "fuzzing")]
 pub(crate) use write::{create, echo};
 
 /// What the local proxy answers with.

@@ -3,6 +3,7 @@
 
 mod activity;
 mod caller;
+#[cfg(feature = "fuzzing")]
 mod fuzz_hub;
 mod headers;
 mod hub;
@@ -46,6 +47,7 @@ pub const START_UP_SYNC: Duration = Duration::from_secs(30);
 pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
 
 pub use crate::reply::{ResponseBody, status_response};
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use fuzz_hub::{HubFixture, SECRET_VALUE};
 pub use status::ProxyError;

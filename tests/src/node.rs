@@ -195,6 +195,9 @@ impl Node {
             // The host's disk is the builds' too: how full it is must not decide whether
             // pods are admitted (the default evicts under 15 % free), memory still does.
             "--eviction-hard=memory.available<100Mi".to_owned(),
+            // Each pod's resync (a minute by default) is when an edited ConfigMap reaches its
+            // volume and a pod deleted in the cloud is deleted there: the same, sooner.
+            "--sync-frequency=10s".to_owned(),
             "--logtostderr=true".to_owned(),
             "--v=2".to_owned(),
         ];
