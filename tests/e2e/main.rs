@@ -65,6 +65,10 @@ const TESTS: &[(&str, Test)] = &[
     ),
     ("proxy::upgrade_is_tunneled", proxy::upgrade_is_tunneled),
     (
+        "multiplexer::node_clients_share_one_upstream_watch_per_resource",
+        multiplexer::node_clients_share_one_upstream_watch_per_resource,
+    ),
+    (
         "multiplexer::after_a_restart_without_the_cloud_an_open_watch_gets_what_changed",
         multiplexer::after_a_restart_without_the_cloud_an_open_watch_gets_what_changed,
     ),
