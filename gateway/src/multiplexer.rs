@@ -14,6 +14,7 @@ mod answer;
 mod body;
 mod feed;
 mod list;
+mod metrics;
 mod resource;
 mod state;
 mod states;
@@ -21,6 +22,7 @@ mod watch;
 
 pub use answer::Answer;
 pub use body::SharedBody;
+pub use metrics::MultiplexerMetrics;
 pub use resource::{Resource, ResourceError};
 pub use state::{Change, Object, Shared};
 pub use states::{Multiplexer, is_feed};

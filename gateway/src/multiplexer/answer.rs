@@ -19,6 +19,7 @@ use http::Response;
 
 use super::body::SharedBody;
 use super::list;
+use super::metrics::AnswerLabels;
 use super::state::Shared;
 use super::states::Multiplexer;
 use super::watch::{self, Sight, Watching};
@@ -49,6 +50,33 @@ impl Multiplexer {
         let Some((shared, since)) = self.answers(context) else {
             return Answer::Pass;
         };
+        let answer = self.answer_from(context, &shared, since, online, min_request_timeout);
+        if let Answer::Serve(_) = answer {
+            let info = &context.info;
+            let resource = super::Resource {
+                group: info.api_group.clone(),
+                version: info.api_version.clone(),
+                plural: info.resource.clone(),
+            };
+            self.metrics
+                .answers
+                .get_or_create(&AnswerLabels {
+                    resource: resource.to_string(),
+                    verb: info.verb.as_str(),
+                })
+                .inc();
+        }
+        answer
+    }
+
+    fn answer_from(
+        &self,
+        context: &RequestContext,
+        shared: &Shared,
+        since: Option<u64>,
+        online: bool,
+        min_request_timeout: Duration,
+    ) -> Answer {
         let Some(current) = shared.version() else {
             return Answer::Pass;
         };
@@ -64,7 +92,7 @@ impl Multiplexer {
                 return Answer::Pass;
             }
         }
-        serve(context, &shared, since, min_request_timeout)
+        serve(context, shared, since, min_request_timeout)
     }
 
     /// For a request the multiplexer would answer once its state holds a list, a wait of at

@@ -17,6 +17,7 @@ use http_body_util::BodyExt;
 use kube::runtime::utils::Backoff;
 use serde::Deserialize;
 
+use super::metrics::{MultiplexerMetrics, ResourceLabels};
 use super::resource::Resource;
 use super::state::{ListType, Object, ObjectError, Shared};
 use crate::cache::{ResourceKey, Scope, Store};
@@ -62,6 +63,7 @@ pub(super) struct Feed {
     pub(super) client: kube::Client,
     pub(super) resource: Resource,
     pub(super) shared: std::sync::Arc<Shared>,
+    pub(super) metrics: MultiplexerMetrics,
 }
 
 impl Feed {
@@ -74,6 +76,7 @@ impl Feed {
             if let Ok(Some((list, objects, version))) = persisted {
                 tracing::info!(resource = %self.resource, objects = objects.len(), version, "shared state resumed from the cache");
                 self.shared.replace(list, objects, version);
+                self.held();
             }
         }
         let mut backoff = ListBackoff::default();
@@ -109,6 +112,11 @@ impl Feed {
                 }
             }
         }
+    }
+
+    fn held(&self) {
+        self.metrics
+            .held(&self.resource.to_string(), self.shared.size());
     }
 
     async fn send(&self, query: &str) -> Result<http::Response<kube::client::Body>, FeedError> {
@@ -154,6 +162,13 @@ impl Feed {
             .map_err(|_| FeedError::Body(format!("list resourceVersion {version:?}")))?;
         tracing::debug!(resource = %self.resource, objects = objects.len(), version, "multiplexer listed");
         self.shared.replace(list, objects, version);
+        self.held();
+        self.metrics
+            .lists
+            .get_or_create(&ResourceLabels {
+                resource: self.resource.to_string(),
+            })
+            .inc();
         Ok(())
     }
 
@@ -228,6 +243,7 @@ impl Feed {
                     EventType::Added | EventType::Modified | EventType::Deleted => {
                         let object = Object::parse(event.object)?;
                         self.shared.apply(event.kind, object);
+                        self.held();
                     }
                     EventType::Bookmark => {
                         let meta = Meta::parse(&event.object)?;

@@ -141,6 +141,8 @@ pub struct Shared {
 
 struct Inner {
     objects: BTreeMap<String, Arc<Object>>,
+    /// The bytes of `objects`.
+    bytes: usize,
     /// Changes after `oldest`, oldest first, with when they were made.
     window: VecDeque<(Instant, Arc<Change>)>,
     /// A watch from this version or a newer one resumes from the window.
@@ -173,6 +175,7 @@ impl Shared {
         Shared {
             inner: RwLock::new(Inner {
                 objects: BTreeMap::new(),
+                bytes: 0,
                 window: VecDeque::new(),
                 oldest: 0,
                 version: 0,
@@ -268,6 +271,7 @@ impl Shared {
                 }
             }
         }
+        inner.bytes = fresh.values().map(|o| o.bytes.len()).sum();
         inner.objects = fresh;
         inner.version = inner.version.max(version);
         if first {
@@ -295,10 +299,14 @@ impl Shared {
         let previous = match kind {
             EventType::Deleted => inner.objects.remove(&object.key),
             EventType::Added | EventType::Modified => {
+                inner.bytes += object.bytes.len();
                 inner.objects.insert(object.key.clone(), object.clone())
             }
             EventType::Bookmark | EventType::Error => return,
         };
+        if let Some(previous) = &previous {
+            inner.bytes = inner.bytes.saturating_sub(previous.bytes.len());
+        }
         let kind = match (kind, &previous) {
             (EventType::Deleted, _) => EventType::Deleted,
             (_, Some(_)) => EventType::Modified,
@@ -401,8 +409,7 @@ impl Shared {
     /// How many objects the state holds and their bytes, and the window's changes.
     pub fn size(&self) -> (usize, usize, usize) {
         let inner = self.read();
-        let bytes = inner.objects.values().map(|o| o.bytes.len()).sum();
-        (inner.objects.len(), bytes, inner.window.len())
+        (inner.objects.len(), inner.bytes, inner.window.len())
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 
 use super::feed;
+use super::metrics::MultiplexerMetrics;
 use super::resource::Resource;
 use super::state::Shared;
 use crate::cache::Store;
@@ -19,6 +20,7 @@ const FEED_PURPOSE: &str = "multiplexer";
 /// The shared states of the pool-scope resources, each fed by its own task.
 pub struct Multiplexer {
     shared: HashMap<Resource, Arc<Shared>>,
+    pub(super) metrics: MultiplexerMetrics,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -29,7 +31,10 @@ impl Multiplexer {
         proxy: SocketAddr,
         store: Option<Arc<dyn Store>>,
         resources: &[Resource],
+        registry: &mut prometheus_client::registry::Registry,
     ) -> Result<Multiplexer, kube::Error> {
+        let metrics = MultiplexerMetrics::default();
+        metrics.register(registry);
         let mut config = crate::informer::config_through(proxy, FEED_PURPOSE)?;
         // A quiet watch sends nothing for minutes; the proxy on loopback ends it when the
         // cloud goes away.
@@ -43,11 +48,16 @@ impl Multiplexer {
                 client: client.clone(),
                 resource: resource.clone(),
                 shared: state.clone(),
+                metrics: metrics.clone(),
             };
             tasks.push(tokio::spawn(feed.run(store.clone())));
             shared.insert(resource.clone(), state);
         }
-        Ok(Multiplexer { shared, tasks })
+        Ok(Multiplexer {
+            shared,
+            metrics,
+            tasks,
+        })
     }
 
     /// A multiplexer of states fed by hand (tests).
@@ -55,6 +65,7 @@ impl Multiplexer {
     pub(crate) fn of(shared: HashMap<Resource, Arc<Shared>>) -> Multiplexer {
         Multiplexer {
             shared,
+            metrics: MultiplexerMetrics::default(),
             tasks: Vec::new(),
         }
     }

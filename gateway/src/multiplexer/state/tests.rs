@@ -62,6 +62,8 @@ fn events_change_the_state_and_older_ones_are_no_change() {
     assert_eq!(kinds(&changes_after(&shared, 12)).len(), 1);
     let (objects, version) = shared.snapshot("");
     assert_eq!((objects.len(), version), (1, 13));
+    let (held, bytes, window) = shared.size();
+    assert_eq!((held, bytes, window), (1, objects[0].bytes.len(), 3));
 }
 
 #[test]
