@@ -90,6 +90,9 @@ pub struct Figures {
     pub updates: (u64, Duration),
     /// The gateway's RSS at the end and its peak, bytes (edgegate mode).
     pub gateway_rss: Option<(u64, u64)>,
+    /// What the multiplexer's shared states hold at the end: objects and their bytes
+    /// (edgegate mode with `--pool-scope-resources`).
+    pub shared_state: Option<(f64, f64)>,
     /// The agents' last counters line.
     pub agents: String,
 }
@@ -225,6 +228,10 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
         Some(pid) => Some((proc::rss(pid)?, peak.1)),
         None => None,
     };
+    let shared_state = match bed.node.pid("edgegate") {
+        Some(_) => shared_state(&bed.node)?,
+        None => None,
+    };
     agents.kill();
     let log = std::fs::read_to_string(&agents_log).unwrap_or_default();
     let agents = log
@@ -247,8 +254,24 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
         baseline_watches: baseline.watches,
         updates: (made, elapsed),
         gateway_rss,
+        shared_state,
         agents,
     })
+}
+
+/// The sums of `edgegate_multiplexer_objects` and `_object_bytes` on the gateway's hub, if
+/// it has a multiplexer.
+fn shared_state(node: &edgegate_testkit::node::Node) -> Result<Option<(f64, f64)>> {
+    let (_, metrics) = node.hub("/metrics")?;
+    let sum = |name: &str| -> Option<f64> {
+        let values: Vec<f64> = metrics
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    };
+    Ok(sum("edgegate_multiplexer_objects").zip(sum("edgegate_multiplexer_object_bytes")))
 }
 
 /// Watches the apiserver serves now: the sum of `apiserver_longrunning_gauge`'s

@@ -61,6 +61,16 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             }),
         ),
         (
+            "multiplexer shared state, objects / MiB",
+            Box::new(|f| match f.shared_state {
+                Some((objects, bytes)) => (
+                    format!("{objects:.0} / {:.1}", bytes / (1024.0 * 1024.0)),
+                    bytes,
+                ),
+                None => ("–".to_owned(), 0.0),
+            }),
+        ),
+        (
             "cloud updates (per second)",
             Box::new(|f| {
                 let rate = f.updates.0 as f64 / f.updates.1.as_secs_f64();
@@ -139,6 +149,7 @@ mod tests {
             baseline_watches: 0.0,
             updates: (1, Duration::from_secs(1)),
             gateway_rss: None,
+            shared_state: None,
             agents: String::new(),
         };
         let settings = Settings {
