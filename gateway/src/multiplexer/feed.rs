@@ -24,6 +24,10 @@ use crate::cache::{ResourceKey, Scope, Store};
 use crate::informer::ListBackoff;
 use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, WatchFramer};
 
+/// How often a resource the cluster does not serve is asked for again (an upgrade of the
+/// cluster may bring it).
+const ABSENT_RETRY: Duration = Duration::from_secs(300);
+
 /// Items per page of the feed's list.
 const PAGE: u32 = 500;
 
@@ -81,10 +85,21 @@ impl Feed {
         }
         let mut backoff = ListBackoff::default();
         let mut listed = self.shared.version().is_some();
+        let mut told_absent = false;
         loop {
             if !listed {
                 match self.list().await {
                     Ok(()) => listed = true,
+                    // A cluster that does not serve this version (EndpointSlices are
+                    // `v1beta1` before 1.21): its clients go to the apiserver as before.
+                    Err(FeedError::Status(StatusCode::NOT_FOUND)) => {
+                        if !told_absent {
+                            tracing::info!(resource = %self.resource, "not served by this cluster: its lists and watches go to the apiserver");
+                            told_absent = true;
+                        }
+                        tokio::time::sleep(ABSENT_RETRY).await;
+                        continue;
+                    }
                     Err(error) => {
                         tracing::warn!(resource = %self.resource, %error, "multiplexer list failed; retrying");
                         tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;

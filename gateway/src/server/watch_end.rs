@@ -14,7 +14,8 @@ use crate::stream::{Stop, StopSignal};
 use crate::upstream::HealthWatch;
 
 /// Open watches whose filter chain changed end at a random moment within this window, so a
-/// node's clients do not all re-list at once.
+/// node's clients do not all re-list at once; they send nothing meanwhile (it would be
+/// filtered by the chain that no longer applies).
 const RELIST_JITTER: Duration = Duration::from_secs(1);
 /// Watches whose filters' lookups changed are spread wider: such changes are not urgent, and
 /// every node of the cluster sees them at the same moment.
@@ -38,7 +39,8 @@ impl WatchEnds {
     /// client re-lists once it is back; not for a watch `served` from the gateway's shared
     /// state, which outlives the cloud), the filters that apply to it (`fingerprint`)
     /// changed or — for a filtered watch — a kind its filters have looked up (`lookups`)
-    /// changed (both after a jitter), or the gateway is stopping.
+    /// changed (both at once: it sends nothing more, and ends after a jitter), or the
+    /// gateway is stopping.
     pub fn signal(
         &self,
         context: &RequestContext,
@@ -71,7 +73,6 @@ impl WatchEnds {
                         std::future::pending::<()>().await;
                     }
                     if filters.current().fingerprint(&info, &component) != fingerprint {
-                        tokio::time::sleep(jitter(RELIST_JITTER)).await;
                         tracing::debug!(%component, resource = %info.resource, "the filter chain changed: ending the watch");
                         return;
                     }
@@ -93,14 +94,19 @@ impl WatchEnds {
                         break;
                     }
                 }
-                tokio::time::sleep(jitter(LOOKUP_RELIST_JITTER)).await;
                 tracing::debug!(%component, resource = %info.resource, "what its filters looked up changed: ending the watch");
             };
             tokio::select! {
                 () = lost => Stop::End,
                 _ = stop => Stop::End,
-                () = changed => Stop::Relist("the gateway's filters for this watch changed: re-list".into()),
-                () = looked_up => Stop::Relist("what this watch's filters look up changed: re-list".into()),
+                () = changed => Stop::Stale {
+                    message: "the gateway's filters for this watch changed: re-list".into(),
+                    after: jitter(RELIST_JITTER),
+                },
+                () = looked_up => Stop::Stale {
+                    message: "what this watch's filters look up changed: re-list".into(),
+                    after: jitter(LOOKUP_RELIST_JITTER),
+                },
             }
         })
     }

@@ -152,19 +152,25 @@ where
             std::future::poll_fn(|cx| framing.poll_ready(pipeline, cx)).await;
             let upstream = &mut self.upstream;
             let next = match self.pipeline.stop.as_mut().filter(|_| F::STOPPABLE) {
+                // A stop that came is taken first: what arrived with it was read too late.
                 Some(stop) => tokio::select! {
-                    frame = upstream.frame() => Ok(frame),
+                    biased;
                     stop = stop => Err(stop),
+                    frame = upstream.frame() => Ok(frame),
                 },
                 None => Ok(upstream.frame().await),
             };
+            // The upstream's error type need not be `Send`: it is boxed at once, before the
+            // wait of a stale watch.
+            let next: Result<Option<Result<Frame<Bytes>, BoxError>>, Stop> =
+                next.map(|frame| frame.map(|frame| frame.map_err(Into::into)));
             match next {
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         self.framing.push(&data);
                     }
                 }
-                Ok(Some(Err(error))) => return Err(StreamError::Upstream(error.into()).into()),
+                Ok(Some(Err(error))) => return Err(StreamError::Upstream(error).into()),
                 Ok(None) => {
                     self.done = true;
                     self.framing.finish(&mut self.pipeline, &mut self.out)?;
@@ -175,6 +181,14 @@ where
                 Err(Stop::End) => self.done = true,
                 Err(Stop::Relist(message)) => {
                     self.done = true;
+                    self.framing.relist(&message, &mut self.out);
+                    if !self.out.is_empty() {
+                        return Ok(Some(self.out.split().freeze()));
+                    }
+                }
+                Err(Stop::Stale { message, after }) => {
+                    self.done = true;
+                    tokio::time::sleep(after).await;
                     self.framing.relist(&message, &mut self.out);
                     if !self.out.is_empty() {
                         return Ok(Some(self.out.split().freeze()));

@@ -174,3 +174,55 @@ async fn a_failed_batch_ends_the_watch_with_an_error_event() {
     assert_eq!(lines[0]["type"], "ERROR");
     assert_eq!(lines[0]["object"]["message"], "failed closed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_watch_sends_nothing_more_and_ends_after_its_jitter() {
+    use futures_util::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let body = http_body_util::StreamBody::new(
+        tokio_stream_of(rx).map(|b| Ok::<_, std::convert::Infallible>(http_body::Frame::data(b))),
+    );
+    let (stale_tx, stale_rx) = tokio::sync::oneshot::channel::<()>();
+    let after = std::time::Duration::from_secs(1);
+    let pipeline: Pipeline<dyn WatchSink> = Pipeline {
+        stop: Some(Box::pin(async move {
+            let _ = stale_rx.await;
+            Stop::Stale {
+                message: "the gateway's filters for this watch changed: re-list".into(),
+                after,
+            }
+        })),
+        ..bare()
+    };
+    let body = watch(body, pipeline);
+    futures_util::pin_mut!(body);
+    tx.send(Bytes::from(event("ADDED", "a", 1))).unwrap();
+    let first = body.next().await.unwrap().unwrap().into_data().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("\"a\""));
+    let stale_at = tokio::time::Instant::now();
+    stale_tx.send(()).unwrap();
+    // Filtered by the chain that no longer applies: never sent.
+    tx.send(Bytes::from(event("MODIFIED", "b", 2))).unwrap();
+    let (rest, errors) = client_reads(body).await;
+    assert_eq!(errors, 0);
+    let lines: Vec<serde_json::Value> = rest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{rest}");
+    assert_eq!(
+        (
+            lines[0]["type"].as_str(),
+            lines[0]["object"]["code"].as_u64()
+        ),
+        (Some("ERROR"), Some(410))
+    );
+    assert!(tokio::time::Instant::now() - stale_at >= after);
+}
+
+/// The chunks sent on `rx`, as a stream.
+fn tokio_stream_of(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>,
+) -> impl futures_util::Stream<Item = Bytes> + Unpin {
+    Box::pin(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+}
