@@ -314,13 +314,16 @@ fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -
     names
 }
 
-/// The pool-scope resources given (none by default, for now: the multiplexer is opt-in
-/// until it has run behind the real node's kubelet and kube-proxy); empty entries are none.
+/// The pool-scope resources given, or YurtHub's; empty entries are none.
 fn pool_scope_resources(
     given: Option<&[String]>,
 ) -> Result<Vec<crate::multiplexer::Resource>, crate::multiplexer::ResourceError> {
+    let yurthubs: Vec<String> = crate::multiplexer::YURTHUB_POOL_SCOPE_RESOURCES
+        .iter()
+        .map(|r| (*r).to_owned())
+        .collect();
     given
-        .unwrap_or_default()
+        .unwrap_or(&yurthubs)
         .iter()
         .filter(|entry| !entry.trim().is_empty())
         .map(|entry| crate::multiplexer::Resource::parse(entry))
@@ -388,6 +391,29 @@ mod tests {
         let names = serving_names(&bound, None);
         assert_eq!(names[..2], ["127.0.0.1", "198.18.0.5"]);
         assert_eq!(names.len(), 6, "{names:?}");
+    }
+
+    #[tokio::test]
+    async fn pool_scope_resources_are_yurthubs_unless_given_and_empty_is_none() {
+        let plurals = |config: &Config| -> Vec<String> {
+            config
+                .pool_scope_resources
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        let default = load(&[]).await.unwrap();
+        assert_eq!(
+            plurals(&default),
+            ["v1/services", "discovery.k8s.io/v1/endpointslices"]
+        );
+        let given = load(&["--pool-scope-resources=discovery.k8s.io/v1beta1/endpointslices"])
+            .await
+            .unwrap();
+        assert_eq!(plurals(&given), ["discovery.k8s.io/v1beta1/endpointslices"]);
+        let none = load(&["--pool-scope-resources="]).await.unwrap();
+        assert!(none.pool_scope_resources.is_empty());
+        assert!(load(&["--pool-scope-resources=v1/Services"]).await.is_err());
     }
 
     #[tokio::test]

@@ -23,6 +23,6 @@ mod watch;
 pub use answer::Answer;
 pub use body::SharedBody;
 pub use metrics::MultiplexerMetrics;
-pub use resource::{Resource, ResourceError};
+pub use resource::{Resource, ResourceError, YURTHUB_POOL_SCOPE_RESOURCES};
 pub use state::{Change, Object, Shared};
 pub use states::{Multiplexer, is_feed};

@@ -42,10 +42,14 @@ fn services_and_slices(ns: &str) -> String {
 pub fn kube_proxy_keeps_its_view_offline(env: &Env) -> Result<()> {
     let cluster = env.private_cluster()?;
     let interval = 2;
+    // The local cache's own path: no resource is shared by the multiplexer here.
     let gateway = Gateway::start(
         &env.bin,
         &cluster,
-        &[&format!("--heartbeat-interval-seconds={interval}")],
+        &[
+            &format!("--heartbeat-interval-seconds={interval}"),
+            "--pool-scope-resources=",
+        ],
     )?;
     let ns = namespace(&cluster, "offline")?;
     apply(

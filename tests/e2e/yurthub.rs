@@ -204,6 +204,8 @@ pub fn requests_beyond_max_in_flight_get_429(env: &Env) -> Result<()> {
         format!("--server-addr=http://127.0.0.1:{upstream}"),
         "--working-mode=cloud".to_owned(),
         "--max-requests-in-flight=1".to_owned(),
+        // The held apiserver sees only the test's requests: no multiplexer feed.
+        "--pool-scope-resources=".to_owned(),
         format!("--proxy-port={proxy}"),
         format!("--serve-port={hub}"),
         format!("--disk-cache-path={}", dir.join("cache").display()),

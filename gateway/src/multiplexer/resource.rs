@@ -2,6 +2,10 @@
 
 use std::fmt;
 
+/// YurtHub's default `--pool-scope-resources`.
+pub const YURTHUB_POOL_SCOPE_RESOURCES: &[&str] =
+    &["/v1/services", "discovery.k8s.io/v1/endpointslices"];
+
 /// One pool-scope resource: `group/version/resource` (`version/resource` for the core group).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Resource {
