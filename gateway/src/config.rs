@@ -314,16 +314,14 @@ fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -
     names
 }
 
-/// The pool-scope resources given, or YurtHub's; empty entries are none.
+/// The pool-scope resources given (none by default: the multiplexer is opt-in until the
+/// node scenarios that read kube-proxy's own cached sets read the shared ones); empty
+/// entries are none.
 fn pool_scope_resources(
     given: Option<&[String]>,
 ) -> Result<Vec<crate::multiplexer::Resource>, crate::multiplexer::ResourceError> {
-    let yurthubs: Vec<String> = crate::multiplexer::YURTHUB_POOL_SCOPE_RESOURCES
-        .iter()
-        .map(|r| (*r).to_owned())
-        .collect();
     given
-        .unwrap_or(&yurthubs)
+        .unwrap_or_default()
         .iter()
         .filter(|entry| !entry.trim().is_empty())
         .map(|entry| crate::multiplexer::Resource::parse(entry))
@@ -394,7 +392,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn pool_scope_resources_are_yurthubs_unless_given_and_empty_is_none() {
+    async fn pool_scope_resources_are_none_unless_given_and_empty_is_none() {
         let plurals = |config: &Config| -> Vec<String> {
             config
                 .pool_scope_resources
@@ -403,8 +401,13 @@ mod tests {
                 .collect()
         };
         let default = load(&[]).await.unwrap();
+        assert!(default.pool_scope_resources.is_empty());
+        let yurthubs = crate::multiplexer::YURTHUB_POOL_SCOPE_RESOURCES.join(",");
+        let given = load(&[&format!("--pool-scope-resources={yurthubs}")])
+            .await
+            .unwrap();
         assert_eq!(
-            plurals(&default),
+            plurals(&given),
             ["v1/services", "discovery.k8s.io/v1/endpointslices"]
         );
         let given = load(&["--pool-scope-resources=discovery.k8s.io/v1beta1/endpointslices"])
