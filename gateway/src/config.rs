@@ -185,7 +185,9 @@ impl Config {
             return_freed_memory: None,
             after_start: None,
             cache_agents: cache_agents(&args.cache_agents),
-            pool_scope_resources: pool_scope_resources(yurthub.pool_scope_resources.as_deref())?,
+            pool_scope_resources: crate::multiplexer::Resource::parse_all(
+                yurthub.pool_scope_resources.as_deref(),
+            )?,
             cloud,
             disabled_filters: disabled_filters(args),
             min_request_timeout: yurthub.min_request_timeout,
@@ -314,20 +316,6 @@ fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -
     names
 }
 
-/// The pool-scope resources given (none by default: the multiplexer is opt-in until the
-/// node scenarios that read kube-proxy's own cached sets read the shared ones); empty
-/// entries are none.
-fn pool_scope_resources(
-    given: Option<&[String]>,
-) -> Result<Vec<crate::multiplexer::Resource>, crate::multiplexer::ResourceError> {
-    given
-        .unwrap_or_default()
-        .iter()
-        .filter(|entry| !entry.trim().is_empty())
-        .map(|entry| crate::multiplexer::Resource::parse(entry))
-        .collect()
-}
-
 /// YurtHub's default agents and, as its `cache_agents` does, the ones given.
 fn cache_agents(given: &[String]) -> Vec<String> {
     crate::cache::DEFAULT_CACHE_AGENTS
@@ -389,34 +377,6 @@ mod tests {
         let names = serving_names(&bound, None);
         assert_eq!(names[..2], ["127.0.0.1", "198.18.0.5"]);
         assert_eq!(names.len(), 6, "{names:?}");
-    }
-
-    #[tokio::test]
-    async fn pool_scope_resources_are_none_unless_given_and_empty_is_none() {
-        let plurals = |config: &Config| -> Vec<String> {
-            config
-                .pool_scope_resources
-                .iter()
-                .map(ToString::to_string)
-                .collect()
-        };
-        let default = load(&[]).await.unwrap();
-        assert!(default.pool_scope_resources.is_empty());
-        let yurthubs = crate::multiplexer::YURTHUB_POOL_SCOPE_RESOURCES.join(",");
-        let given = load(&[&format!("--pool-scope-resources={yurthubs}")])
-            .await
-            .unwrap();
-        assert_eq!(
-            plurals(&given),
-            ["v1/services", "discovery.k8s.io/v1/endpointslices"]
-        );
-        let given = load(&["--pool-scope-resources=discovery.k8s.io/v1beta1/endpointslices"])
-            .await
-            .unwrap();
-        assert_eq!(plurals(&given), ["discovery.k8s.io/v1beta1/endpointslices"]);
-        let none = load(&["--pool-scope-resources="]).await.unwrap();
-        assert!(none.pool_scope_resources.is_empty());
-        assert!(load(&["--pool-scope-resources=v1/Services"]).await.is_err());
     }
 
     #[tokio::test]

@@ -33,6 +33,7 @@ mod resume;
 
 pub(crate) use backoff::ListBackoff;
 use encoded::Encoded;
+pub(crate) use resume::own_listing;
 
 /// A client of the cluster through the gateway's proxy at `proxy`, as component `edgegate`
 /// (`edgegate/VERSION PURPOSE`).

@@ -30,21 +30,33 @@ pub(super) struct Persisted {
     objects: Vec<DynamicObject>,
 }
 
-/// The set the cache holds for `resource` as the informers list it, if one was committed
-/// and reads back whole.
-pub(super) fn persisted(store: &dyn Store, resource: &ApiResource) -> Option<Persisted> {
+/// The set the cache holds of what the gateway's own clients (component `edgegate`) listed
+/// of `group/version/plural` across all namespaces without selectors, if one was committed:
+/// what the informers and the multiplexer's feeds start from after a restart.
+pub(crate) fn own_listing(
+    store: &dyn Store,
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Option<crate::cache::Listing> {
     let key = ResourceKey {
         component: COMPONENT.to_owned(),
-        resource: resource.plural.clone(),
-        version: resource.version.clone(),
-        group: resource.group.clone(),
+        resource: plural.to_owned(),
+        version: version.to_owned(),
+        group: group.to_owned(),
     };
     let everything = Scope {
         namespace: "",
         labels: "",
         fields: "",
     };
-    let listing = crate::cache::list(store, &key, everything).ok()?;
+    crate::cache::list(store, &key, everything).ok()
+}
+
+/// The set the cache holds for `resource` as the informers list it, if one was committed
+/// and reads back whole.
+pub(super) fn persisted(store: &dyn Store, resource: &ApiResource) -> Option<Persisted> {
+    let listing = own_listing(store, &resource.group, &resource.version, &resource.plural)?;
     let mut objects = Vec::new();
     for item in listing.items {
         // A set that does not read back whole is not a list to resume from.

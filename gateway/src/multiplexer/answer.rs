@@ -53,7 +53,7 @@ impl Multiplexer {
         let answer = self.answer_from(context, &shared, since, online, min_request_timeout);
         if let Answer::Serve(_) = answer {
             let info = &context.info;
-            let resource = super::Resource {
+            let resource = super::resource::Resource {
                 group: info.api_group.clone(),
                 version: info.api_version.clone(),
                 plural: info.resource.clone(),

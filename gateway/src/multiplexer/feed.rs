@@ -20,8 +20,8 @@ use serde::Deserialize;
 use super::metrics::{MultiplexerMetrics, ResourceLabels};
 use super::resource::Resource;
 use super::state::{ListType, Object, ObjectError, Shared};
-use crate::cache::{ResourceKey, Scope, Store};
-use crate::informer::ListBackoff;
+use crate::cache::Store;
+use crate::informer::{ListBackoff, own_listing};
 use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, WatchFramer};
 
 /// How often a resource the cluster does not serve is asked for again (an upgrade of the
@@ -30,9 +30,6 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 
 /// Items per page of the feed's list.
 const PAGE: u32 = 500;
-
-/// The component the feed's requests are cached for.
-const COMPONENT: &str = "edgegate";
 
 /// Why one list or watch of the feed failed.
 #[derive(Debug, thiserror::Error)]
@@ -215,11 +212,7 @@ impl Feed {
             }
             Ok(())
         };
-        while let Some(frame) = body.frame().await {
-            let frame = frame?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
+        while let Some(data) = next_data(&mut body).await? {
             framer.push(&data);
             while let Some(frame) = framer.next_frame()? {
                 take(frame)?;
@@ -246,11 +239,7 @@ impl Feed {
         }
         let mut body = response.into_body();
         let mut framer = WatchFramer::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame?;
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
+        while let Some(data) = next_data(&mut body).await? {
             framer.push(&data);
             while let Some(frame) = framer.next_frame()? {
                 let event = Event::parse(&frame)?;
@@ -285,6 +274,16 @@ impl Feed {
     }
 }
 
+/// The next data of `body`, skipping other frames; `None` at its end.
+async fn next_data(body: &mut kube::client::Body) -> Result<Option<Bytes>, FeedError> {
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            return Ok(Some(data));
+        }
+    }
+    Ok(None)
+}
+
 /// A list's head and tail read together.
 #[derive(Deserialize)]
 struct ListHead {
@@ -313,18 +312,7 @@ struct WatchStatus {
 
 /// What the cache persisted of the feed's list and watch: the state to start from.
 fn persisted(store: &dyn Store, resource: &Resource) -> Option<(ListType, Vec<Object>, u64)> {
-    let key = ResourceKey {
-        component: COMPONENT.to_owned(),
-        resource: resource.plural.clone(),
-        version: resource.version.clone(),
-        group: resource.group.clone(),
-    };
-    let everything = Scope {
-        namespace: "",
-        labels: "",
-        fields: "",
-    };
-    let listing = crate::cache::list(store, &key, everything).ok()?;
+    let listing = own_listing(store, &resource.group, &resource.version, &resource.plural)?;
     let version = listing.meta.resource_version.parse().ok()?;
     let list = ListType {
         kind: listing.meta.list_kind.clone(),

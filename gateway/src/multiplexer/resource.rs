@@ -46,6 +46,18 @@ impl Resource {
         })
     }
 
+    /// The resources `--pool-scope-resources` gives (none when not given: the multiplexer
+    /// is opt-in until the node scenarios that read kube-proxy's own cached sets read the
+    /// shared ones); empty entries are none.
+    pub fn parse_all(given: Option<&[String]>) -> Result<Vec<Resource>, ResourceError> {
+        given
+            .unwrap_or_default()
+            .iter()
+            .filter(|entry| !entry.trim().is_empty())
+            .map(|entry| Resource::parse(entry))
+            .collect()
+    }
+
     /// The path of its list across all namespaces.
     pub(super) fn path(&self) -> String {
         if self.group.is_empty() {
@@ -84,5 +96,19 @@ mod tests {
         for bad in ["services", "a/b/c/d", "v1/Services", "v1/", "x/v1/svc?x"] {
             assert!(Resource::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn none_unless_given_and_an_empty_flag_is_none() {
+        let given = |entries: &[&str]| {
+            let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
+            Resource::parse_all(Some(&entries))
+        };
+        assert!(Resource::parse_all(None).unwrap().is_empty());
+        assert!(given(&[""]).unwrap().is_empty());
+        let yurthubs = given(YURTHUB_POOL_SCOPE_RESOURCES).unwrap();
+        let names: Vec<String> = yurthubs.iter().map(ToString::to_string).collect();
+        assert_eq!(names, ["v1/services", "discovery.k8s.io/v1/endpointslices"]);
+        assert!(given(&["v1/services", "v1/Services"]).is_err());
     }
 }
