@@ -129,7 +129,6 @@ impl Multiplexer {
             || query.continue_token.is_some()
             || query.send_initial_events.is_some()
             || !supported_fields(&query.fields)
-            || Selectors::new(&query.labels, &query.fields).is_err()
         {
             return None;
         }
@@ -150,6 +149,7 @@ fn serve(
     min_request_timeout: Duration,
 ) -> Answer {
     let query = &context.query;
+    // Selectors it cannot read go to the apiserver, which says why.
     let Ok(selectors) = Selectors::new(&query.labels, &query.fields) else {
         return Answer::Pass;
     };
