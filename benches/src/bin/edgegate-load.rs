@@ -93,7 +93,7 @@ enum Command {
         #[arg(long, allow_hyphen_values = true)]
         gateway_flag: Vec<String>,
         /// Where the node's components go (repeatable; run in the order given).
-        #[arg(long, value_enum, default_values = ["direct", "edgegate"])]
+        #[arg(long, value_enum, default_values = ["direct", "edgegate", "multiplexer"])]
         mode: Vec<traffic::Mode>,
         /// Services (and EndpointSlices) in the cloud.
         #[arg(long, default_value_t = 1000)]

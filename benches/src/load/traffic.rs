@@ -34,8 +34,26 @@ use crate::proc;
 pub enum Mode {
     /// Straight to the cloud's apiserver (protobuf, gzip), as without a hub.
     Direct,
-    /// Through the gateway, with YurtHub's filters as the node tests run them.
+    /// Through the gateway, with YurtHub's filters as the node tests run them, every client
+    /// its own upstream list and watch (`--pool-scope-resources=`).
     Edgegate,
+    /// The same with the node-level multiplexer: one upstream list and watch of Services and
+    /// of EndpointSlices for the whole node (`discovery.k8s.io/v1beta1`, what the test
+    /// bed's 1.20 cluster serves and its kube-proxy asks for).
+    Multiplexer,
+}
+
+impl Mode {
+    /// The gateway flags the mode sets, before the run's own.
+    fn gateway_flags(self) -> &'static [&'static str] {
+        match self {
+            Mode::Direct => &[],
+            Mode::Edgegate => &["--pool-scope-resources="],
+            Mode::Multiplexer => {
+                &["--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices"]
+            }
+        }
+    }
 }
 
 /// What a run does.
@@ -88,10 +106,11 @@ pub struct Figures {
     pub baseline_watches: f64,
     /// Updates the churn made, and over how long.
     pub updates: (u64, Duration),
-    /// The gateway's RSS at the end and its peak, bytes (edgegate mode).
-    pub gateway_rss: Option<(u64, u64)>,
+    /// The gateway's RSS at the end of the warm-up (its clients listed and watching, no
+    /// churn), at the end and its peak, bytes (through the gateway).
+    pub gateway_rss: Option<(u64, u64, u64)>,
     /// What the multiplexer's shared states hold at the end: objects and their bytes
-    /// (edgegate mode with `--pool-scope-resources`).
+    /// (multiplexer mode).
     pub shared_state: Option<(f64, f64)>,
     /// The agents' last counters line.
     pub agents: String,
@@ -138,7 +157,7 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     bed.node.kill_kubelet();
     bed.node.kill_gateway();
     let (server, ca, token) = match mode {
-        Mode::Edgegate => (GATEWAY_URL.to_owned(), None, None),
+        Mode::Edgegate | Mode::Multiplexer => (GATEWAY_URL.to_owned(), None, None),
         Mode::Direct => {
             let (cert, key) = cluster.pki.node.clone().context("no node certificate")?;
             let kubeconfig = bed.node.dir.join("components.kubeconfig");
@@ -167,8 +186,10 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     let baseline = read()?;
 
     say("warm-up: the components start and list…");
-    if mode == Mode::Edgegate {
-        let flags: Vec<&str> = settings.gateway_flags.iter().map(String::as_str).collect();
+    if mode != Mode::Direct {
+        let flags: Vec<&str> = (mode.gateway_flags().iter().copied())
+            .chain(settings.gateway_flags.iter().map(String::as_str))
+            .collect();
         bed.node.set_gateway_flags(&flags);
         bed.node.start_gateway()?;
     }
@@ -202,6 +223,7 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
         sample(&mut bed, &mut agents)?;
     }
     let warm = sample(&mut bed, &mut agents)?;
+    let idle_rss = bed.node.pid("edgegate").map(proc::rss).transpose()?;
 
     say(&format!(
         "churn: {} updates/s for {:?}…",
@@ -224,9 +246,9 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     let made = rt.block_on(churning)??;
     let elapsed = started.elapsed();
     let end = sample(&mut bed, &mut agents)?;
-    let gateway_rss = match bed.node.pid("edgegate") {
-        Some(pid) => Some((proc::rss(pid)?, peak.1)),
-        None => None,
+    let gateway_rss = match (idle_rss, bed.node.pid("edgegate")) {
+        (Some(idle), Some(pid)) => Some((idle, proc::rss(pid)?, peak.1)),
+        _ => None,
     };
     let shared_state = match bed.node.pid("edgegate") {
         Some(_) => shared_state(&bed.node)?,

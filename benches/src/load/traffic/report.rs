@@ -1,8 +1,8 @@
-//! The traffic harness's report: a column per mode and the ratio of the last to the first.
+//! The traffic harness's report: a column per mode and the ratios of the last to each other.
 
 use super::{Figures, Settings};
 
-/// The figures in Markdown: a column per mode, and the ratio of the last to the first.
+/// The figures in Markdown: a column per mode, and the ratios of the last to each other.
 pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
     let kib = |b: u64| format!("{:.0}", b as f64 / 1024.0);
     let mib = |b: u64| format!("{:.1}", b as f64 / (1024.0 * 1024.0));
@@ -54,9 +54,12 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             Box::new(|f| (format!("{:.2}", f.apiserver_cpu.1), f.apiserver_cpu.1)),
         ),
         (
-            "gateway RSS, end / peak (MiB)",
+            "gateway RSS, end of warm-up / end / peak (MiB)",
             Box::new(|f| match f.gateway_rss {
-                Some((end, peak)) => (format!("{} / {}", mib(end), mib(peak)), end as f64),
+                Some((idle, end, peak)) => (
+                    format!("{} / {} / {}", mib(idle), mib(end), mib(peak)),
+                    end as f64,
+                ),
                 None => ("–".to_owned(), 0.0),
             }),
         ),
@@ -78,7 +81,8 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             }),
         ),
     ];
-    let ratio = figures.len() > 1;
+    // The last mode against each earlier one.
+    let earlier = &figures[..figures.len().saturating_sub(1)];
     let mut out = format!(
         "## Cloud–edge traffic of a node workload\n\n\
          {n} Services and {n} EndpointSlices (5–20 endpoints each); kubelet, kube-proxy and five \
@@ -98,12 +102,14 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
     for f in figures {
         out.push_str(&format!(" {:?} |", f.mode));
     }
-    if ratio {
-        out.push_str(" last / first |");
+    if let Some(last) = figures.last() {
+        for f in earlier {
+            out.push_str(&format!(" {:?} / {:?} |", last.mode, f.mode));
+        }
     }
     out.push_str(&format!(
         "\n|---|{}\n",
-        "---|".repeat(figures.len() + usize::from(ratio))
+        "---|".repeat(figures.len() + earlier.len())
     ));
     for (name, cell) in &rows {
         out.push_str(&format!("| {name} |"));
@@ -111,11 +117,13 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
         for (text, _) in &cells {
             out.push_str(&format!(" {text} |"));
         }
-        if let (true, Some(first), Some(last)) = (ratio, cells.first(), cells.last()) {
-            if first.1 > 0.0 {
-                out.push_str(&format!(" {:.2} × |", last.1 / first.1));
-            } else {
-                out.push_str(" |");
+        if let Some(last) = cells.last() {
+            for before in &cells[..earlier.len()] {
+                if before.1 > 0.0 {
+                    out.push_str(&format!(" {:.2} × |", last.1 / before.1));
+                } else {
+                    out.push_str(" |");
+                }
             }
         }
         out.push('\n');
@@ -165,7 +173,19 @@ mod tests {
             &settings,
             &[figures(Mode::Direct, 1024), figures(Mode::Edgegate, 4096)],
         );
-        assert!(report.contains("| | Direct | Edgegate | last / first |"));
+        assert!(report.contains("| | Direct | Edgegate | Edgegate / Direct |"));
         assert!(report.contains("| cloud → node, warm-up (KiB) | 1 | 4 | 4.00 × |"));
+        let three = markdown(
+            &settings,
+            &[
+                figures(Mode::Direct, 1024),
+                figures(Mode::Edgegate, 8192),
+                figures(Mode::Multiplexer, 512),
+            ],
+        );
+        assert!(three.contains(
+            "| | Direct | Edgegate | Multiplexer | Multiplexer / Direct | Multiplexer / Edgegate |"
+        ));
+        assert!(three.contains("| cloud → node, warm-up (KiB) | 1 | 8 | 0 | 0.50 × | 0.06 × |"));
     }
 }
