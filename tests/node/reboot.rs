@@ -89,11 +89,16 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
     let rules = testbed.node.proxy_rules()?;
     let before = wait_pod_containers(testbed, KEPT)?;
     let sets = cached_sets(testbed)?;
+    // kube-proxy's Services and EndpointSlices are the multiplexer's shared sets.
     ensure!(
-        ["kubelet ", "kube-proxy "]
-            .iter()
-            .all(|c| sets.iter().any(|set| set.starts_with(c))),
-        "kubelet and kube-proxy have nothing cached: {sets:?}"
+        [
+            "kubelet ",
+            "edgegate services.v1.core ",
+            "edgegate endpointslices.v1beta1.discovery.k8s.io ",
+        ]
+        .iter()
+        .all(|c| sets.iter().any(|set| set.starts_with(c))),
+        "kubelet's or kube-proxy's sets are not cached: {sets:?}"
     );
 
     testbed.node.power_off()?;

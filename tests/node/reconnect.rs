@@ -48,10 +48,11 @@ fn settings(greeting: &str) -> String {
     .to_string()
 }
 
-/// The gateway's answer for the EndpointSlice `name` in kube-proxy's cache.
+/// The gateway's answer for the EndpointSlice `name` in the node's cache: the multiplexer's
+/// shared set (component `edgegate`), which kube-proxy is answered from.
 fn cached_slice(testbed: &Testbed, name: &str) -> Result<u16> {
     let path = format!(
-        "/v1/cache/object?component=kube-proxy&resource=endpointslices.v1beta1.discovery.k8s.io&name=default/{name}"
+        "/v1/cache/object?component=edgegate&resource=endpointslices.v1beta1.discovery.k8s.io&name=default/{name}"
     );
     Ok(testbed.node.hub(&path)?.0)
 }
@@ -60,7 +61,7 @@ fn cached_slice(testbed: &Testbed, name: &str) -> Result<u16> {
 /// and a pod reads the ConfigMap `settings` from a volume. Cut: one slice moves to a third
 /// address, the other is deleted, the ConfigMap is edited; the node keeps what it had.
 /// Restored: kube-proxy's rules carry the moved endpoint alone, the new content is in the
-/// pod's volume, and the deleted slice is gone from kube-proxy's cache; the times from the
+/// pod's volume, and the deleted slice is gone from the node's cache; the times from the
 /// link's return are printed. Leaves the link up.
 pub fn what_changed_during_a_cut_reaches_the_node(testbed: &mut Testbed) -> Result<()> {
     if testbed.link.is_cut() {
@@ -89,7 +90,7 @@ pub fn what_changed_during_a_cut_reaches_the_node(testbed: &mut Testbed) -> Resu
     )?;
     wait_until(
         Duration::from_secs(60),
-        "kube-proxy's cache to hold both slices",
+        "the node's cache to hold both slices",
         || cached_slice(testbed, "moving-b").is_ok_and(|status| status == 200),
     )?;
 
@@ -117,7 +118,7 @@ pub fn what_changed_during_a_cut_reaches_the_node(testbed: &mut Testbed) -> Resu
                 &mut |_: &Testbed| reads("bye"),
             ),
             (
-                "the deleted slice to leave kube-proxy's cache",
+                "the deleted slice to leave the node's cache",
                 &mut |t: &Testbed| cached_slice(t, "moving-b").is_ok_and(|status| status == 404),
             ),
         ],

@@ -17,6 +17,11 @@ use crate::toolchain::Toolchain;
 /// The gateway's proxy inside the node, where kubelet and kube-proxy are pointed.
 pub const GATEWAY_URL: &str = "http://127.0.0.1:10261";
 
+/// The resources the node's gateway shares between its clients (`--pool-scope-resources`):
+/// YurtHub's, with EndpointSlices at `v1beta1`, the version this 1.20 cluster serves and its
+/// kube-proxy reads. A scenario's own `--pool-scope-resources` flag replaces it.
+pub const POOL_SCOPE_RESOURCES: &str = "/v1/services,discovery.k8s.io/v1beta1/endpointslices";
+
 /// How to run edgegate: a program and the arguments before the gateway's own flags.
 #[derive(Clone, Debug)]
 pub struct GatewayCommand {
@@ -151,6 +156,11 @@ impl Node {
     pub fn start_gateway(&mut self) -> Result<()> {
         let mut args = self.gateway_command.args.clone();
         args.extend(self.gateway_args.iter().cloned());
+        // The cluster's EndpointSlices, which its kube-proxy asks for, shared with Services,
+        // unless the scenario's flags say which.
+        if !self.gateway_flags.iter().any(|f| f.starts_with("--pool-scope-resources")) {
+            args.push(format!("--pool-scope-resources={POOL_SCOPE_RESOURCES}"));
+        }
         args.extend(self.gateway_flags.iter().cloned());
         let program = self.gateway_command.program.clone();
         let mut process = self.spawn("edgegate", &program, &args)?;

@@ -144,7 +144,7 @@ pub struct YurtHubArgs {
 
     /// The resources whose lists and watches the node's clients share: one upstream list and
     /// watch each, every client answered from it (`[group]/version/resource`, comma-separated;
-    /// YurtHub's default is `/v1/services,discovery.k8s.io/v1/endpointslices`; default: none).
+    /// default, as YurtHub: `/v1/services,discovery.k8s.io/v1/endpointslices`; empty: none).
     #[arg(long, value_delimiter = ',', value_name = "GROUP/VERSION/RESOURCE")]
     pub pool_scope_resources: Option<Vec<String>>,
 

@@ -46,12 +46,15 @@ impl Resource {
         })
     }
 
-    /// The resources `--pool-scope-resources` gives (none when not given: the multiplexer
-    /// is opt-in until the node scenarios that read kube-proxy's own cached sets read the
-    /// shared ones); empty entries are none.
+    /// The resources `--pool-scope-resources` gives, YurtHub's when not given; empty
+    /// entries are none (`--pool-scope-resources=` turns the multiplexer off).
     pub fn parse_all(given: Option<&[String]>) -> Result<Vec<Resource>, ResourceError> {
+        let yurthubs: Vec<String> = YURTHUB_POOL_SCOPE_RESOURCES
+            .iter()
+            .map(|r| (*r).to_owned())
+            .collect();
         given
-            .unwrap_or_default()
+            .unwrap_or(&yurthubs)
             .iter()
             .filter(|entry| !entry.trim().is_empty())
             .map(|entry| Resource::parse(entry))
@@ -99,16 +102,17 @@ mod tests {
     }
 
     #[test]
-    fn none_unless_given_and_an_empty_flag_is_none() {
+    fn yurthubs_unless_given_and_an_empty_flag_is_none() {
         let given = |entries: &[&str]| {
             let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
             Resource::parse_all(Some(&entries))
         };
-        assert!(Resource::parse_all(None).unwrap().is_empty());
-        assert!(given(&[""]).unwrap().is_empty());
-        let yurthubs = given(YURTHUB_POOL_SCOPE_RESOURCES).unwrap();
+        let yurthubs = Resource::parse_all(None).unwrap();
         let names: Vec<String> = yurthubs.iter().map(ToString::to_string).collect();
         assert_eq!(names, ["v1/services", "discovery.k8s.io/v1/endpointslices"]);
+        assert!(given(&[""]).unwrap().is_empty());
+        let services = given(&["/v1/services"]).unwrap();
+        assert_eq!(services, [Resource::parse("v1/services").unwrap()]);
         assert!(given(&["v1/services", "v1/Services"]).is_err());
     }
 }
