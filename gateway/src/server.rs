@@ -46,7 +46,7 @@ pub const START_UP_SYNC: Duration = Duration::from_secs(30);
 /// How often the memory the process freed is handed back ([`Config::return_freed_memory`]).
 pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
 
-pub use crate::reply::{ResponseBody, status_response};
+pub use crate::reply::ResponseBody;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use fuzz_hub::{HubFixture, SECRET_VALUE};

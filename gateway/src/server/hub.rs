@@ -14,6 +14,7 @@
 //! loopback ([`access`]).
 
 mod access;
+mod error;
 mod redact;
 mod token;
 
@@ -22,8 +23,10 @@ use std::sync::Arc;
 
 use http::{Method, Request, Response, StatusCode, header};
 
+use self::error::HubError;
 use super::state::State;
 use crate::cache::{Damage, Fault};
+use crate::refusal::refuse;
 use crate::reply::{ResponseBody, text};
 
 /// Serves one hub request from `peer`.
@@ -37,17 +40,16 @@ where
     B::Error: Into<crate::error::BoxError>,
 {
     if let Some(refusal) = access::refused(peer, request.uri().path()) {
-        return refusal;
+        return refuse(&refusal, &state.metrics);
     }
     let method = request.method();
     if request.uri().path() == "/v1/token" {
         return token::update(&state, request).await;
     }
     if method != Method::GET && method != Method::HEAD {
-        return crate::reply::status_response(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            "the hub server only answers GET",
+        return refuse(
+            &HubError::MethodNotAllowed("the hub server only answers GET"),
+            &state.metrics,
         );
     }
     match request.uri().path() {
@@ -69,9 +71,7 @@ where
             );
             response
         }
-        _ => {
-            crate::reply::status_response(StatusCode::NOT_FOUND, "NotFound", "no such hub endpoint")
-        }
+        _ => refuse(&HubError::NoSuchEndpoint, &state.metrics),
     }
 }
 
@@ -145,8 +145,11 @@ async fn cache_summary(state: &State) -> Response<ResponseBody> {
             StatusCode::OK,
             bytes::Bytes::from(serde_json::to_vec(&sets).unwrap_or_default()),
         ),
-        Ok(Err(error)) => internal(&crate::error::error_chain(&error)),
-        Err(error) => internal(&error.to_string()),
+        Ok(Err(error)) => refuse(
+            &HubError::Internal(crate::error::error_chain(&error)),
+            &state.metrics,
+        ),
+        Err(error) => refuse(&HubError::Internal(error.to_string()), &state.metrics),
     }
 }
 
@@ -161,10 +164,9 @@ async fn cache_object(state: &State, query: Option<&str>) -> Response<ResponseBo
         ask.remove("resource"),
         ask.remove("name"),
     ) else {
-        return crate::reply::status_response(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            "give component, resource and name",
+        return refuse(
+            &HubError::BadRequest("give component, resource and name".to_owned()),
+            &state.metrics,
         );
     };
     let store = state.cache.store().clone();
@@ -176,20 +178,15 @@ async fn cache_object(state: &State, query: Option<&str>) -> Response<ResponseBo
         })
     })
     .await;
-    match found {
-        Ok(Ok(Ok((false, object)))) => crate::reply::json(StatusCode::OK, object),
+    let refusal = match found {
+        Ok(Ok(Ok((false, object)))) => return crate::reply::json(StatusCode::OK, object),
         Ok(Ok(Ok((true, secret)))) => match redact::redact(&secret) {
-            Some(redacted) => crate::reply::json(StatusCode::OK, redacted),
-            None => internal("the cached Secret is not a JSON object; not shown"),
+            Some(redacted) => return crate::reply::json(StatusCode::OK, redacted),
+            None => HubError::Internal("the cached Secret is not a JSON object; not shown".into()),
         },
-        Ok(Ok(Err(missing))) => {
-            crate::reply::status_response(StatusCode::NOT_FOUND, "NotFound", &missing)
-        }
-        Ok(Err(error)) => internal(&crate::error::error_chain(&error)),
-        Err(error) => internal(&error.to_string()),
-    }
-}
-
-fn internal(message: &str) -> Response<ResponseBody> {
-    crate::reply::status_response(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", message)
+        Ok(Ok(Err(missing))) => HubError::NotCached(missing),
+        Ok(Err(error)) => HubError::Internal(crate::error::error_chain(&error)),
+        Err(error) => HubError::Internal(error.to_string()),
+    };
+    refuse(&refusal, &state.metrics)
 }

@@ -10,7 +10,9 @@ use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::reply::{ResponseBody, status_response};
+use crate::metrics::Metrics;
+use crate::refusal::{Fault, Refusal, Verdict, refuse};
+use crate::reply::ResponseBody;
 use crate::request::{RequestInfo, Verb};
 
 /// Seconds a refused client is asked to wait, as kube-apiserver asks.
@@ -67,17 +69,25 @@ fn is_long_running(info: &RequestInfo) -> bool {
 }
 
 /// Every slot is taken.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("Too many requests, please try again later.")]
 pub(crate) struct Refused;
 
+impl Refusal for Refused {
+    fn verdict(&self) -> Verdict {
+        Verdict {
+            code: StatusCode::TOO_MANY_REQUESTS,
+            reason: "TooManyRequests",
+            fault: Fault::Client,
+            kind: "in_flight_limit",
+        }
+    }
+}
+
 impl Refused {
-    /// The `429` Status to send.
-    pub(crate) fn into_response(self) -> Response<ResponseBody> {
-        let mut response = status_response(
-            StatusCode::TOO_MANY_REQUESTS,
-            "TooManyRequests",
-            "Too many requests, please try again later.",
-        );
+    /// The `429` Status to send, with its `Retry-After`, counted in `metrics`.
+    pub(crate) fn into_response(self, metrics: &Metrics) -> Response<ResponseBody> {
+        let mut response = refuse(&self, metrics);
         response.headers_mut().insert(
             header::RETRY_AFTER,
             HeaderValue::from_static(RETRY_AFTER_SECONDS),
@@ -117,7 +127,10 @@ mod tests {
         let second = limit.enter(&info(Method::PUT, "/api/v1/namespaces/a/pods/p"), false);
         let second = second.unwrap();
 
-        let refused = limit.enter(&list(), false).unwrap_err().into_response();
+        let refused = limit
+            .enter(&list(), false)
+            .unwrap_err()
+            .into_response(&Metrics::new());
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
         let body = refused.into_body().collect().await.unwrap().to_bytes();

@@ -92,7 +92,7 @@ async fn handle_as(
             };
             limit::hold(response, slot)
         }
-        Ok((_, Err(refused))) => refused.into_response(),
+        Ok((_, Err(refused))) => refused.into_response(&state.metrics),
     };
     state
         .metrics

@@ -6,30 +6,26 @@
 
 use std::net::SocketAddr;
 
-use http::{Response, StatusCode};
-
-use crate::reply::ResponseBody;
+use super::error::HubError;
 
 /// The endpoints any caller may ask: what kubelet's probes and Prometheus scrape.
 const OPEN: [&str; 3] = ["/v1/healthz", "/v1/readyz", "/metrics"];
 
-/// `Some(403 Status)` when `peer` may not ask for `path`.
-pub(super) fn refused(peer: SocketAddr, path: &str) -> Option<Response<ResponseBody>> {
+/// `Some(refusal)` (a `403`) when `peer` may not ask for `path`.
+pub(super) fn refused(peer: SocketAddr, path: &str) -> Option<HubError> {
     // A v4 caller of a dual-stack listener arrives as `::ffff:a.b.c.d`.
     if OPEN.contains(&path) || peer.ip().to_canonical().is_loopback() {
         return None;
     }
     tracing::debug!(%peer, path, "hub endpoint refused to a caller off loopback");
-    Some(crate::reply::status_response(
-        StatusCode::FORBIDDEN,
-        "Forbidden",
-        &format!("{path} answers only callers on loopback (127.0.0.0/8, ::1)"),
-    ))
+    Some(HubError::OffLoopback(path.to_owned()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::refusal::Refusal;
+    use http::StatusCode;
     use http_body_util::BodyExt;
 
     fn peer(ip: &str) -> SocketAddr {
@@ -64,9 +60,9 @@ mod tests {
                 "::ffff:198.18.0.2",
                 "2001:db8::1",
             ] {
-                let response = refused(peer(ip), path);
+                let refusal = refused(peer(ip), path);
                 assert_eq!(
-                    response.map(|r| r.status()),
+                    refusal.map(|r| r.verdict().code),
                     Some(StatusCode::FORBIDDEN),
                     "{path} from {ip}"
                 );
@@ -76,7 +72,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_refusal_is_a_kubernetes_status() {
-        let response = refused(peer("198.18.0.2"), "/v1/cache/object").expect("refused");
+        let refusal = refused(peer("198.18.0.2"), "/v1/cache/object").expect("refused");
+        let metrics = crate::metrics::Metrics::new();
+        let response = crate::refusal::refuse(&refusal, &metrics);
         let body = response
             .into_body()
             .collect()

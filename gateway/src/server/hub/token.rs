@@ -6,6 +6,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
 use super::super::state::State;
+use super::error::HubError;
 use crate::certificate::PairKind;
 use crate::reply::{ResponseBody, text};
 
@@ -21,21 +22,16 @@ where
     B: hyper::body::Body,
     B::Error: Into<crate::error::BoxError>,
 {
+    let refuse = |refusal: HubError| crate::refusal::refuse(&refusal, &state.metrics);
     if request.method() != Method::POST && request.method() != Method::PUT {
-        return refuse(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            "/v1/token takes POST or PUT",
-        );
+        return refuse(HubError::MethodNotAllowed("/v1/token takes POST or PUT"));
     }
     let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
         Ok(body) => body.to_bytes(),
         Err(error) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                &format!("could not read the body (at most {MAX_BODY} bytes): {error}"),
-            );
+            return refuse(HubError::BadRequest(format!(
+                "could not read the body (at most {MAX_BODY} bytes): {error}"
+            )));
         }
     };
     let token = match serde_json::from_slice::<serde_json::Value>(&body) {
@@ -45,19 +41,15 @@ where
             .filter(|t| !t.is_empty())
             .map(str::to_owned),
         Err(error) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "BadRequest",
-                &format!("the body is not JSON: {error}"),
-            );
+            return refuse(HubError::BadRequest(format!(
+                "the body is not JSON: {error}"
+            )));
         }
     };
     let Some(token) = token else {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            &format!("no join token is set: send {{\"{TOKEN_KEY}\": \"<id>.<secret>\"}}"),
-        );
+        return refuse(HubError::BadRequest(format!(
+            "no join token is set: send {{\"{TOKEN_KEY}\": \"<id>.<secret>\"}}"
+        )));
     };
     let Some(client) = state
         .certificates
@@ -77,22 +69,12 @@ where
             StatusCode::OK,
             "update bootstrap token successfully\n".to_owned(),
         ),
-        Err(crate::certificate::CertificateError::BadToken) => refuse(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            &crate::certificate::CertificateError::BadToken.to_string(),
-        ),
-        Err(error) => refuse(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            &format!(
-                "could not update the bootstrap token: {}",
-                crate::error::error_chain(&error)
-            ),
-        ),
+        Err(crate::certificate::CertificateError::BadToken) => refuse(HubError::BadRequest(
+            crate::certificate::CertificateError::BadToken.to_string(),
+        )),
+        Err(error) => refuse(HubError::Internal(format!(
+            "could not update the bootstrap token: {}",
+            crate::error::error_chain(&error)
+        ))),
     }
-}
-
-fn refuse(code: StatusCode, reason: &str, message: &str) -> Response<ResponseBody> {
-    crate::reply::status_response(code, reason, message)
 }
