@@ -40,7 +40,7 @@ pub use error::FilterError;
 pub use loading::options::RunSettings;
 pub use loading::reload::{Filters, HubComponents};
 pub use loading::schema::check_config;
-pub use lookup::{Lookup, NoLookup};
+pub use lookup::{Lookup, LookupChange, NoLookup};
 pub use metrics::FilterMetrics;
 pub use runtime::engine::{PERF_MAP_ENV, compile_into_cache};
 pub use runtime::instance::Failure;

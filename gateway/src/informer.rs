@@ -5,11 +5,10 @@
 //! starts from what the cache persisted of it and watches on from its resourceVersion
 //! (`informer/resume.rs`).
 //!
-//! A digest of what lookups depend on (labels and annotations of Services, labels of Nodes,
-//! the members of NodePools) is announced per kind when it changes, so watches whose filters
-//! looked that kind up can re-list and be filtered anew (YurtHub never re-filters: #871,
-//! #954). Each kind is a change feed of [`Lookup::feed`]. Node status heartbeats do not
-//! touch its digest.
+//! A change to what lookups depend on (labels and annotations of Services, labels of Nodes,
+//! the members of NodePools) is announced per object, so watches whose filters looked that
+//! object up can re-list and be filtered anew (YurtHub never re-filters: #871, #954). Each
+//! kind is a change feed of [`Lookup::feed`]. Node status heartbeats announce nothing.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -22,10 +21,10 @@ use futures_util::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use crate::cache::Store as CacheStore;
-use crate::filter::{LabelSelector, Lookup};
+use crate::filter::{LabelSelector, Lookup, LookupChange};
 
 mod backoff;
 mod encoded;
@@ -94,11 +93,18 @@ enum Reads {
     LabelsAndMembers,
 }
 
+/// Changes announced and not yet taken that a receiver may lag behind by; one that lags
+/// further is told so, and takes it as "anything may have changed".
+const ANNOUNCED: usize = 1024;
+
+/// A re-list that changed more objects than this is announced as a change of the whole kind.
+const MOST_KEYS_ANNOUNCED: usize = 64;
+
 /// The gateway's informers.
 pub struct Informers {
     kinds: Vec<Kind>,
     synced: watch::Receiver<bool>,
-    digest: watch::Receiver<Digests>,
+    changes: broadcast::Sender<LookupChange>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -112,9 +118,8 @@ impl Informers {
         let client = client_through(proxy, "informer")?;
 
         let (synced_tx, synced) = watch::channel(false);
-        let (digest_tx, digest) = watch::channel(Digests::default());
+        let (changes, _) = broadcast::channel(ANNOUNCED);
         let synced_tx = Arc::new(synced_tx);
-        let digest_tx = Arc::new(digest_tx);
         let flags: Arc<[AtomicBool; KINDS]> = Arc::new(Default::default());
         let specs = [
             (
@@ -151,7 +156,7 @@ impl Informers {
                 reads,
                 flags: flags.clone(),
                 all_synced: synced_tx.clone(),
-                digest: digest_tx.clone(),
+                changes: changes.clone(),
             };
             let cache = cache.clone();
             let persisted_of = resource.clone();
@@ -188,7 +193,7 @@ impl Informers {
         Ok(Informers {
             kinds,
             synced,
-            digest,
+            changes,
             tasks,
         })
     }
@@ -205,9 +210,9 @@ impl Informers {
         let _ = synced.wait_for(|synced| *synced).await;
     }
 
-    /// The digests of what lookups depend on, per kind, announced as they change.
-    pub fn changes(&self) -> watch::Receiver<Digests> {
-        self.digest.clone()
+    /// The changes to what lookups depend on, from now on, object by object.
+    pub fn changes(&self) -> broadcast::Receiver<LookupChange> {
+        self.changes.subscribe()
     }
 
     /// A label of node `name`, if the node is known.
@@ -282,23 +287,26 @@ impl Lookup for Informers {
         self.index(group, resource)
             .and_then(|i| u32::try_from(i).ok())
     }
+
+    fn key(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<(u32, String)> {
+        let index = self.index(group, resource)?;
+        // As `key` below names the objects the informers announce.
+        let namespace = match self.kinds[index].namespaced {
+            true => namespace.unwrap_or_default(),
+            false => "",
+        };
+        Some((u32::try_from(index).ok()?, format!("{namespace}/{name}")))
+    }
 }
 
 /// How many kinds the informers keep.
 const KINDS: usize = 3;
-
-/// Per kind (in [`Lookup::feed`] order), a digest of what lookups read of its objects.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Digests([u64; KINDS]);
-
-impl Digests {
-    /// The feeds (a mask, bit `i` = kind `i`) whose digest differs from `before`.
-    pub fn changed_since(&self, before: &Digests) -> u64 {
-        (0..KINDS)
-            .filter(|&i| self.0[i] != before.0[i])
-            .fold(0, |mask, i| mask | 1 << i)
-    }
-}
 
 /// The loop that drives one kind's informer and keeps its readiness and digest.
 struct Watching {
@@ -309,7 +317,7 @@ struct Watching {
     /// Per kind: listed at least once, or known to be absent from the cluster.
     flags: Arc<[AtomicBool; KINDS]>,
     all_synced: Arc<watch::Sender<bool>>,
-    digest: Arc<watch::Sender<Digests>>,
+    changes: broadcast::Sender<LookupChange>,
 }
 
 impl Watching {
@@ -330,19 +338,24 @@ impl Watching {
                     }
                 }
                 Ok(watcher::Event::InitDone) => {
-                    relevant = listing.take().unwrap_or_default();
-                    self.publish(&relevant);
+                    let listed = listing.take().unwrap_or_default();
+                    match changed_keys(&relevant, &listed) {
+                        Some(keys) => keys.into_iter().for_each(|key| self.announce(Some(key))),
+                        None => self.announce(None),
+                    }
+                    relevant = listed;
                     self.mark_synced();
                 }
                 Ok(watcher::Event::Apply(object)) => {
-                    let hash = relevance(&object, self.reads);
-                    if relevant.insert(key(&object), hash) != Some(hash) {
-                        self.publish(&relevant);
+                    let (key, hash) = (key(&object), relevance(&object, self.reads));
+                    if relevant.insert(key.clone(), hash) != Some(hash) {
+                        self.announce(Some(&key));
                     }
                 }
                 Ok(watcher::Event::Delete(object)) => {
-                    if relevant.remove(&key(&object)).is_some() {
-                        self.publish(&relevant);
+                    let key = key(&object);
+                    if relevant.remove(&key).is_some() {
+                        self.announce(Some(&key));
                     }
                 }
                 Err(error) => {
@@ -371,12 +384,35 @@ impl Watching {
             .send_if_modified(|all| std::mem::replace(all, now) != now);
     }
 
-    fn publish(&self, relevant: &HashMap<String, u64>) {
-        let combined = relevant.values().fold(0u64, |acc, h| acc ^ h);
-        self.digest.send_if_modified(|digests| {
-            std::mem::replace(&mut digests.0[self.index], combined) != combined
+    /// Announces a change of the object `key`, or of any (`None`).
+    fn announce(&self, key: Option<&str>) {
+        let feed = u32::try_from(self.index).unwrap_or(u32::MAX);
+        // No receiver: no open watch to end.
+        let _ = self.changes.send(LookupChange {
+            feed,
+            key: key.map(Arc::from),
         });
     }
+}
+
+/// The keys whose relevance differs between two listings (in either), or `None` when more
+/// than [`MOST_KEYS_ANNOUNCED`] do.
+fn changed_keys<'a>(
+    before: &'a HashMap<String, u64>,
+    after: &'a HashMap<String, u64>,
+) -> Option<Vec<&'a str>> {
+    let changed = after
+        .iter()
+        .filter(|(key, hash)| before.get(*key) != Some(hash))
+        .map(|(key, _)| key.as_str())
+        .chain(
+            before
+                .keys()
+                .filter(|key| !after.contains_key(*key))
+                .map(String::as_str),
+        );
+    let keys: Vec<&str> = changed.take(MOST_KEYS_ANNOUNCED + 1).collect();
+    (keys.len() <= MOST_KEYS_ANNOUNCED).then_some(keys)
 }
 
 fn key(object: &DynamicObject) -> String {
@@ -406,4 +442,27 @@ fn relevance(object: &DynamicObject, reads: Reads) -> u64 {
         members.to_string().hash(&mut hasher);
     }
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relist_announces_the_objects_it_changed_or_the_whole_kind() {
+        let listing = |entries: &[(&str, u64)]| -> HashMap<String, u64> {
+            entries.iter().map(|(k, h)| ((*k).to_owned(), *h)).collect()
+        };
+        let before = listing(&[("default/web", 1), ("default/db", 2), ("default/gone", 3)]);
+        let after = listing(&[("default/web", 1), ("default/db", 4), ("default/new", 5)]);
+        let mut keys = changed_keys(&before, &after).unwrap();
+        keys.sort_unstable();
+        assert_eq!(keys, ["default/db", "default/gone", "default/new"]);
+        assert_eq!(changed_keys(&after, &after).unwrap(), Vec::<&str>::new());
+
+        let many: HashMap<String, u64> = (0..=MOST_KEYS_ANNOUNCED)
+            .map(|i| (format!("default/s{i}"), 1))
+            .collect();
+        assert!(changed_keys(&HashMap::new(), &many).is_none());
+    }
 }

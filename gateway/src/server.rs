@@ -470,7 +470,8 @@ async fn follow_node_pool(informers: Arc<Informers>, filters: Arc<Filters>, node
             tracing::info!(%node, pool = ?pool, "this node's pool");
             filters.set_node_pool(pool);
         }
-        if changes.changed().await.is_err() {
+        // Any change (or changes missed) may be this node's label.
+        if let Err(tokio::sync::broadcast::error::RecvError::Closed) = changes.recv().await {
             return;
         }
     }

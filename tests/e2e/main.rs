@@ -23,6 +23,7 @@ mod hostile_upstream;
 mod hub_cfg;
 mod hub_interface;
 mod locked_hub;
+mod lookups;
 mod multiplexer;
 mod offline;
 mod operator;
@@ -213,8 +214,8 @@ const TESTS: &[(&str, Test)] = &[
         topology::discard_follows_the_filter_and_the_annotation,
     ),
     (
-        "topology::a_lookup_change_ends_only_the_watches_that_read_it",
-        topology::a_lookup_change_ends_only_the_watches_that_read_it,
+        "lookups::a_lookup_change_ends_only_the_watches_that_read_it",
+        lookups::a_lookup_change_ends_only_the_watches_that_read_it,
     ),
     (
         "certificates::a_join_token_is_enough_and_the_certificate_rotates_under_load",

@@ -13,7 +13,7 @@ use crate::support::{
     Env, Watch, apply, client, list_as, list_json_as, names, runtime, unique, wait_readyz,
 };
 
-const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
+pub(crate) const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
 const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
 const KUBECTL: &str = "kubectl/v1.20.2 (linux/amd64) kubernetes/faecb19";
 
@@ -29,7 +29,7 @@ const FILTERS: [&str; 7] = [
 ];
 
 /// Copies the built filters `names` into a fresh filter directory under `under`.
-fn filter_dir(under: &Path, names: &[&str]) -> Result<std::path::PathBuf> {
+pub(crate) fn filter_dir(under: &Path, names: &[&str]) -> Result<std::path::PathBuf> {
     let built = edgegate_testkit::filters::built(names)?;
     let dir = under.join("filters");
     std::fs::create_dir_all(&dir)?;
@@ -88,7 +88,12 @@ fn nodes_and_pools(cluster: &Cluster, dir: &Path, nodes: [&str; 3]) -> Result<()
 
 /// Services (by topology, plus LoadBalancers with and without the discard annotation) and
 /// v1beta1 EndpointSlices with one endpoint on each node.
-fn services_and_slices(cluster: &Cluster, dir: &Path, ns: &str, nodes: [&str; 3]) -> Result<()> {
+pub(crate) fn services_and_slices(
+    cluster: &Cluster,
+    dir: &Path,
+    ns: &str,
+    nodes: [&str; 3],
+) -> Result<()> {
     let service = |name: &str, kind: &str, annotations: &str| {
         format!(
             r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"{name}","namespace":"{ns}","annotations":{{{annotations}}}}},"spec":{{"type":"{kind}","ports":[{{"name":"http","port":80}}]}}}}"#
@@ -139,7 +144,7 @@ fn services_and_slices(cluster: &Cluster, dir: &Path, ns: &str, nodes: [&str; 3]
 }
 
 /// `slice name → endpoint addresses` of a list of EndpointSlices.
-fn endpoints(items: &[serde_json::Value]) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn endpoints(items: &[serde_json::Value]) -> BTreeMap<String, Vec<String>> {
     items
         .iter()
         .map(|slice| {
@@ -417,92 +422,4 @@ pub fn discard_follows_the_filter_and_the_annotation(env: &Env) -> Result<()> {
         informer.abort();
         anyhow::Ok(())
     })
-}
-
-/// A change to what filters look up ends the watches whose filters read it, and only those:
-/// removing a Service's topology ends kube-proxy's EndpointSlice watch (through
-/// servicetopology, which looks Services up) with 410 Expired and the re-list shows every
-/// endpoint, while a watch through a filter that looks nothing up (tagger) stays open.
-pub fn a_lookup_change_ends_only_the_watches_that_read_it(env: &Env) -> Result<()> {
-    let scratch = env.cluster.dir.join(unique("lookups"));
-    let filters = filter_dir(&scratch, &["servicetopology", "tagger"])?;
-    std::fs::write(filters.join("tagger.toml"), "[config]\ntag = \"t\"\n")?;
-    let nodes = [&*unique("edge"), "elsewhere-1", "elsewhere-2"];
-    let ns = crate::support::namespace(&env.cluster, "lookups")?;
-    services_and_slices(&env.cluster, &scratch, &ns, nodes)?;
-    let gateway = Gateway::start(
-        &env.bin,
-        &env.cluster,
-        &[
-            &format!("--filter-dir={}", filters.display()),
-            &format!("--node-name={}", nodes[0]),
-        ],
-    )?;
-    wait_readyz(&gateway, 200, "the gateway to be ready (informers synced)")?;
-    let rt = runtime();
-    let client = client();
-    let slices = format!(
-        "{}/apis/discovery.k8s.io/v1beta1/namespaces/{ns}/endpointslices",
-        gateway.url()
-    );
-    let configmaps = format!("{}/api/v1/namespaces/{ns}/configmaps", gateway.url());
-    let by_node = |items: &[serde_json::Value]| endpoints(items).remove("by-node-x");
-    let mut seen = None;
-    wait_until(Duration::from_secs(15), "kube-proxy's view by node", || {
-        seen = rt
-            .block_on(list_as(&client, &slices, KUBE_PROXY))
-            .ok()
-            .and_then(|(_, items)| by_node(&items));
-        seen == Some(vec!["10.0.0.1".to_owned()])
-    })
-    .with_context(|| format!("kube-proxy sees {seen:?} of by-node"))?;
-
-    let (rv, _) = rt.block_on(list_as(&client, &slices, KUBE_PROXY))?;
-    let mut proxy_watch = rt.block_on(Watch::open(
-        &client,
-        &format!("{slices}?watch=true&resourceVersion={rv}"),
-        KUBE_PROXY,
-    ))?;
-    let (rv, _) = rt.block_on(list_as(&client, &configmaps, "test/v1"))?;
-    let mut tagged_watch = rt.block_on(Watch::open(
-        &client,
-        &format!("{configmaps}?watch=true&resourceVersion={rv}"),
-        "test/v1",
-    ))?;
-
-    let changed = Instant::now();
-    env.cluster.kubectl(&[
-        "annotate",
-        "service",
-        "by-node",
-        "-n",
-        &ns,
-        "openyurt.io/topologyKeys-",
-    ])?;
-    let event = rt
-        .block_on(proxy_watch.next(Duration::from_secs(15)))?
-        .context("kube-proxy's watch ended without a word")?;
-    ensure!(
-        event["type"] == "ERROR" && event["object"]["code"] == 410,
-        "kube-proxy's watch is told to re-list: {event}"
-    );
-    let (_, items) = rt.block_on(list_as(&client, &slices, KUBE_PROXY))?;
-    ensure!(
-        by_node(&items).is_some_and(|e| e.len() == 3),
-        "the re-list is filtered anew: {:?}",
-        by_node(&items)
-    );
-    // Past the 5 s over which lookup-change ends are spread, the tagged watch still delivers.
-    let spread = Duration::from_secs(6);
-    std::thread::sleep(spread.saturating_sub(changed.elapsed()));
-    env.cluster
-        .kubectl(&["create", "configmap", "after", "-n", &ns])?;
-    let event = rt
-        .block_on(tagged_watch.next(Duration::from_secs(10)))?
-        .context("the tagged watch ended")?;
-    ensure!(
-        event["type"] == "ADDED" && event["object"]["metadata"]["name"] == "after",
-        "a watch whose filters look nothing up is left open: {event}"
-    );
-    Ok(())
 }

@@ -1,6 +1,8 @@
 //! [`Lookup`]: the read-only lookups of other objects a filter's `get` and `list` imports
 //! make. The filter host defines it; the server wires the cache and informers in behind it.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use edgegate_filter_sdk::LabelSelector;
 
@@ -32,6 +34,45 @@ pub trait Lookup: Send + Sync {
     /// are not announced.
     fn feed(&self, _group: &str, _resource: &str) -> Option<u32> {
         None
+    }
+
+    /// The feed and the key (`namespace/name`, the namespace empty for a cluster-scoped
+    /// kind) under which a change to the object a `get` asks for is announced.
+    fn key(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<(u32, String)> {
+        let feed = self.feed(group, resource)?;
+        Some((feed, format!("{}/{name}", namespace.unwrap_or_default())))
+    }
+}
+
+/// A change to what lookups read, as a [`Lookup`]'s feeds announce it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupChange {
+    /// The feed ([`Lookup::feed`]).
+    pub feed: u32,
+    /// The object that changed ([`Lookup::key`]); `None` when any of the feed's may have.
+    pub key: Option<Arc<str>>,
+}
+
+/// What one call's lookups read: whole feeds (a `list`, a mask) and objects by key (a `get`).
+#[derive(Debug, Default)]
+pub(crate) struct CallReads {
+    /// Feeds a `list` read, bit `i` = feed `i`.
+    pub(crate) feeds: u64,
+    /// Objects a `get` read: feed and key.
+    pub(crate) keys: Vec<(u32, String)>,
+}
+
+impl CallReads {
+    /// Forgets what the last call read.
+    pub(crate) fn clear(&mut self) {
+        self.feeds = 0;
+        self.keys.clear();
     }
 }
 

@@ -5,7 +5,7 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use crate::filter::{Filters, LookupUse};
 use crate::informer::Informers;
@@ -38,7 +38,7 @@ impl WatchEnds {
     /// Resolves when the open watch `context` must end: the cloud became unreachable (the
     /// client re-lists once it is back; not for a watch `served` from the gateway's shared
     /// state, which outlives the cloud), the filters that apply to it (`fingerprint`)
-    /// changed or — for a filtered watch — a kind its filters have looked up (`lookups`)
+    /// changed or — for a filtered watch — an object its filters have looked up (`lookups`)
     /// changed (both at once: it sends nothing more, and ends after a jitter), or the
     /// gateway is stopping.
     pub fn signal(
@@ -49,7 +49,7 @@ impl WatchEnds {
         served: bool,
     ) -> StopSignal {
         let (info, component) = (context.info.clone(), context.component.clone());
-        // A kind its filters read changed: the watch is filtered anew after a re-list.
+        // An object its filters read changed: the watch is filtered anew after a re-list.
         let feeds = self
             .informers
             .as_ref()
@@ -82,15 +82,16 @@ impl WatchEnds {
                 let Some((mut changes, lookups)) = feeds else {
                     return std::future::pending::<()>().await;
                 };
-                let mut seen = *changes.borrow_and_update();
                 loop {
-                    if changes.changed().await.is_err() {
-                        return std::future::pending::<()>().await;
-                    }
-                    let now = *changes.borrow_and_update();
-                    let changed = now.changed_since(&seen);
-                    seen = now;
-                    if lookups.reads_any(changed) {
+                    let touched = match changes.recv().await {
+                        Ok(change) => lookups.reads(&change),
+                        // Changes were missed: any of them may have been read.
+                        Err(broadcast::error::RecvError::Lagged(_)) => lookups.reads_anything(),
+                        Err(broadcast::error::RecvError::Closed) => {
+                            return std::future::pending::<()>().await;
+                        }
+                    };
+                    if touched {
                         break;
                     }
                 }

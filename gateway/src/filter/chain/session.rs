@@ -62,12 +62,12 @@ impl Session {
         }
     }
 
-    /// The change feeds this response's filters read, for ending its watch when one changes.
+    /// What this response's filters read, for ending its watch when that changes.
     pub fn lookup_use(&self) -> LookupUse {
         LookupUse::new(
             self.steps
                 .iter()
-                .map(|s| s.filter.instantiator().feeds_read.clone())
+                .map(|s| s.filter.instantiator().lookups_read.clone())
                 .collect(),
         )
     }

@@ -29,7 +29,7 @@ use wasmtime_wasi::{
 };
 
 use super::bindings::{HostImports, Level, TypesHost};
-use crate::filter::lookup::Lookup;
+use crate::filter::lookup::{CallReads, Lookup};
 use crate::filter::metrics::{FilterMetrics, MAX_GUEST_COUNTERS};
 
 /// Longest log line a filter may write; the rest is cut, so a filter cannot flood the log
@@ -45,8 +45,8 @@ pub(crate) struct HostState {
     limits: StoreLimits,
     /// Set when the memory cap refused a growth, so the trap that follows is told apart.
     pub(crate) memory_refused: bool,
-    /// The change feeds the current call's lookups read (a mask; see [`Lookup::feed`]).
-    pub(crate) feeds: u64,
+    /// What the current call's lookups read (see [`Lookup::feed`]).
+    pub(crate) reads: CallReads,
     filter: Arc<str>,
     lookup: Arc<dyn Lookup>,
     metrics: FilterMetrics,
@@ -85,7 +85,7 @@ impl HostState {
                 .instances(64)
                 .build(),
             memory_refused: false,
-            feeds: 0,
+            reads: CallReads::default(),
             filter,
             lookup,
             metrics,
@@ -94,17 +94,24 @@ impl HostState {
         }
     }
 
-    /// Notes a lookup of `resource` of `group` in the current call's feeds.
+    /// Notes a `list` of `resource` of `group`: the whole feed is read.
     fn read_feed(&mut self, group: &str, resource: &str) {
         if let Some(bit) = self.lookup.feed(group, resource).filter(|bit| *bit < 64) {
-            self.feeds |= 1 << bit;
+            self.reads.feeds |= 1 << bit;
+        }
+    }
+
+    /// Notes a `get` of one object.
+    fn read_key(&mut self, group: &str, resource: &str, namespace: Option<&str>, name: &str) {
+        if let Some(read) = self.lookup.key(group, resource, namespace, name) {
+            self.reads.keys.push(read);
         }
     }
 
     /// Readies the state for the next call.
     pub(crate) fn start_call(&mut self) {
         self.memory_refused = false;
-        self.feeds = 0;
+        self.reads.clear();
         self.log_budget = LOG_LINES_PER_CALL;
     }
 }
@@ -229,7 +236,7 @@ impl HostImports for HostState {
         namespace: Option<String>,
         name: String,
     ) -> wasmtime::Result<Option<Vec<u8>>> {
-        self.read_feed(&group, &resource);
+        self.read_key(&group, &resource, namespace.as_deref(), &name);
         let found = self
             .lookup
             .get(&group, &version, &resource, namespace.as_deref(), &name);

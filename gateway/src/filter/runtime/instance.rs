@@ -12,7 +12,7 @@ use wasmtime::Store;
 use super::bindings::{Context, Decision, FilterWorld, FilterWorldPre, Manifest};
 use super::engine::Runtime;
 use super::host::HostState;
-use crate::filter::chain::lookup_use::FeedsRead;
+use crate::filter::chain::lookup_use::LookupsRead;
 use crate::filter::chain::replacement::check_replacement;
 use crate::filter::lookup::Lookup;
 use crate::filter::metrics::{CallMetrics, FilterMetrics};
@@ -92,8 +92,8 @@ pub(crate) struct Instantiator {
     pub(crate) metrics: FilterMetrics,
     /// This filter's call and decision series.
     pub(crate) calls: CallMetrics,
-    /// The change feeds this filter's lookups have read, over all its instances.
-    pub(crate) feeds_read: FeedsRead,
+    /// What this filter's lookups have read, over all its instances.
+    pub(crate) lookups_read: LookupsRead,
 }
 
 impl Instantiator {
@@ -115,7 +115,7 @@ impl Instantiator {
             lookup,
             calls,
             metrics,
-            feeds_read: FeedsRead::default(),
+            lookups_read: LookupsRead::default(),
         }
     }
 
@@ -254,7 +254,7 @@ impl Instantiator {
             let _running = self.runtime.enter();
             call(&instance.world, &mut instance.store)
         };
-        self.feeds_read.record(instance.store.data().feeds);
+        self.lookups_read.record(&instance.store.data().reads);
         result.map_err(|error| {
             if matches!(
                 error.downcast_ref::<wasmtime::Trap>(),
