@@ -104,13 +104,21 @@ fn damaged_while_serving(
     }
     drop(watch);
     let commits = metric(gateway.hub, "edgegate_cache_commits_total")?;
+    let found_online = metric(gateway.hub, "edgegate_cache_store_resets_total")?;
+    if found_online > 0.0 {
+        let readyz = http::get(gateway.hub, "/v1/readyz")?;
+        ensure!(
+            readyz.status == 200 && readyz.body.contains("cache damaged"),
+            "readyz: {readyz:?}"
+        );
+    }
 
     relay.cut();
     wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
     let whole = offline_answer(&rt, &client, &url, &online)?;
     let resets = metric(gateway.hub, "edgegate_cache_store_resets_total")?;
     eprintln!(
-        "{tag}: offline answer {}; {resets} reset(s); {commits} commit(s) before the cut",
+        "{tag}: offline answer {}; {resets} reset(s), {found_online} of them before the cut; {commits} commit(s) before the cut",
         if whole { "whole" } else { "refused" }
     );
     ensure!(
