@@ -107,3 +107,31 @@ fn a_file_truncated_under_a_running_store_is_damage_not_a_disk_fault() {
         assert_eq!(read_everything(&store).unwrap(), 1);
     }
 }
+
+#[test]
+fn a_truncated_file_closed_first_for_a_disk_fault_is_replaced_all_the_same() {
+    let dir = filled();
+    let metrics = CacheMetrics::default();
+    let store = GuardedStore::open(dir.path(), metrics.clone()).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(FILE))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    // A reader meets the file's end, and before it tells the guard, a write meets the error
+    // redb latched: the store is closed as for a failing disk.
+    let truncated = store.inner.current.load_full().unwrap();
+    let key = services().object_key("default", "svc-01000");
+    let read = truncated.get(&key).expect_err("a page past the end");
+    assert!(read.is_damage(), "{read}");
+    let write = store
+        .apply(&[upsert(1)], true)
+        .expect_err("redb's latched error");
+    assert_eq!(write.disk_fault(), Some("io"), "{write}");
+    assert!(store.inner.current.load().is_none(), "closed");
+    // The reader tells it now: the file is moved aside at once (opening the empty file
+    // again would start a fresh store without a word).
+    store.inner.failed(&truncated, &read);
+    assert_replaced(dir.path(), &store, &metrics);
+}
