@@ -14,6 +14,7 @@ mod crash_pages;
 mod crash_watch;
 mod damage;
 mod deploy;
+mod disk_damage;
 mod disk_faults;
 mod edge_link;
 mod filters;
@@ -144,6 +145,18 @@ const TESTS: &[(&str, Test)] = &[
     (
         "damage::a_damaged_cache_is_moved_aside_and_the_gateway_forwards",
         damage::a_damaged_cache_is_moved_aside_and_the_gateway_forwards,
+    ),
+    (
+        "disk_damage::a_cache_file_truncated_while_serving_is_replaced",
+        disk_damage::a_cache_file_truncated_while_serving_is_replaced,
+    ),
+    (
+        "disk_damage::a_cache_file_whose_pages_change_while_serving_is_replaced",
+        disk_damage::a_cache_file_whose_pages_change_while_serving_is_replaced,
+    ),
+    (
+        "disk_damage::a_cache_file_header_overwritten_while_serving_is_rewritten",
+        disk_damage::a_cache_file_header_overwritten_while_serving_is_rewritten,
     ),
     (
         "disk_faults::a_full_cache_disk_keeps_forwarding_and_the_cache_recovers",

@@ -14,7 +14,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
@@ -48,6 +48,8 @@ struct Inner {
     lists_seen: AtomicU64,
     /// Lists up to this id began on a replaced store (0: none).
     lists_lost: AtomicU64,
+    /// The address of the store last closed for a disk fault, while it is closed (0: none).
+    closed: AtomicUsize,
     disk: Disk,
     metrics: CacheMetrics,
 }
@@ -104,6 +106,7 @@ impl GuardedStore {
                 replacing: Mutex::new(damage),
                 lists_seen: AtomicU64::new(0),
                 lists_lost: AtomicU64::new(0),
+                closed: AtomicUsize::new(0),
                 disk,
                 metrics,
             }),
@@ -162,10 +165,15 @@ impl Inner {
             .is_some_and(|current| Arc::ptr_eq(current, store))
     }
 
-    /// Replaces `damaged` (unless another caller did already).
+    /// Replaces `damaged` (unless another caller did already), also when it was closed
+    /// meanwhile: redb fails every operation after a failed read, a read past a truncated
+    /// file's end too, and a concurrent one may have closed it for a disk fault first.
     fn replace(&self, damaged: &Arc<RedbStore>, error: &StoreError) {
         let mut last = self.replacing.lock().unwrap_or_else(|p| p.into_inner());
-        if !self.is_current(damaged) {
+        // `damaged` is alive, so no other store has its address.
+        let closed = self.current.load().is_none()
+            && self.closed.load(Ordering::Acquire) == Arc::as_ptr(damaged) as usize;
+        if !self.is_current(damaged) && !closed {
             return;
         }
         self.lists_lost
@@ -190,6 +198,8 @@ impl Inner {
         self.lists_lost
             .store(self.lists_seen.load(Ordering::Acquire), Ordering::Release);
         self.current.store(None);
+        self.closed
+            .store(Arc::as_ptr(failing) as usize, Ordering::Release);
         self.disk.began(error, &self.metrics);
     }
 

@@ -201,21 +201,30 @@ impl Store for RedbStore {
     fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
         let txn = self.db.begin_read().map_err(engine)?;
         let table = txn.open_table(OBJECTS).map_err(engine)?;
-        let value = table.get(key).map_err(engine)?;
-        Ok(value.map(|v| Bytes::copy_from_slice(v.value())))
+        let Some(value) = table.get(key).map_err(engine)? else {
+            return Ok(None);
+        };
+        let digests = txn.open_table(DIGESTS).map_err(engine)?;
+        let digest = digests.get(key).map_err(engine)?.map(|d| (key, d.value()));
+        digest::verified(key, value.value(), digest).map(Some)
     }
 
     fn scan(&self, prefix: &str) -> Result<Objects, StoreError> {
         let txn = self.db.begin_read().map_err(engine)?;
         let table = txn.open_table(OBJECTS).map_err(engine)?;
+        let digests = txn.open_table(DIGESTS).map_err(engine)?;
         let end = prefix_end(prefix);
         let range = table.range(prefix..end.as_str()).map_err(engine)?;
-        Ok(Box::new(range.map(|entry| {
+        // The digests table holds exactly the objects' keys: walked beside the objects, it
+        // gives each one's digest in step.
+        let mut digests = digests.range(prefix..end.as_str()).map_err(engine)?;
+        Ok(Box::new(range.map(move |entry| {
             let (key, value) = entry.map_err(engine)?;
-            Ok((
-                key.value().to_owned(),
-                Bytes::copy_from_slice(value.value()),
-            ))
+            let key = key.value();
+            let digest = digests.next().transpose().map_err(engine)?;
+            let digest = digest.as_ref().map(|(k, d)| (k.value(), d.value()));
+            let object = digest::verified(key, value.value(), digest)?;
+            Ok((key.to_owned(), object))
         })))
     }
 

@@ -23,8 +23,9 @@ pub enum StoreError {
     /// A read or write failed in the storage engine.
     #[error("cache storage failed")]
     Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// Stored metadata could not be read back.
-    #[error("corrupt cache metadata under {0}")]
+    /// Stored data could not be read back: metadata that does not decode, or an object
+    /// whose bytes do not match their digest (a page changed under the engine).
+    #[error("corrupt cache data under {0}")]
     Corrupt(String),
     /// The storage engine panicked (a damaged file can make it); the panic was contained.
     #[error("the cache storage panicked: {0}")]
@@ -36,16 +37,20 @@ pub enum StoreError {
 
 impl StoreError {
     /// Whether the store itself is damaged, so that only a fresh one will do: its engine
-    /// found a corrupt page or panicked, or metadata it wrote does not read back. An I/O
-    /// error (a full disk) is not damage: the same store may work again.
+    /// found a corrupt page or panicked, a page lies past the file's end (the file was
+    /// truncated under it), or data it wrote does not read back. Another I/O error (a full
+    /// disk) is not damage: the same store may work again.
     pub fn is_damage(&self) -> bool {
         match self {
             StoreError::Panicked(_) | StoreError::Corrupt(_) => true,
             StoreError::Unavailable => false,
-            StoreError::Open { source, .. } | StoreError::Engine(source) => matches!(
-                source.downcast_ref::<redb::Error>(),
-                Some(redb::Error::Corrupted(_) | redb::Error::RepairAborted)
-            ),
+            StoreError::Open { source, .. } | StoreError::Engine(source) => {
+                match source.downcast_ref::<redb::Error>() {
+                    Some(redb::Error::Corrupted(_) | redb::Error::RepairAborted) => true,
+                    Some(redb::Error::Io(io)) => is_truncation(io),
+                    _ => false,
+                }
+            }
         }
     }
 
@@ -59,6 +64,7 @@ impl StoreError {
             StoreError::Open { source, .. } | StoreError::Engine(source) => source,
         };
         let io = match source.downcast_ref::<redb::Error>() {
+            Some(redb::Error::Io(io)) if is_truncation(io) => return None,
             Some(redb::Error::Io(io)) => io,
             // redb fails every write after an I/O error until it is opened again.
             Some(redb::Error::PreviousIo) => return Some("io"),
@@ -71,6 +77,13 @@ impl StoreError {
             _ => "io",
         })
     }
+}
+
+/// Whether `io` is a read past the file's end: redb reads only pages its file held, so the
+/// file was cut short under it (truncated, or replaced by a shorter one), which no disk
+/// coming back undoes.
+fn is_truncation(io: &std::io::Error) -> bool {
+    io.kind() == std::io::ErrorKind::UnexpectedEof
 }
 
 /// What is known of a committed list set.

@@ -274,3 +274,5 @@ fn the_writer_outlives_a_panic_and_says_so() {
     assert_eq!(components[0].0, "kube-proxy");
     cache.close();
 }
+
+mod runtime;

@@ -2,6 +2,7 @@
 //! table of their own under the objects' keys, so that comparing an item with the stored
 //! object, or walking a set's members, reads a few bytes per object instead of the object.
 
+use bytes::Bytes;
 use redb::{ReadableTable, ReadableTableMetadata, Table};
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -32,4 +33,23 @@ pub(super) fn complete(
     }
     tracing::info!(objects = count, "digests of the stored objects computed");
     Ok(())
+}
+
+/// `object`, read under `key`, when `stored` (the digest read beside it, with its key) is
+/// its own; otherwise the store is corrupt. redb verifies its page checksums only when it
+/// repairs a file, so a page changed under it (a failing card, a stray write) reads back
+/// without an error: the digest is what keeps such bytes from being served.
+pub(super) fn verified(
+    key: &str,
+    object: &[u8],
+    stored: Option<(&str, Digest)>,
+) -> Result<Bytes, StoreError> {
+    match stored {
+        Some((at, digest)) if at == key && digest == of(object) => {
+            Ok(Bytes::copy_from_slice(object))
+        }
+        _ => Err(StoreError::Corrupt(format!(
+            "{key} (its bytes do not match their digest)"
+        ))),
+    }
 }
