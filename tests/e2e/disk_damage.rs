@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::http;
 
+use crate::disk_faults::log_lines;
 use crate::support::{
     Env, Plain, Watch, client, create_configmaps, get_as, list_as, metric, metric_sample,
     namespace, relayed_gateway, runtime, versions, wait_readyz, wait_sets,
@@ -202,12 +203,4 @@ fn offline_answer(
         "offline, objects changed from what was listed"
     );
     Ok(true)
-}
-
-fn log_lines(gateway: &edgegate_testkit::Gateway, what: &str) -> usize {
-    std::fs::read_to_string(gateway.dir.join("edgegate.log"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|line| line.contains(what))
-        .count()
 }

@@ -55,7 +55,8 @@ fn fill(file: &Path) -> Result<()> {
     }
 }
 
-fn log_lines(gateway: &edgegate_testkit::Gateway, what: &str) -> usize {
+/// The lines of the gateway's log that contain `what`.
+pub(crate) fn log_lines(gateway: &edgegate_testkit::Gateway, what: &str) -> usize {
     std::fs::read_to_string(gateway.dir.join("edgegate.log"))
         .unwrap_or_default()
         .lines()
