@@ -184,7 +184,7 @@ pub fn series(samples: &[Sample]) -> Vec<Series> {
         },
         Series {
             name: "threads",
-            unit: "",
+            unit: "count",
             margin: Margin::absolute(4.0),
             points: of(&|s| s.threads as f64),
         },

@@ -52,6 +52,8 @@ fn panel(
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 15))
         .margin(8)
+        // Room for the last tick's label.
+        .margin_right(24)
         .x_label_area_size(28)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..t_max, lo..hi)
