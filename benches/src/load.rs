@@ -15,7 +15,8 @@
 //! - `node`: the gateway's CPU and memory while it serves a real node (`edgegate-load node`).
 //! - `traffic`: the cloud–edge traffic of a node workload (`edgegate-load traffic`), with
 //!   `kube` (a client-go-like client), `reflector` (the simulated agents) and `churn` (the
-//!   cloud's objects and their updates).
+//!   cloud's objects and their updates); `soak`, the same workload for an hour with the
+//!   gateway's use sampled, plotted and judged for upward trends (`edgegate-load soak`).
 
 pub mod apiserver;
 pub mod churn;
@@ -26,6 +27,7 @@ pub mod probes;
 pub mod reflector;
 pub mod report;
 pub mod run;
+pub mod soak;
 pub mod targets;
 pub mod traffic;
 pub mod upstream;

@@ -39,6 +39,8 @@ command -v tc >/dev/null || need_pkgs+=(iproute2)
 # The disk-fault tests: an ext4 image on a loop device (findmnt, losetup: util-linux).
 command -v mkfs.ext4 >/dev/null || need_pkgs+=(e2fsprogs)
 command -v findmnt >/dev/null || need_pkgs+=(util-linux)
+# The soak's plot labels (benches: edgegate-load soak).
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_pkgs+=(fonts-dejavu-core)
 # What `deploy/` is built and checked with: the image (buildah, strip), the unit (systemd).
 command -v buildah >/dev/null || need_pkgs+=(buildah)
 command -v strip >/dev/null || need_pkgs+=(binutils)

@@ -3,7 +3,8 @@
 //! client), `apiserver`, which keeps the harness's kube-apiserver running for profiling by
 //! hand, `node`, the gateway's CPU and memory while it serves a real node, and `traffic`
 //! (with the agents it runs in the node, `traffic-agents`), the cloud–edge traffic of a
-//! node workload.
+//! node workload, and `soak`, that workload for an hour with the gateway's use judged for
+//! upward trends.
 #![allow(clippy::disallowed_methods)]
 
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use clap::{Parser, Subcommand};
 use edgegate_benches::load::apiserver::ApiServer;
 use edgegate_benches::load::run::{self, Settings};
 use edgegate_benches::load::targets::Binaries;
-use edgegate_benches::load::{node, reflector, report, traffic, upstream, watch};
+use edgegate_benches::load::{node, reflector, report, soak, traffic, upstream, watch};
 
 #[derive(Parser)]
 #[command(about = "edgegate's side-by-side load harness")]
@@ -109,6 +110,33 @@ enum Command {
         seconds: u64,
         /// Where the report is written besides stdout.
         #[arg(long, default_value = "target/load/traffic.md")]
+        out: PathBuf,
+    },
+    /// The node workload of `traffic` through the gateway with the churn running the whole
+    /// time; samples the gateway's RSS, CPU time, file descriptors, threads and requests in
+    /// flight every 10 s into `soak.csv` and `soak.png`, and fails when one trends upward
+    /// beyond its margin (report: `soak.md`).
+    Soak {
+        /// The edgegate binary.
+        #[arg(long)]
+        edgegate: PathBuf,
+        /// A flag for the gateway after the node's own (repeatable).
+        #[arg(long, allow_hyphen_values = true)]
+        gateway_flag: Vec<String>,
+        /// Services (and EndpointSlices) in the cloud.
+        #[arg(long, default_value_t = 1000)]
+        services: usize,
+        /// Updates a second, the whole run.
+        #[arg(long, default_value_t = 20)]
+        churn: u32,
+        /// Seconds to sample.
+        #[arg(long, default_value_t = 3600)]
+        seconds: u64,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 10)]
+        every: u64,
+        /// The directory of the report, the CSV and the plot.
+        #[arg(long, default_value = "target/soak")]
         out: PathBuf,
     },
     /// The simulated agents of `traffic`, run inside the node until killed.
@@ -234,6 +262,25 @@ fn main() -> Result<()> {
             print!("{text}");
             Ok(())
         }
+        Command::Soak {
+            edgegate,
+            gateway_flag,
+            services,
+            churn,
+            seconds,
+            every,
+            out,
+        } => {
+            let settings = soak::Settings {
+                edgegate,
+                gateway_flags: gateway_flag,
+                services,
+                churn,
+                duration: Duration::from_secs(seconds),
+                every: Duration::from_secs(every.max(1)),
+            };
+            soak_run(&settings, &out)
+        }
         Command::TrafficAgents { server, ca, token } => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -290,4 +337,51 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs the soak, writes its report, CSV and plot into `out`, and fails on an upward trend
+/// or a fault of the agents.
+fn soak_run(settings: &soak::Settings, out: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    let report = soak::run(settings)?;
+    std::fs::write(out.join("soak.csv"), soak::csv(&report.samples))?;
+    let run = report.samples.last().map_or(0.0, |s| s.at.as_secs_f64());
+    let judged: Vec<_> = soak::series(&report.samples)
+        .into_iter()
+        .map(|s| {
+            let trend = soak::trend::judge(&s, run);
+            (s, trend)
+        })
+        .collect();
+    let text = soak::markdown(&report, &judged);
+    std::fs::write(out.join("soak.md"), &text)?;
+    print!("{text}");
+    let title = format!(
+        "edgegate soak: {} Services, {} updates/s, {run:.0} s",
+        settings.services, settings.churn
+    );
+    let png = out.join("soak.png");
+    if let Err(error) = soak::plot::png(&png, &title, &judged) {
+        eprintln!("edgegate-load soak: no plot: {error:#}");
+    }
+    let mut faults: Vec<String> = judged
+        .iter()
+        .filter_map(|(s, trend)| match trend {
+            None => Some(format!("{}: too few samples to judge", s.name)),
+            Some(t) if !t.holds() => Some(format!(
+                "{} trends upward: {:+.2} {} over the run, {:.2} allowed",
+                s.name, t.growth, s.unit, t.allowed
+            )),
+            Some(_) => None,
+        })
+        .collect();
+    faults.extend(soak::agents_faults(&report.agents));
+    anyhow::ensure!(
+        faults.is_empty(),
+        "the soak failed: {} (see {})",
+        faults.join("; "),
+        out.display()
+    );
+    eprintln!("edgegate-load soak: no upward trend; {}", out.display());
+    Ok(())
 }

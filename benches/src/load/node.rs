@@ -174,7 +174,7 @@ fn sample(bed: &Testbed, at: Duration) -> Result<Sample> {
 }
 
 /// The sum of a metric's series in a Prometheus text exposition.
-fn metric_sum(text: &str, name: &str) -> f64 {
+pub fn metric_sum(text: &str, name: &str) -> f64 {
     text.lines()
         .filter(|line| {
             line.strip_prefix(name)

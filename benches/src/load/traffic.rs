@@ -11,20 +11,15 @@
 //! churn) — and then the churn runs for the measured time.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use edgegate_testkit::cluster::User;
-use edgegate_testkit::node::{GATEWAY_URL, GatewayCommand};
-use edgegate_testkit::process::Process;
-use edgegate_testkit::{ADMIN_TOKEN, Testbed, Toolchain};
+use edgegate_testkit::Toolchain;
 
-use super::churn;
-
+pub use bed::{Churn, NodeLoad};
 pub use report::markdown;
 
+mod bed;
 mod report;
 use super::kube::{self, Client};
 use crate::proc;
@@ -37,21 +32,22 @@ pub enum Mode {
     /// Through the gateway, with YurtHub's filters as the node tests run them, every client
     /// its own upstream list and watch (`--pool-scope-resources=`).
     Edgegate,
-    /// The same with the node-level multiplexer: one upstream list and watch of Services and
-    /// of EndpointSlices for the whole node (`discovery.k8s.io/v1beta1`, what the test
-    /// bed's 1.20 cluster serves and its kube-proxy asks for).
+    /// The same with the node-level multiplexer, as the gateway runs by default: one
+    /// upstream list and watch of Services and of EndpointSlices for the whole node
+    /// (`discovery.k8s.io/v1beta1`, what the test bed's 1.20 cluster serves and its
+    /// kube-proxy asks for).
     Multiplexer,
 }
 
 impl Mode {
     /// The gateway flags the mode sets, before the run's own.
-    fn gateway_flags(self) -> &'static [&'static str] {
+    pub(crate) fn gateway_flags(self) -> &'static [&'static str] {
         match self {
             Mode::Direct => &[],
             Mode::Edgegate => &["--pool-scope-resources="],
-            Mode::Multiplexer => {
-                &["--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices"]
-            }
+            Mode::Multiplexer => &[
+                "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices",
+            ],
         }
     }
 }
@@ -128,50 +124,16 @@ pub fn run(settings: &Settings) -> Result<Vec<Figures>> {
 
 fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figures> {
     let say = |what: &str| eprintln!("edgegate-load traffic ({mode:?}): {what}");
-    say("starting the cloud and the node…");
-    let gateway = GatewayCommand {
-        program: settings.edgegate.clone(),
-        args: Vec::new(),
-    };
-    let mut bed = Testbed::start(tools, gateway)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let cluster = &bed.cloud.cluster;
-    let admin = Arc::new(Client::new(
-        &cluster.url(),
-        Some(&cluster.pki.ca_cert),
-        Some(ADMIN_TOKEN.to_owned()),
-        "edgegate-load/traffic",
-    )?);
-    say(&format!(
-        "{} Services and EndpointSlices…",
-        settings.services
-    ));
-    rt.block_on(churn::populate(&admin, settings.services))?;
-
-    // The node's components stop; in direct mode they come back on the cloud's address
-    // with the node's own certificate.
-    bed.node.kill_kube_proxy();
-    bed.node.kill_kubelet();
-    bed.node.kill_gateway();
-    let (server, ca, token) = match mode {
-        Mode::Edgegate | Mode::Multiplexer => (GATEWAY_URL.to_owned(), None, None),
-        Mode::Direct => {
-            let (cert, key) = cluster.pki.node.clone().context("no node certificate")?;
-            let kubeconfig = bed.node.dir.join("components.kubeconfig");
-            cluster.kubeconfig_for(&kubeconfig, &cluster.url(), &User::Certificate(&cert, &key))?;
-            let ca = cluster.pki.ca_cert.clone();
-            (cluster.url(), Some(ca), Some(ADMIN_TOKEN.to_owned()))
-        }
-    };
+    let mut load = NodeLoad::prepare(tools, &settings.edgegate, settings.services, mode, &say)?;
     std::thread::sleep(Duration::from_secs(5));
-    let apiserver = cluster
+    let apiserver = load
+        .bed
+        .cloud
+        .cluster
         .apiserver_pid()
         .context("the apiserver is not running")?;
-    let link = bed.link.host_if.clone();
-    let read = || -> Result<Reading> {
+    let link = load.bed.link.host_if.clone();
+    let read = |load: &NodeLoad| -> Result<Reading> {
         let stat = |name: &str| -> Result<u64> {
             let path = format!("/sys/class/net/{link}/statistics/{name}");
             Ok(std::fs::read_to_string(path)?.trim().parse()?)
@@ -180,39 +142,19 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
             up: stat("rx_bytes")?,
             down: stat("tx_bytes")?,
             cpu: proc::cpu_time(apiserver)?,
-            watches: rt.block_on(watch_gauge(&admin))?,
+            watches: load.rt.block_on(watch_gauge(&load.admin))?,
         })
     };
-    let baseline = read()?;
+    let baseline = read(&load)?;
 
     say("warm-up: the components start and list…");
-    if mode != Mode::Direct {
-        let flags: Vec<&str> = (mode.gateway_flags().iter().copied())
-            .chain(settings.gateway_flags.iter().map(String::as_str))
-            .collect();
-        bed.node.set_gateway_flags(&flags);
-        bed.node.start_gateway()?;
-    }
-    bed.node.start_kubelet()?;
-    bed.node.start_kube_proxy()?;
-    let mut args = vec![
-        format!("--net={}", bed.link.path().display()),
-        "--".to_owned(),
-        std::env::current_exe()?.display().to_string(),
-        "traffic-agents".to_owned(),
-        format!("--server={server}"),
-    ];
-    args.extend(ca.map(|ca| format!("--ca={}", ca.display())));
-    args.extend(token.map(|token| format!("--token={token}")));
-    let agents_log = bed.node.dir.join("agents.log");
-    let mut agents = Process::spawn("agents", "nsenter".as_ref(), &args, &agents_log)?;
+    load.start(&settings.gateway_flags)?;
     let mut peak = (0.0f64, 0u64);
-    let mut sample = |bed: &mut Testbed, agents: &mut Process| -> Result<Reading> {
-        bed.node.check_running()?;
-        agents.check_running()?;
-        let reading = read()?;
+    let mut sample = |load: &mut NodeLoad| -> Result<Reading> {
+        load.check_running()?;
+        let reading = read(load)?;
         peak.0 = peak.0.max(reading.watches);
-        if let Some(pid) = bed.node.pid("edgegate") {
+        if let Some(pid) = load.bed.node.pid("edgegate") {
             peak.1 = peak.1.max(proc::rss(pid)?);
         }
         Ok(reading)
@@ -220,48 +162,36 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     let until = Instant::now() + settings.warm_up;
     while Instant::now() < until {
         std::thread::sleep(Duration::from_secs(5).min(until - Instant::now()));
-        sample(&mut bed, &mut agents)?;
+        sample(&mut load)?;
     }
-    let warm = sample(&mut bed, &mut agents)?;
-    let idle_rss = bed.node.pid("edgegate").map(proc::rss).transpose()?;
+    let warm = sample(&mut load)?;
+    let idle_rss = load.bed.node.pid("edgegate").map(proc::rss).transpose()?;
 
     say(&format!(
         "churn: {} updates/s for {:?}…",
         settings.churn, settings.duration
     ));
-    let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
-    let churning = {
-        let (admin, stop) = (admin.clone(), stop.clone());
-        let (n, rate) = (settings.services, settings.churn);
-        rt.spawn(async move { churn::churn(&admin, n, rate, stop).await })
-    };
+    let churning = load.churn(settings.services, settings.churn);
     let until = started + settings.duration;
     while Instant::now() < until {
         std::thread::sleep(Duration::from_secs(5).min(until - Instant::now()));
-        sample(&mut bed, &mut agents)?;
+        sample(&mut load)?;
         anyhow::ensure!(!churning.is_finished(), "the churn stopped early");
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let made = rt.block_on(churning)??;
+    let made = churning.finish(&load.rt)?;
     let elapsed = started.elapsed();
-    let end = sample(&mut bed, &mut agents)?;
-    let gateway_rss = match (idle_rss, bed.node.pid("edgegate")) {
+    let end = sample(&mut load)?;
+    let gateway_rss = match (idle_rss, load.bed.node.pid("edgegate")) {
         (Some(idle), Some(pid)) => Some((idle, proc::rss(pid)?, peak.1)),
         _ => None,
     };
-    let shared_state = match bed.node.pid("edgegate") {
-        Some(_) => shared_state(&bed.node)?,
+    let shared_state = match load.bed.node.pid("edgegate") {
+        Some(_) => shared_state(&load.bed.node)?,
         None => None,
     };
-    agents.kill();
-    let log = std::fs::read_to_string(&agents_log).unwrap_or_default();
-    let agents = log
-        .lines()
-        .rfind(|l| l.starts_with("agents: "))
-        .unwrap_or("agents: no counters")
-        .trim_start_matches("agents: ")
-        .to_owned();
+    load.stop_agents();
+    let agents = load.agents_counters();
     let secs = |a: Duration, b: Duration| (a - b).as_secs_f64();
     Ok(Figures {
         mode,

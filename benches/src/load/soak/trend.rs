@@ -1,0 +1,180 @@
+//! The soak's verdict: a series trends upward when the least-squares slope of its second
+//! half (after the warm-up: the agents' first lists, the allocator's pools filling),
+//! extrapolated over the whole run, exceeds its margin.
+
+/// How much a series may grow over the run: the largest of a fixed amount, an amount per
+/// hour of run, and a fraction of the second half's median. The hourly rate is the promise
+/// of a long run; the others are the noise floor of a short one (a few allocator arenas
+/// coming and going over 2.5 minutes are not a leak).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Margin {
+    /// A fixed amount, in the series' unit.
+    pub absolute: f64,
+    /// An amount per hour of run.
+    pub per_hour: f64,
+    /// A fraction of the second half's median.
+    pub fraction: f64,
+}
+
+impl Margin {
+    /// A fixed amount.
+    pub fn absolute(amount: f64) -> Self {
+        Self {
+            absolute: amount,
+            ..Self::default()
+        }
+    }
+}
+
+/// One series of samples, with the margin it is held to.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Its name in the report and the plot.
+    pub name: &'static str,
+    /// Its unit.
+    pub unit: &'static str,
+    /// The margin.
+    pub margin: Margin,
+    /// (seconds since the start, value), in order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A series judged.
+#[derive(Clone, Debug)]
+pub struct Trend {
+    /// The first, last and largest value.
+    pub start: f64,
+    /// The last value.
+    pub end: f64,
+    /// The largest value.
+    pub max: f64,
+    /// The second half's least-squares slope, per hour.
+    pub slope_per_hour: f64,
+    /// The slope times the run's length: the growth the trend predicts over the run.
+    pub growth: f64,
+    /// The growth allowed.
+    pub allowed: f64,
+    /// The second half's fitted line: (start, value) and (end, value).
+    pub fit: ((f64, f64), (f64, f64)),
+}
+
+impl Trend {
+    /// Whether the predicted growth stays within the margin.
+    pub fn holds(&self) -> bool {
+        self.growth <= self.allowed
+    }
+}
+
+/// Judges `series` over a run of `run_seconds`; `None` with fewer than three points in the
+/// second half.
+pub fn judge(series: &Series, run_seconds: f64) -> Option<Trend> {
+    let first = series.points.first()?;
+    let half = first.0 + run_seconds / 2.0;
+    let tail: Vec<(f64, f64)> = series
+        .points
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t >= half)
+        .collect();
+    if tail.len() < 3 {
+        return None;
+    }
+    let (slope, intercept) = least_squares(&tail);
+    let mut values: Vec<f64> = tail.iter().map(|(_, v)| *v).collect();
+    values.sort_by(f64::total_cmp);
+    let median = values[values.len() / 2];
+    let margin = series.margin;
+    let allowed = margin
+        .absolute
+        .max(margin.per_hour * run_seconds / 3600.0)
+        .max(margin.fraction * median);
+    let (t0, t1) = (tail[0].0, tail[tail.len() - 1].0);
+    Some(Trend {
+        start: first.1,
+        end: series.points.last()?.1,
+        max: series
+            .points
+            .iter()
+            .map(|(_, v)| *v)
+            .fold(f64::MIN, f64::max),
+        slope_per_hour: slope * 3600.0,
+        growth: slope * run_seconds,
+        allowed,
+        fit: ((t0, intercept + slope * t0), (t1, intercept + slope * t1)),
+    })
+}
+
+/// The least-squares line through `points`: (slope, intercept).
+fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let mean_t = points.iter().map(|(t, _)| t).sum::<f64>() / n;
+    let mean_v = points.iter().map(|(_, v)| v).sum::<f64>() / n;
+    let (mut cov, mut var) = (0.0, 0.0);
+    for (t, v) in points {
+        cov += (t - mean_t) * (v - mean_v);
+        var += (t - mean_t) * (t - mean_t);
+    }
+    let slope = if var > 0.0 { cov / var } else { 0.0 };
+    (slope, mean_v - slope * mean_t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(margin: Margin, f: impl Fn(f64) -> f64) -> Series {
+        Series {
+            name: "x",
+            unit: "",
+            margin,
+            points: (0..=30)
+                .map(|i| (f64::from(i) * 10.0, f(f64::from(i) * 10.0)))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_steady_series_after_its_warm_up_holds() {
+        // Grows fast for the first minute, then flat with noise.
+        let s = series(Margin::absolute(2.0), |t| {
+            t.min(60.0) + if (t as i64 / 10) % 2 == 0 { 0.5 } else { -0.5 }
+        });
+        let trend = judge(&s, 300.0).unwrap();
+        assert!(trend.holds(), "{trend:?}");
+        assert_eq!(trend.start, 0.5);
+        assert!(trend.max >= 60.0);
+    }
+
+    #[test]
+    fn a_slow_leak_in_the_second_half_fails() {
+        // 1 unit a minute: 5 over the run, more than the 2 allowed.
+        let s = series(Margin::absolute(2.0), |t| 100.0 + t / 60.0);
+        let trend = judge(&s, 300.0).unwrap();
+        assert!((trend.growth - 5.0).abs() < 1e-9);
+        assert!((trend.slope_per_hour - 60.0).abs() < 1e-9);
+        assert!(!trend.holds());
+    }
+
+    #[test]
+    fn the_margin_is_the_hourly_rate_or_the_fraction_of_the_median() {
+        let margin = Margin {
+            absolute: 1.0,
+            per_hour: 10.0,
+            fraction: 0.05,
+        };
+        let flat = series(margin, |_| 100.0);
+        // 5 minutes: 10/h is 0.83, 5 % of 100 is 5.
+        assert!((judge(&flat, 300.0).unwrap().allowed - 5.0).abs() < 1e-9);
+        // An hour (samples every 2 minutes): 10.
+        let mut hour = flat.clone();
+        hour.points = (0..=30).map(|i| (f64::from(i) * 120.0, 100.0)).collect();
+        assert!((judge(&hour, 3600.0).unwrap().allowed - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn too_few_points_are_no_verdict() {
+        let mut s = series(Margin::absolute(1.0), |t| t);
+        s.points.truncate(2);
+        assert!(judge(&s, 300.0).is_none());
+    }
+}
