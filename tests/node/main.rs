@@ -7,12 +7,15 @@
 //! link's, `lan::` or `wan::`. One node serves each link's run and the tests run one at a
 //! time, in order: each leaves the node as the next expects (the link is cut by `outage::*`
 //! and restored by `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`), and each
-//! makes sure of the state it needs; the last three cut and restore the link themselves,
-//! `reboot::a_node_powered_off…` powers the whole node off and on, and the last one hands
-//! edgegate to kubelet as a static pod, which the node keeps to its end. Run with
+//! makes sure of the state it needs; the last four cut and restore the link themselves,
+//! `reboot::a_node_powered_off…` powers the whole node off and on, `flapping::*` cuts and
+//! restores it over and over while the gateway caches four more components (it comes after
+//! the power-off, whose collection would take their caches for lost), and the last one
+//! hands edgegate to kubelet as a static pod, which the node keeps to its end. Run with
 //! `cargo test -p edgegate --test node [FILTER]` (`wan::` for the WAN's alone).
 #![allow(clippy::disallowed_methods)]
 
+mod flapping;
 mod join;
 mod outage;
 mod reboot;
@@ -67,6 +70,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "reboot::a_node_powered_off_longer_than_gc_after_boots_on_its_cache",
         reboot::a_node_powered_off_longer_than_gc_after_boots_on_its_cache,
+    ),
+    (
+        "flapping::the_node_rides_a_flapping_link",
+        flapping::the_node_rides_a_flapping_link,
     ),
     (
         "static_pod::edgegate_runs_as_a_static_pod_and_pods_reach_the_api_through_it",
