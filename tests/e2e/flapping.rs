@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use edgegate_testkit::ADMIN_TOKEN;
 use edgegate_testkit::flapping::{AGENTS, Reflectors, Usage, cloud, flap, flapping_for};
 
 use crate::support::{Env, namespace, runtime};
@@ -21,6 +22,18 @@ const REFLECTORS: usize = 200;
 /// file descriptors, threads and RSS come back to what they were before the flapping, within
 /// a margin.
 pub fn reflectors_converge_after_a_flapping_link(env: &Env) -> Result<()> {
+    flapping_link(env, &[], Some(ADMIN_TOKEN))
+}
+
+/// [`reflectors_converge_after_a_flapping_link`] with the Services served by the
+/// multiplexer (`--pool-scope-resources=/v1/services`), the reflectors on the gateway's
+/// identity (a caller with its own credentials goes to the apiserver).
+pub fn reflectors_converge_after_a_flapping_link_through_the_multiplexer(env: &Env) -> Result<()> {
+    flapping_link(env, &["--pool-scope-resources=/v1/services"], None)
+}
+
+/// The flapping link, the gateway started with `flags`, the reflectors with `token`.
+fn flapping_link(env: &Env, flags: &[&str], token: Option<&str>) -> Result<()> {
     let ns = namespace(&env.cluster, "flap")?;
     let admin = env.gateway(&[])?;
     let relay = edgegate_testkit::Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
@@ -29,13 +42,13 @@ pub fn reflectors_converge_after_a_flapping_link(env: &Env) -> Result<()> {
         &env.bin,
         &env.cluster,
         &relay.url(),
-        &["--heartbeat-interval-seconds=1", &agents],
+        &[&["--heartbeat-interval-seconds=1", &agents], flags].concat(),
     )?;
     let rt = runtime();
     let client = cloud::plain();
     rt.block_on(cloud::seed(&client, &admin.url(), &ns))?;
 
-    let reflectors = Reflectors::spawn(&rt, &gateway.url(), &ns, REFLECTORS)?;
+    let reflectors = Reflectors::spawn(&rt, &gateway.url(), token, &ns, REFLECTORS)?;
     reflectors.wait_listed(Duration::from_secs(60))?;
     std::thread::sleep(Duration::from_secs(2));
     let pid = gateway.process().context("the gateway runs")?.pid();
@@ -82,6 +95,23 @@ pub fn reflectors_converge_after_a_flapping_link(env: &Env) -> Result<()> {
     println!(
         "{cuts} cuts in {flapping:?}, {changes} changes in the cloud, {REFLECTORS} reflectors ({relists} lists): every store equal to the cloud {convergence:?} after the last restore, no resourceVersion backwards; gateway before → after: {before} → {after} ({settling:.1?} later)"
     );
+    if flags
+        .iter()
+        .any(|f| f.starts_with("--pool-scope-resources="))
+    {
+        // The Services' reflectors were answered there, not by the apiserver.
+        let metrics = edgegate_testkit::http::get(gateway.hub, "/metrics")?.body;
+        let answers: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("edgegate_multiplexer_answers"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        ensure!(
+            answers >= (REFLECTORS / 4) as f64,
+            "the multiplexer answered {answers} lists and watches"
+        );
+        println!("the multiplexer answered {answers} lists and watches");
+    }
     gateway.stop(Duration::from_secs(5));
     Ok(())
 }

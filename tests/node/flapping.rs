@@ -15,7 +15,7 @@ use edgegate_testkit::node::GATEWAY_URL;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::{destinations, service, slice, time_arrivals};
 use edgegate_testkit::testbed::NODE;
-use edgegate_testkit::{Gateway, Testbed};
+use edgegate_testkit::{ADMIN_TOKEN, Gateway, Testbed};
 
 use crate::outage::KEPT;
 use crate::support::{apply, pod_tasks, wait_pods_running, wait_readyz};
@@ -130,7 +130,8 @@ pub fn the_node_rides_a_flapping_link(testbed: &mut Testbed) -> Result<()> {
     let client = cloud::plain();
     host.block_on(cloud::seed(&client, &admin.url(), NAMESPACE))?;
     let node = testbed.link.runtime()?;
-    let reflectors = Reflectors::spawn(&node, GATEWAY_URL, NAMESPACE, REFLECTORS)?;
+    let reflectors =
+        Reflectors::spawn(&node, GATEWAY_URL, Some(ADMIN_TOKEN), NAMESPACE, REFLECTORS)?;
     reflectors.wait_listed(Duration::from_secs(120))?;
     wait_until(
         Duration::from_secs(90),

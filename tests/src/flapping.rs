@@ -16,7 +16,6 @@ use futures_util::StreamExt;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::ADMIN_TOKEN;
 use crate::process::wait_until;
 
 /// The components the reflectors speak as (cached, as `--cache-agents` says).
@@ -153,16 +152,22 @@ pub struct Reflectors {
 
 impl Reflectors {
     /// Spawns `count` reflectors on `rt` watching namespace `ns` through the proxy at `url`
-    /// with the admin token, reflector `i` of kind [`kind_of`]`(i)` as component
-    /// `AGENTS[i % 4]`.
-    pub fn spawn(rt: &tokio::runtime::Runtime, url: &str, ns: &str, count: usize) -> Result<Self> {
+    /// with `token` (none: on the gateway's identity), reflector `i` of kind
+    /// [`kind_of`]`(i)` as component `AGENTS[i % 4]`.
+    pub fn spawn(
+        rt: &tokio::runtime::Runtime,
+        url: &str,
+        token: Option<&str>,
+        ns: &str,
+        count: usize,
+    ) -> Result<Self> {
         let seen: Vec<Arc<Mutex<Seen>>> = (0..count).map(|_| Arc::default()).collect();
         let mut tasks = Vec::new();
         for (i, seen) in seen.iter().enumerate() {
             let (kind, plural) = kind_of(i);
             let agent = format!("{}/v1", AGENTS[i % AGENTS.len()]);
             let mut config = kube::Config::new(url.parse()?);
-            config.auth_info.token = Some(ADMIN_TOKEN.to_owned().into());
+            config.auth_info.token = token.map(|token| token.to_owned().into());
             config
                 .headers
                 .push((http::header::USER_AGENT, agent.parse()?));
