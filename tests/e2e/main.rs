@@ -127,6 +127,10 @@ const TESTS: &[(&str, Test)] = &[
         flapping::reflectors_converge_after_a_flapping_link,
     ),
     (
+        "flapping::reflectors_converge_after_a_flapping_link_through_the_multiplexer",
+        flapping::reflectors_converge_after_a_flapping_link_through_the_multiplexer,
+    ),
+    (
         "crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new",
         crash::kill_nine_during_a_list_leaves_the_old_set_or_the_new,
     ),

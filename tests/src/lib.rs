@@ -7,6 +7,7 @@
 //! - [`cluster`]: etcd and kube-apiserver processes, kubeconfigs, kubectl.
 //! - [`gateway`]: the edgegate process pointed at a cluster.
 //! - [`filters`]: the built filter components, built on first use.
+//! - [`flapping`]: a flapping link's reflectors, the cloud's churn, the checks after it.
 //! - [`process`]: child processes that die with the harness; free ports; polling.
 //! - [`http`]: a blocking raw HTTP/1.1 client for probes and malformed-request tests.
 //! - [`relay`]: a TCP relay to cut the gateway off from a running apiserver.
@@ -32,6 +33,7 @@ pub mod containerd;
 pub mod controller_manager;
 pub mod deploy;
 pub mod filters;
+pub mod flapping;
 pub mod gateway;
 pub mod http;
 pub mod image;

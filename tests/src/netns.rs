@@ -160,6 +160,23 @@ impl Link {
         command
     }
 
+    /// A tokio runtime whose threads (workers and blocking pool) are in the namespace: the
+    /// sockets its tasks open are the node's. `block_on` runs on the caller's thread, in
+    /// its network: only spawned tasks are the node's.
+    pub fn runtime(&self) -> Result<tokio::runtime::Runtime> {
+        let namespace = std::fs::File::open(self.path())
+            .with_context(|| format!("opening {}", self.path().display()))?;
+        Ok(tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .on_thread_start(move || {
+                // A thread left in the host's network would reach the host's loopback.
+                nix::sched::setns(&namespace, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .expect("a thread can join the node's network namespace");
+            })
+            .build()?)
+    }
+
     /// Runs `program args` in the namespace; its stdout, or its stderr as the error.
     pub fn run(&self, program: &str, args: &[&str]) -> Result<String> {
         run(self.command(program).args(args))

@@ -210,7 +210,16 @@ pub fn restore_and_time(
     arrivals: &mut [Arrival<'_>],
 ) -> Result<Vec<Duration>> {
     testbed.link.restore()?;
-    let restored = Instant::now();
+    time_arrivals(testbed, Instant::now(), arrivals)
+}
+
+/// Waits until each of `arrivals` (what, check) holds, each within [`ARRIVAL_GUARD`] of
+/// `restored` (the link's return); the time from `restored` to each, in order.
+pub fn time_arrivals(
+    testbed: &Testbed,
+    restored: Instant,
+    arrivals: &mut [Arrival<'_>],
+) -> Result<Vec<Duration>> {
     let mut times: Vec<Option<Duration>> = vec![None; arrivals.len()];
     while times.iter().any(Option::is_none) {
         for ((_, arrived), time) in arrivals.iter_mut().zip(&mut times) {
