@@ -45,9 +45,9 @@ impl Mode {
         match self {
             Mode::Direct => &[],
             Mode::Edgegate => &["--pool-scope-resources="],
-            Mode::Multiplexer => &[
-                "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices",
-            ],
+            Mode::Multiplexer => {
+                &["--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices"]
+            }
         }
     }
 }

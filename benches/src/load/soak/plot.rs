@@ -1,4 +1,4 @@
-//! The soak's plot: one panel per series against time, with the second half's fitted line
+//! The soak's plot: one panel per series against time, with the judged part's fitted line
 //! (red) that the verdict extrapolates; a PNG.
 
 use std::path::Path;
@@ -44,7 +44,7 @@ fn panel(
     let hi = if hi > lo { hi * 1.1 } else { lo + 1.0 };
     let caption = match trend {
         Some(t) => format!(
-            "{} ({}): second half {:+.2}/h, {:+.2} over the run (allowed {:.2})",
+            "{} ({}): judged part {:+.2}/h, {:+.2} over the run (allowed {:.2})",
             series.name, series.unit, t.slope_per_hour, t.growth, t.allowed
         ),
         None => format!("{} ({})", series.name, series.unit),

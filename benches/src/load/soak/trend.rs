@@ -1,6 +1,12 @@
 //! The soak's verdict: a series trends upward when the least-squares slope of its second
-//! half (after the warm-up: the agents' first lists, the allocator's pools filling),
-//! extrapolated over the whole run, exceeds its margin.
+//! half (after the warm-up: the agents' first lists, the allocator's pools filling, the
+//! multiplexer's window of changes filling), extrapolated over the whole run, exceeds its
+//! margin.
+
+/// The gateway's bounded buffers fill over its first minutes — the multiplexer keeps the
+/// last 3 minutes of changes, so its memory grows for 3 minutes under churn and then holds —
+/// so a series is judged from this many seconds on at the earliest, even in a short run.
+pub const SETTLED_AFTER: f64 = 210.0;
 
 /// How much a series may grow over the run: the largest of a fixed amount, an amount per
 /// hour of run, and a fraction of the second half's median. The hourly rate is the promise
@@ -65,11 +71,11 @@ impl Trend {
     }
 }
 
-/// Judges `series` over a run of `run_seconds`; `None` with fewer than three points in the
-/// second half.
+/// Judges `series` over a run of `run_seconds`, from its second half or [`SETTLED_AFTER`],
+/// whichever is later; `None` with fewer than three points there.
 pub fn judge(series: &Series, run_seconds: f64) -> Option<Trend> {
     let first = series.points.first()?;
-    let half = first.0 + run_seconds / 2.0;
+    let half = first.0 + (run_seconds / 2.0).max(SETTLED_AFTER);
     let tail: Vec<(f64, f64)> = series
         .points
         .iter()
@@ -143,6 +149,16 @@ mod tests {
         assert!(trend.holds(), "{trend:?}");
         assert_eq!(trend.start, 0.5);
         assert!(trend.max >= 60.0);
+    }
+
+    #[test]
+    fn a_buffer_filling_for_its_first_minutes_is_no_trend() {
+        // Grows for 200 s (a 3-minute window of changes filling), then holds: judged from
+        // the run's half it would trend, from SETTLED_AFTER it does not.
+        let s = series(Margin::absolute(2.0), |t| t.min(200.0) / 10.0);
+        let trend = judge(&s, 300.0).unwrap();
+        assert!(trend.holds(), "{trend:?}");
+        assert_eq!(trend.fit.0.0, SETTLED_AFTER);
     }
 
     #[test]
