@@ -123,6 +123,10 @@ enum Command {
         /// A flag for the gateway after the node's own (repeatable).
         #[arg(long, allow_hyphen_values = true)]
         gateway_flag: Vec<String>,
+        /// How the gateway serves the node: `multiplexer` (as by default) or `edgegate`
+        /// (every client its own upstream watch).
+        #[arg(long, value_enum, default_value = "multiplexer")]
+        mode: traffic::Mode,
         /// Services (and EndpointSlices) in the cloud.
         #[arg(long, default_value_t = 1000)]
         services: usize,
@@ -265,14 +269,20 @@ fn main() -> Result<()> {
         Command::Soak {
             edgegate,
             gateway_flag,
+            mode,
             services,
             churn,
             seconds,
             every,
             out,
         } => {
+            anyhow::ensure!(
+                mode != traffic::Mode::Direct,
+                "the soak measures the gateway: --mode multiplexer or edgegate"
+            );
             let settings = soak::Settings {
                 edgegate,
+                mode,
                 gateway_flags: gateway_flag,
                 services,
                 churn,

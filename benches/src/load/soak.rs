@@ -26,6 +26,8 @@ use trend::{Margin, Series, Trend};
 pub struct Settings {
     /// The edgegate binary.
     pub edgegate: PathBuf,
+    /// How the gateway serves the node: with its multiplexer (as by default) or without.
+    pub mode: Mode,
     /// Flags for the gateway after the node's own.
     pub gateway_flags: Vec<String>,
     /// Services (and EndpointSlices) in the cloud.
@@ -81,7 +83,7 @@ pub fn run(settings: &Settings) -> Result<Report> {
         &tools,
         &settings.edgegate,
         settings.services,
-        Mode::Multiplexer,
+        settings.mode,
         &say,
     )?;
     load.start(&settings.gateway_flags)?;
