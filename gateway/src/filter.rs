@@ -32,7 +32,7 @@ mod tests;
 
 pub use author::{TestRequest, bench, check, test};
 pub use chain::generation::{Generation, NodeFacts};
-pub use chain::lookup_use::LookupUse;
+pub use chain::lookup_use::{LookupUse, Touched};
 pub use chain::replacement::check_replacement;
 pub use chain::session::Session;
 pub use edgegate_filter_sdk::LabelSelector;

@@ -8,13 +8,16 @@
 //! whose list and watch the gateway's cache persists (so a restart starts from them, and
 //! offline answers read them). After a re-list, open watches get the differences as
 //! events: nothing stale survives an offline reboot (YurtHub #2809), and no client has to
-//! re-list. Each client's filters work on their own copy of each object (YurtHub #2481).
+//! re-list. Each client's filters work on their own copy of each object (YurtHub #2481); when
+//! what they looked up changes, a filtered watch is sent again the objects that read it
+//! ([`refilter`]), rather than ended.
 
 mod answer;
 mod body;
 mod feed;
 mod list;
 mod metrics;
+mod refilter;
 mod resource;
 mod state;
 mod states;
@@ -23,6 +26,7 @@ mod watch;
 pub use answer::Answer;
 pub use body::SharedBody;
 pub use metrics::MultiplexerMetrics;
+pub use refilter::Refilter;
 pub use resource::{Resource, ResourceError, YURTHUB_POOL_SCOPE_RESOURCES};
 pub use state::{Change, Object, Shared};
 pub use states::{Multiplexer, is_feed};

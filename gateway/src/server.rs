@@ -247,6 +247,7 @@ pub async fn serve(
                 proxy,
                 Some(cache.store().clone()),
                 &config.pool_scope_resources,
+                informers.as_ref().map(|informers| informers.changes()),
                 metrics.registry_mut(),
             )
             .map_err(ServerError::Informers)?,

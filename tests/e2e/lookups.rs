@@ -1,15 +1,18 @@
-//! How a watch follows what its filters look up: a change ends the watches whose filters
-//! read the object that changed, and no other.
+//! How a watch follows what its filters look up: a change re-filters, on the open watches
+//! the multiplexer serves, just the objects whose filtering read it; it ends the other
+//! watches whose filters read it, and no other.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::{Gateway, process::wait_until};
 
-use crate::support::{Env, Watch, client, list_as, runtime, unique, wait_readyz};
-use crate::topology::{KUBE_PROXY, endpoints, filter_dir, services_and_slices};
+use crate::support::{Env, Watch, apply, client, list_as, runtime, unique, wait_readyz};
+use crate::topology::{KUBE_PROXY, endpoints, filter_dir, nodes_and_pools, services_and_slices};
 
-/// A change to what filters look up ends the watches whose filters read it, and only those:
+/// A change to what filters look up ends the upstream watches (not served from the
+/// multiplexer's shared state: its default EndpointSlices are `v1`, this cluster's
+/// `v1beta1`) whose filters read it, and only those:
 /// a topology given to a Service no EndpointSlice belongs to (which servicetopology never
 /// looked up) leaves kube-proxy's EndpointSlice watch open; removing the topology of a
 /// Service it did look up ends that watch with 410 Expired and the re-list shows every
@@ -116,6 +119,151 @@ pub fn a_lookup_change_ends_only_the_watches_that_read_it(env: &Env) -> Result<(
     ensure!(
         event["type"] == "ADDED" && event["object"]["metadata"]["name"] == "after",
         "a watch whose filters look nothing up is left open: {event}"
+    );
+    Ok(())
+}
+
+/// On a watch the multiplexer serves, a lookup change re-filters what read it instead, at a
+/// resourceVersion never older than the watch's, with no 410 and no re-list: a topology
+/// given to a Service no EndpointSlice belongs to sends nothing; taking the topology of
+/// `by-node`'s Service away sends `by-node-x` again with every endpoint, and giving it back
+/// pruned again; edge-2 leaving this node's NodePool sends `by-pool-x` again without it.
+/// This node's own pool label changing changes its filters' context: the watch ends (410),
+/// and the re-list shows the new pool's endpoints.
+pub fn a_lookup_change_refilters_the_served_watches_in_place(env: &Env) -> Result<()> {
+    let cluster = env.private_cluster()?;
+    let scratch = cluster.dir.join("refilter");
+    std::fs::create_dir_all(&scratch)?;
+    let filters = filter_dir(&scratch, &["servicetopology"])?;
+    let nodes = ["edge-1", "edge-2", "edge-3"];
+    nodes_and_pools(&cluster, &scratch, nodes)?;
+    let ns = crate::support::namespace(&cluster, "refilter")?;
+    services_and_slices(&cluster, &scratch, &ns, nodes)?;
+    let gateway = Gateway::start(
+        &env.bin,
+        &cluster,
+        &[
+            &format!("--filter-dir={}", filters.display()),
+            "--node-name=edge-1",
+            "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices",
+        ],
+    )?;
+    wait_readyz(&gateway, 200, "the gateway to be ready (informers synced)")?;
+    let rt = runtime();
+    let client = client();
+    let slices = format!(
+        "{}/apis/discovery.k8s.io/v1beta1/namespaces/{ns}/endpointslices",
+        gateway.url()
+    );
+    let view = |items: &[serde_json::Value]| {
+        let mut all = endpoints(items);
+        (all.remove("by-node-x"), all.remove("by-pool-x"))
+    };
+    let addresses = |hosts: &[u8]| Some(hosts.iter().map(|h| format!("10.0.0.{h}")).collect());
+    let mut seen = (None, None);
+    wait_until(
+        Duration::from_secs(15),
+        "kube-proxy's view by node and pool",
+        || {
+            seen = rt
+                .block_on(list_as(&client, &slices, KUBE_PROXY))
+                .map(|(_, items)| view(&items))
+                .unwrap_or_default();
+            seen == (addresses(&[1]), addresses(&[1, 2]))
+        },
+    )
+    .with_context(|| format!("kube-proxy sees {seen:?} by node and pool"))?;
+    let (rv, _) = rt.block_on(list_as(&client, &slices, KUBE_PROXY))?;
+    let mut last: u64 = rv.parse().context("the list's resourceVersion")?;
+    let mut watch = rt.block_on(Watch::open(
+        &client,
+        &format!("{slices}?watch=true&resourceVersion={rv}"),
+        KUBE_PROXY,
+    ))?;
+    let served = crate::support::metric_sample(
+        gateway.hub,
+        "edgegate_multiplexer_answers_total{resource=\"discovery.k8s.io/v1beta1/endpointslices\",verb=\"watch\"}",
+    )?;
+    ensure!(served >= 1.0, "the watch is served from the shared state");
+    let mut next = |watch: &mut Watch, what: &str| -> Result<serde_json::Value> {
+        let event = rt
+            .block_on(watch.next(Duration::from_secs(15)))
+            .with_context(|| format!("waiting for {what}"))?
+            .with_context(|| format!("the watch ended before {what}"))?;
+        if event["type"] != "ERROR" {
+            let version: u64 = event["object"]["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("{event} has a resourceVersion"))?;
+            ensure!(
+                version >= last,
+                "{event}: the resourceVersion goes back from {last}"
+            );
+            last = version;
+        }
+        Ok(event)
+    };
+    let modified = |event: &serde_json::Value, slice: &str, hosts: &[u8]| {
+        event["type"] == "MODIFIED"
+            && event["object"]["metadata"]["name"] == slice
+            && endpoints(std::slice::from_ref(&event["object"])).remove(slice) == addresses(hosts)
+    };
+
+    // A Service no slice names: nothing read it, nothing is sent; then the topology of
+    // by-node's Service taken away and given back.
+    let annotate = |service: &str, annotation: &str| {
+        cluster.kubectl(&[
+            "annotate",
+            "--overwrite",
+            "service",
+            service,
+            "-n",
+            &ns,
+            annotation,
+        ])
+    };
+    annotate("lb-kept", "openyurt.io/topologyKeys=kubernetes.io/hostname")?;
+    annotate("by-node", "openyurt.io/topologyKeys-")?;
+    let event = next(&mut watch, "by-node-x with every endpoint")?;
+    ensure!(
+        modified(&event, "by-node-x", &[1, 2, 3]),
+        "the Service's edit sends its slice again, filtered anew, and nothing before: {event}"
+    );
+    annotate("by-node", "openyurt.io/topologyKeys=kubernetes.io/hostname")?;
+    let event = next(&mut watch, "by-node-x pruned again")?;
+    ensure!(modified(&event, "by-node-x", &[1]), "pruned again: {event}");
+
+    // edge-2 leaves this node's pool.
+    apply(
+        &cluster,
+        &scratch,
+        "hangzhou.json",
+        r#"{"apiVersion":"apps.openyurt.io/v1beta1","kind":"NodePool","metadata":{"name":"hangzhou"},"spec":{"type":"Edge"},"status":{"nodes":["edge-1"]}}"#,
+    )?;
+    let event = next(&mut watch, "by-pool-x without edge-2")?;
+    ensure!(
+        modified(&event, "by-pool-x", &[1]),
+        "the pool's change re-filters its slice: {event}"
+    );
+
+    // This node moves to shanghai: its filters' context changes, the watch ends.
+    cluster.kubectl(&[
+        "label",
+        "--overwrite",
+        "node",
+        "edge-1",
+        "apps.openyurt.io/nodepool=shanghai",
+    ])?;
+    let event = next(&mut watch, "the end of the watch")?;
+    ensure!(
+        event["type"] == "ERROR" && event["object"]["code"] == 410,
+        "a new pool for this node ends the watch: {event}"
+    );
+    let (_, items) = rt.block_on(list_as(&client, &slices, KUBE_PROXY))?;
+    ensure!(
+        view(&items) == (addresses(&[1]), addresses(&[1, 3])),
+        "the re-list is filtered for shanghai: {:?}",
+        view(&items)
     );
     Ok(())
 }

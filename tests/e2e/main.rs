@@ -235,6 +235,10 @@ const TESTS: &[(&str, Test)] = &[
         lookups::a_lookup_change_ends_only_the_watches_that_read_it,
     ),
     (
+        "lookups::a_lookup_change_refilters_the_served_watches_in_place",
+        lookups::a_lookup_change_refilters_the_served_watches_in_place,
+    ),
+    (
         "certificates::a_join_token_is_enough_and_the_certificate_rotates_under_load",
         certificates::a_join_token_is_enough_and_the_certificate_rotates_under_load,
     ),

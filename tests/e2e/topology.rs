@@ -44,7 +44,7 @@ pub(crate) fn filter_dir(under: &Path, names: &[&str]) -> Result<std::path::Path
 
 /// The NodePool CRD (apps.openyurt.io/v1beta1, cluster-scoped), three nodes in two pools,
 /// and the pools with their members.
-fn nodes_and_pools(cluster: &Cluster, dir: &Path, nodes: [&str; 3]) -> Result<()> {
+pub(crate) fn nodes_and_pools(cluster: &Cluster, dir: &Path, nodes: [&str; 3]) -> Result<()> {
     apply(
         cluster,
         dir,

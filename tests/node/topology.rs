@@ -27,7 +27,8 @@ fn slice(service: &str, local: &str) -> String {
 
 /// kube-proxy, fed through the gateway, programs both endpoints of a plain Service and
 /// only this node's of one annotated `openyurt.io/topologyKeys: kubernetes.io/hostname`;
-/// a pod's `KUBERNETES_SERVICE_HOST`/`_PORT` are the gateway's (169.254.2.1:10268), as
+/// taking that annotation away and giving it back reaches kube-proxy on its open watch; a
+/// pod's `KUBERNETES_SERVICE_HOST`/`_PORT` are the gateway's (169.254.2.1:10268), as
 /// masterservice rewrote `default/kubernetes` for kubelet.
 pub fn kube_proxy_and_pods_see_the_filtered_cloud(testbed: &mut Testbed) -> Result<()> {
     if testbed.link.is_cut() {
@@ -64,6 +65,8 @@ pub fn kube_proxy_and_pods_see_the_filtered_cloud(testbed: &mut Testbed) -> Resu
         )));
     }
 
+    refiltered_in_place(testbed, &local, &both)?;
+
     let tasks = pod_tasks(testbed, &ids)?;
     for (pod, id) in &ids {
         let pid = *tasks
@@ -76,6 +79,61 @@ pub fn kube_proxy_and_pods_see_the_filtered_cloud(testbed: &mut Testbed) -> Resu
             "pod {pod} was given KUBERNETES_SERVICE_HOST={host:?}, _PORT={port:?}"
         );
     }
+    Ok(())
+}
+
+/// The lists of EndpointSlices the gateway's multiplexer has answered (kube-proxy's, as no
+/// other client of the node lists them).
+fn slice_lists(testbed: &Testbed) -> Result<f64> {
+    let (_, metrics) = testbed.node.hub("/metrics")?;
+    Ok(metrics
+        .lines()
+        .filter(|l| l.starts_with("edgegate_multiplexer_answers_total{"))
+        .filter(|l| l.contains("endpointslices") && l.contains("verb=\"list\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum())
+}
+
+/// The topology of `local-only` taken away and given back: kube-proxy programs both
+/// endpoints, then only this node's again, each from the slice its open watch is sent again
+/// re-filtered (Deliver 4 of the traffic issue), without a re-list.
+fn refiltered_in_place(testbed: &Testbed, local: &str, both: &[String]) -> Result<()> {
+    let lists = slice_lists(testbed)?;
+    let annotate = |value: &str| {
+        testbed.cloud.kubectl(&[
+            "annotate",
+            "--overwrite",
+            "service",
+            "local-only",
+            "-n",
+            "default",
+            value,
+        ])
+    };
+    for (annotation, wanted) in [
+        ("openyurt.io/topologyKeys-", both.to_vec()),
+        (
+            "openyurt.io/topologyKeys=kubernetes.io/hostname",
+            vec![local.to_owned()],
+        ),
+    ] {
+        annotate(annotation)?;
+        wait_until(
+            Duration::from_secs(60),
+            &format!("kube-proxy to program {wanted:?} for local-only after {annotation}"),
+            || {
+                testbed
+                    .node
+                    .proxy_rules()
+                    .is_ok_and(|rules| destinations(&rules, "local-only") == wanted)
+            },
+        )?;
+    }
+    let after = slice_lists(testbed)?;
+    ensure!(
+        after == lists,
+        "kube-proxy re-listed EndpointSlices ({lists} lists before, {after} after): its watch was ended, not re-filtered"
+    );
     Ok(())
 }
 

@@ -20,6 +20,7 @@ use http::Response;
 use super::body::SharedBody;
 use super::list;
 use super::metrics::AnswerLabels;
+use super::refilter::Refilter;
 use super::state::Shared;
 use super::states::Multiplexer;
 use super::watch::{self, Sight, Watching};
@@ -40,17 +41,20 @@ pub enum Answer {
 impl Multiplexer {
     /// Answers `context`'s list or watch from a shared state, if it is one the multiplexer
     /// answers; `online` says whether the cloud could answer instead. A watch without
-    /// `timeoutSeconds` lasts `min_request_timeout` × 1–2.
+    /// `timeoutSeconds` lasts `min_request_timeout` × 1–2; a filtered one re-filters by
+    /// `refilter`.
     pub fn answer(
         &self,
         context: &RequestContext,
         online: bool,
         min_request_timeout: Duration,
+        refilter: Option<Refilter>,
     ) -> Answer {
         let Some((shared, since)) = self.answers(context) else {
             return Answer::Pass;
         };
-        let answer = self.answer_from(context, &shared, since, online, min_request_timeout);
+        let timeout = min_request_timeout;
+        let answer = self.answer_from(context, &shared, since, online, timeout, refilter);
         if let Answer::Serve(_) = answer {
             let info = &context.info;
             let resource = super::resource::Resource {
@@ -72,10 +76,11 @@ impl Multiplexer {
     fn answer_from(
         &self,
         context: &RequestContext,
-        shared: &Shared,
+        shared: &Arc<Shared>,
         since: Option<u64>,
         online: bool,
         min_request_timeout: Duration,
+        refilter: Option<Refilter>,
     ) -> Answer {
         let Some(current) = shared.version() else {
             return Answer::Pass;
@@ -92,7 +97,7 @@ impl Multiplexer {
                 return Answer::Pass;
             }
         }
-        serve(context, shared, since, min_request_timeout)
+        serve(context, shared, since, min_request_timeout, refilter)
     }
 
     /// For a request the multiplexer would answer once its state holds a list, a wait of at
@@ -144,9 +149,10 @@ impl Multiplexer {
 /// The answer from `shared`, which holds a list.
 fn serve(
     context: &RequestContext,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     since: Option<u64>,
     min_request_timeout: Duration,
+    refilter: Option<Refilter>,
 ) -> Answer {
     let query = &context.query;
     // Selectors it cannot read go to the apiserver, which says why.
@@ -170,6 +176,7 @@ fn serve(
     let list = shared.list_type();
     let kind = list.kind.strip_suffix("List").unwrap_or(&list.kind);
     let watching = Watching {
+        shared: shared.clone(),
         start,
         changes,
         versions: shared.versions(),
@@ -182,6 +189,7 @@ fn serve(
             .allow_watch_bookmarks
             .then(|| (kind.to_owned(), list.api_version.clone())),
         lasts: query.watch_lasts(min_request_timeout, fastrand::f64()),
+        refilter,
     };
     Answer::Serve(watch::respond(watching))
 }

@@ -5,13 +5,15 @@
 //! their own copies, never on these.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
+use super::refilter::LookupLog;
+use crate::filter::LookupChange;
 use crate::stream::{EventType, Meta};
 
 /// How long a change stays in the window (kube-apiserver's watch cache, as YurtHub's
@@ -137,6 +139,8 @@ pub struct Shared {
     /// The state's version, announced as it moves (lists and watches that want a newer one
     /// wait on it); `None` until the state holds a list.
     version: watch::Sender<Option<u64>>,
+    /// The lookup changes of the window, by the state's version when they came.
+    lookups: Mutex<LookupLog>,
 }
 
 struct Inner {
@@ -184,6 +188,7 @@ impl Shared {
             }),
             changes,
             version: watch::channel(None).0,
+            lookups: Mutex::default(),
         }
     }
 
@@ -354,6 +359,26 @@ impl Shared {
         inner.window.push_back((now, change.clone()));
         // No receiver is not an error: nobody watches.
         let _ = self.changes.send(change);
+    }
+
+    /// The object `key` (`namespace/name`), if the state holds it.
+    pub fn get(&self, key: &str) -> Option<Arc<Object>> {
+        self.read().objects.get(key).cloned()
+    }
+
+    /// Notes a change to what filters look up (`None`: changes were missed), at the state's
+    /// version now.
+    pub fn note_lookup(&self, change: Option<LookupChange>) {
+        let version = self.version().unwrap_or_default();
+        let mut log = self.lookups.lock().unwrap_or_else(PoisonError::into_inner);
+        log.note(Instant::now(), version, change);
+    }
+
+    /// The lookup changes that came at `since` or later, for a watch resumed from it;
+    /// `None` when some are no longer known.
+    pub fn lookups_since(&self, since: u64) -> Option<Vec<Option<LookupChange>>> {
+        let log = self.lookups.lock().unwrap_or_else(PoisonError::into_inner);
+        log.since(since)
     }
 
     /// The objects of `namespace` (all, if empty) and the state's version.

@@ -6,12 +6,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::HeaderMap;
+use tokio::sync::broadcast;
 
 use super::feed;
 use super::metrics::MultiplexerMetrics;
 use super::resource::Resource;
 use super::state::Shared;
 use crate::cache::Store;
+use crate::filter::LookupChange;
 
 /// The `User-Agent` purpose of the feed's requests: they go upstream, never to the
 /// multiplexer itself.
@@ -26,11 +28,13 @@ pub struct Multiplexer {
 
 impl Multiplexer {
     /// Starts one feed per resource through the gateway's proxy at `proxy`, each from what
-    /// `store` persisted of it.
+    /// `store` persisted of it, and notes in each state the changes to what filters look up
+    /// (`lookups`, when filters are configured).
     pub fn start(
         proxy: SocketAddr,
         store: Option<Arc<dyn Store>>,
         resources: &[Resource],
+        lookups: Option<broadcast::Receiver<LookupChange>>,
         registry: &mut prometheus_client::registry::Registry,
     ) -> Result<Multiplexer, kube::Error> {
         let metrics = MultiplexerMetrics::default();
@@ -52,6 +56,10 @@ impl Multiplexer {
             };
             tasks.push(tokio::spawn(feed.run(store.clone())));
             shared.insert(resource.clone(), state);
+        }
+        if let Some(lookups) = lookups {
+            let states = shared.values().cloned().collect();
+            tasks.push(tokio::spawn(note_lookups(lookups, states)));
         }
         Ok(Multiplexer {
             shared,
@@ -92,6 +100,20 @@ impl Drop for Multiplexer {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
+        }
+    }
+}
+
+/// Notes each change to what filters look up in every state, for the watches resumed later.
+async fn note_lookups(mut changes: broadcast::Receiver<LookupChange>, states: Vec<Arc<Shared>>) {
+    loop {
+        let change = match changes.recv().await {
+            Ok(change) => Some(change),
+            Err(broadcast::error::RecvError::Lagged(_)) => None,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        for state in &states {
+            state.note_lookup(change.clone());
         }
     }
 }

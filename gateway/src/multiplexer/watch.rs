@@ -4,7 +4,8 @@
 //! MODIFIED while it stays, DELETED when it leaves, at the change's version, as
 //! kube-apiserver's watch cache does — with a BOOKMARK every minute when the client allows
 //! them, until its timeout. A client that falls too far behind is ended cleanly and resumes
-//! from the window.
+//! from the window. A filtered watch is sent again the objects a lookup change touched
+//! ([`super::refilter`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,7 +18,8 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::body::SharedBody;
-use super::state::{Change, Object, Start};
+use super::refilter::{Pending, Refilter};
+use super::state::{Change, Object, Shared, Start};
 use crate::cache::Selectors;
 use crate::stream::{Event, EventType};
 
@@ -67,6 +69,7 @@ impl Sight {
 
 /// What a watch's body is made from.
 pub(super) struct Watching {
+    pub(super) shared: Arc<Shared>,
     pub(super) start: Start,
     pub(super) changes: broadcast::Receiver<Arc<Change>>,
     pub(super) versions: watch::Receiver<Option<u64>>,
@@ -76,6 +79,8 @@ pub(super) struct Watching {
     /// `kind` and `apiVersion` of a BOOKMARK's object, when the client allows them.
     pub(super) bookmarks: Option<(String, String)>,
     pub(super) lasts: Duration,
+    /// For a filtered watch: what it re-filters by.
+    pub(super) refilter: Option<Refilter>,
 }
 
 /// The response to a watch.
@@ -104,6 +109,7 @@ fn json(body: SharedBody) -> http::Response<SharedBody> {
 
 /// Where a watch's body is.
 struct Flow {
+    shared: Arc<Shared>,
     backlog: Backlog,
     changes: broadcast::Receiver<Arc<Change>>,
     versions: watch::Receiver<Option<u64>>,
@@ -115,6 +121,9 @@ struct Flow {
     deadline: Instant,
     next_bookmark: Instant,
     done: bool,
+    refilter: Option<Refilter>,
+    /// Objects to send again, their filters' lookups having changed.
+    pending: Pending,
 }
 
 enum Backlog {
@@ -126,11 +135,13 @@ fn events(
     watching: Watching,
 ) -> impl Stream<Item = Result<http_body::Frame<Bytes>, Infallible>> + Send + use<> {
     let now = Instant::now();
+    let resumed = matches!(watching.start, Start::Changes(_));
     let (backlog, sent) = match watching.start {
         Start::State { objects, version } => (Backlog::Objects(objects.into_iter()), version),
         Start::Changes(changes) => (Backlog::Changes(changes.into_iter()), watching.since),
     };
-    let flow = Flow {
+    let mut flow = Flow {
+        shared: watching.shared,
         backlog,
         changes: watching.changes,
         versions: watching.versions,
@@ -141,7 +152,17 @@ fn events(
         deadline: now + watching.lasts,
         next_bookmark: now + BOOKMARK_EVERY,
         done: false,
+        refilter: watching.refilter,
+        pending: Pending::default(),
     };
+    if resumed {
+        // The client's objects were filtered as the lookups were at its version.
+        let missed = flow.shared.lookups_since(flow.since);
+        match missed {
+            None => flow.touched(None),
+            Some(changes) => changes.iter().for_each(|c| flow.touched(c.as_ref())),
+        }
+    }
     futures_util::stream::unfold(flow, |mut flow| async move {
         if flow.done {
             return None;
@@ -187,8 +208,17 @@ impl Flow {
     /// The next live event (or bookmark), waiting for it; `None` when the watch ends.
     async fn next_live(&mut self) -> Option<Bytes> {
         loop {
+            if let Some(chunk) = self.resend_chunk() {
+                return Some(chunk);
+            }
             let bookmark_due = self.bookmarks.is_some();
+            let refiltering = self.refilter.is_some();
             tokio::select! {
+                change = lookup_change(&mut self.refilter), if refiltering => match change {
+                    Ok(change) => self.touched(Some(&change)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.touched(None),
+                    Err(broadcast::error::RecvError::Closed) => self.refilter = None,
+                },
                 change = self.changes.recv() => match change {
                     Ok(change) => {
                         if change.version <= self.since {
@@ -222,6 +252,44 @@ impl Flow {
         }
     }
 
+    /// Queues the objects in sight that a lookup change (`None`: missed changes) touched.
+    fn touched(&mut self, change: Option<&crate::filter::LookupChange>) {
+        let Some(refilter) = &self.refilter else {
+            return;
+        };
+        let touched = refilter.reads.touched(change);
+        let (shared, namespace) = (&self.shared, &self.sight.namespace);
+        self.pending.queue(touched, || {
+            let (objects, _) = shared.snapshot(namespace);
+            objects.iter().map(|o| Arc::from(o.key.as_str())).collect()
+        });
+    }
+
+    /// The objects waiting to be sent again, as MODIFIED at the version the client was last
+    /// sent (the filters make of each what the client is to see). An object the state holds
+    /// at a newer version is not: its change, still to come, passes the filters anew.
+    fn resend_chunk(&mut self) -> Option<Bytes> {
+        let mut chunk = BytesMut::new();
+        let version = self.sent.max(self.since);
+        while chunk.len() < CHUNK {
+            let Some(key) = self.pending.next() else {
+                break;
+            };
+            let Some(object) = self.shared.get(&key) else {
+                continue;
+            };
+            if object.version > version || !self.sight.sees(&object) {
+                continue;
+            }
+            Event {
+                kind: EventType::Modified,
+                object: object.at(version),
+            }
+            .encode(&mut chunk);
+        }
+        (!chunk.is_empty()).then(|| chunk.freeze())
+    }
+
     /// A BOOKMARK at the state's version, if the client allows them and it is newer than
     /// what the client was sent.
     fn bookmark(&mut self) -> Option<Bytes> {
@@ -243,6 +311,16 @@ impl Flow {
         }
         .encode(&mut chunk);
         Some(chunk.freeze())
+    }
+}
+
+/// The next lookup change a filtered watch follows (never, for one that follows none).
+async fn lookup_change(
+    refilter: &mut Option<Refilter>,
+) -> Result<crate::filter::LookupChange, broadcast::error::RecvError> {
+    match refilter {
+        Some(refilter) => refilter.changes.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -235,7 +235,18 @@ async fn shared(
         ready.await;
     }
     let online = state.balancer.any_healthy();
-    match multiplexer.answer(context, online, state.local.min_request_timeout) {
+    // A filtered watch follows what its filters look up, and re-filters what that touches.
+    let refilter =
+        state
+            .informers
+            .as_ref()
+            .zip(plan.session.as_ref())
+            .map(|(informers, session)| multiplexer::Refilter {
+                changes: informers.changes(),
+                reads: session.lookup_use(),
+            });
+    let timeout = state.local.min_request_timeout;
+    match multiplexer.answer(context, online, timeout, refilter) {
         Answer::Pass => None,
         Answer::Serve(response) => Some(
             respond::respond(

@@ -121,7 +121,12 @@ where
         Kind::Framed(framed, plan) => (framed, plan),
     };
     let (mut parts, body) = response.into_parts();
-    let lookups = plan.session.as_ref().map(Session::lookup_use);
+    // A watch served from the multiplexer's state re-filters what a lookup change touches,
+    // rather than ending.
+    let lookups = match plan.served {
+        true => None,
+        false => plan.session.as_ref().map(Session::lookup_use),
+    };
     let transform = plan.session.map(|s| Box::new(s) as Box<dyn Transform>);
     let tee = plan.cache.and_then(|target| cache.tee(target));
     let body = match framed {

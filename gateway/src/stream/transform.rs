@@ -33,4 +33,8 @@ pub trait Transform: Send {
     fn apply_batch(&mut self, objects: &[Bytes]) -> Result<Vec<Verdict>, TransformError> {
         objects.iter().map(|object| self.apply(object)).collect()
     }
+
+    /// Told that an object is gone (a watch's DELETED event, decided about already), so
+    /// nothing is kept for it.
+    fn forget(&mut self, _object: &Bytes) {}
 }

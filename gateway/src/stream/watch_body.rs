@@ -160,6 +160,11 @@ impl WatchFraming {
                 forward(pipeline, out, &frame, &event)
             } else {
                 let verdict = verdicts.next().unwrap_or(Verdict::Keep);
+                if event.kind == EventType::Deleted
+                    && let Some(transform) = pipeline.transform.as_mut()
+                {
+                    transform.forget(&event.object);
+                }
                 let key = Meta::parse_checked(&event.object)?.key();
                 let Some(sent) = self.visibility.apply(key, &event, verdict) else {
                     continue;

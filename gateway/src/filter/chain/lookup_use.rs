@@ -1,61 +1,254 @@
 //! What a filter's lookups have read — whole change feeds (a `list`) and single objects (a
-//! `get`) — so that a watch ends when something its filters read changes, and is left alone
-//! when only objects they never read did: a filter that looks nothing up never ends a
-//! watch, and a change to another pool's NodePool does not end this node's watches.
+//! `get`) — and for which of the objects it filtered, so that a lookup change reaches only
+//! what read it: the watches whose filters read it end, or re-filter just the objects that
+//! read it; a filter that looks nothing up touches nothing, and a change to another pool's
+//! NodePool touches nothing of this node's.
+//!
+//! The objects of one batch share its reads (a filter looks each thing up once per call),
+//! so each is counted as reading all of them. An object's reads are replaced each time it
+//! is filtered again for the same view, and forgotten when it is deleted.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::filter::lookup::{CallReads, LookupChange};
+use crate::filter::runtime::bindings::Context;
+use crate::stream::Meta;
 
-/// What one filter has read so far, over all its instances and responses.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct LookupsRead(Arc<Mutex<Reads>>);
+/// The most objects one filter's index follows. Past it, the index is given up and every
+/// change touches every object: far more than a node's filtered objects (a few thousand).
+const MAX_OBJECTS: usize = 1 << 17;
 
-#[derive(Debug, Default)]
-struct Reads {
-    /// Feeds read whole, bit `i` = feed `i`.
-    feeds: u64,
-    /// Objects read, by feed.
-    keys: HashMap<u32, HashSet<Box<str>>>,
+/// One thing a lookup read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Read {
+    /// A whole feed (`list`).
+    Feed(u32),
+    /// One object of a feed (`get`), by key.
+    Key(u32, Box<str>),
 }
 
-impl LookupsRead {
-    /// Records what a call read.
-    pub(crate) fn record(&self, call: &CallReads) {
-        if call.feeds == 0 && call.keys.is_empty() {
-            return;
+impl Read {
+    fn feed(&self) -> u32 {
+        match self {
+            Read::Feed(feed) | Read::Key(feed, _) => *feed,
         }
-        let mut reads = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        reads.feeds |= call.feeds;
-        for (feed, key) in &call.keys {
-            let keys = reads.keys.entry(*feed).or_default();
-            if !keys.contains(key.as_str()) {
-                keys.insert(key.as_str().into());
+    }
+}
+
+/// The objects a lookup change touches.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Touched {
+    /// None of them.
+    Nothing,
+    /// These, by `namespace/name` (`name` when cluster-scoped).
+    Objects(HashSet<Arc<str>>),
+    /// Any of them: what was read outside any object's call, or a filter whose index was
+    /// given up.
+    All,
+}
+
+impl Touched {
+    /// Whether the change touches anything.
+    pub fn any(&self) -> bool {
+        !matches!(self, Touched::Nothing)
+    }
+
+    fn merge(self, other: Touched) -> Touched {
+        match (self, other) {
+            (Touched::All, _) | (_, Touched::All) => Touched::All,
+            (Touched::Nothing, other) | (other, Touched::Nothing) => other,
+            (Touched::Objects(mut a), Touched::Objects(b)) => {
+                a.extend(b);
+                Touched::Objects(a)
             }
         }
     }
+}
 
-    /// Whether `change` touches something read.
-    fn reads(&self, change: &LookupChange) -> bool {
-        let reads = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if change.feed < 64 && reads.feeds & (1 << change.feed) != 0 {
-            return true;
+/// What one filter has read so far, over all its instances and responses, by object.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LookupsRead(Arc<Mutex<Reads>>);
+
+/// One object as one view (a component's, of one resource, namespace, node and pool: the
+/// filter context but its verb) was sent it: a list's object and the same object's later
+/// watch event replace each other's reads, two components' views do not.
+type Seen = (u64, Arc<str>);
+
+#[derive(Debug, Default)]
+struct Reads {
+    /// Read outside any object's call (`configure`, `begin`): may shape every object.
+    general: HashSet<Read>,
+    /// The objects whose last filtering, in some view, read each thing.
+    readers: HashMap<Read, HashSet<Seen>>,
+    /// What each object's last filtering read, by view.
+    of: HashMap<Arc<str>, HashMap<u64, Vec<Read>>>,
+    /// The index outgrew [`MAX_OBJECTS`]: every change touches everything.
+    given_up: bool,
+}
+
+/// The identity of the view a filter context stands for (all of it but the verb).
+pub(crate) fn view_of(ctx: &Context) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    (&ctx.component, &ctx.group, &ctx.version, &ctx.resource).hash(&mut hasher);
+    (&ctx.namespace, &ctx.node_name, &ctx.node_pool).hash(&mut hasher);
+    hasher.finish()
+}
+
+impl LookupsRead {
+    /// Records what a call read: for `objects` (the JSON of the objects it filtered) as
+    /// `ctx` sees them, or for every object when the call filtered none.
+    pub(crate) fn record(&self, objects: Option<(&Context, &[&[u8]])>, call: &CallReads) {
+        let reads: Vec<Read> = call_reads(call);
+        let mut index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((ctx, objects)) = objects else {
+            index.general.extend(reads);
+            return;
+        };
+        // Nothing read now and nothing read before: no key to parse.
+        if index.given_up || (reads.is_empty() && index.of.is_empty()) {
+            return;
         }
-        let Some(keys) = reads.keys.get(&change.feed) else {
-            return false;
+        let view = view_of(ctx);
+        for object in objects {
+            let Ok(meta) = Meta::parse_checked(object) else {
+                continue;
+            };
+            index.set((view, Arc::from(meta.key())), &reads);
+        }
+    }
+
+    /// Forgets an object that is gone (its DELETED event was filtered), in every view.
+    pub(crate) fn forget(&self, object: &[u8]) {
+        let mut index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if index.of.is_empty() {
+            return;
+        }
+        let Ok(meta) = Meta::parse_checked(object) else {
+            return;
+        };
+        let key: Arc<str> = Arc::from(meta.key());
+        let Some(views) = index.of.remove(&key) else {
+            return;
+        };
+        for (view, reads) in views {
+            index.unread(&(view, key.clone()), reads);
+        }
+    }
+
+    /// The objects whose filtering read what `change` touches.
+    fn touched(&self, change: &LookupChange) -> Touched {
+        let index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let hits = |read: &Read| {
+            read.feed() == change.feed
+                && match (&change.key, read) {
+                    (Some(key), Read::Key(_, read)) => **key == **read,
+                    _ => true,
+                }
+        };
+        if index.given_up || index.general.iter().any(hits) {
+            return Touched::All;
+        }
+        let mut objects: HashSet<Arc<str>> = HashSet::new();
+        let mut add = |readers: &HashSet<Seen>| {
+            objects.extend(readers.iter().map(|(_, object)| object.clone()));
         };
         match &change.key {
-            Some(key) => keys.contains(&**key),
-            None => !keys.is_empty(),
+            // A read of that object or of its whole feed.
+            Some(key) => {
+                for read in [
+                    Read::Key(change.feed, (**key).into()),
+                    Read::Feed(change.feed),
+                ] {
+                    index.readers.get(&read).into_iter().for_each(&mut add);
+                }
+            }
+            None => index
+                .readers
+                .iter()
+                .filter(|(read, _)| hits(read))
+                .for_each(|(_, readers)| add(readers)),
+        }
+        if objects.is_empty() {
+            Touched::Nothing
+        } else {
+            Touched::Objects(objects)
         }
     }
 
     /// Whether anything was read at all.
     fn read_any(&self) -> bool {
-        let reads = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        reads.feeds != 0 || reads.keys.values().any(|keys| !keys.is_empty())
+        let index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        index.given_up || !index.general.is_empty() || !index.readers.is_empty()
     }
+}
+
+impl Reads {
+    /// Makes `reads` what `seen` read last.
+    fn set(&mut self, seen: Seen, reads: &[Read]) {
+        let before = self
+            .of
+            .get_mut(&seen.1)
+            .and_then(|views| views.remove(&seen.0));
+        if let Some(before) = before {
+            self.unread(&seen, before);
+        }
+        if reads.is_empty() {
+            if self.of.get(&seen.1).is_some_and(HashMap::is_empty) {
+                self.of.remove(&seen.1);
+            }
+            return;
+        }
+        if self.of.len() >= MAX_OBJECTS && !self.of.contains_key(&seen.1) {
+            tracing::warn!(
+                objects = MAX_OBJECTS,
+                "a filter's lookups are read by too many objects to follow: any lookup change now touches all of them"
+            );
+            *self = Reads {
+                given_up: true,
+                ..Reads::default()
+            };
+            return;
+        }
+        for read in reads {
+            self.readers
+                .entry(read.clone())
+                .or_default()
+                .insert(seen.clone());
+        }
+        self.of
+            .entry(seen.1)
+            .or_default()
+            .insert(seen.0, reads.to_vec());
+    }
+
+    /// Takes `seen` out of the readers of `reads`.
+    fn unread(&mut self, seen: &Seen, reads: Vec<Read>) {
+        for read in reads {
+            if let Some(readers) = self.readers.get_mut(&read) {
+                readers.remove(seen);
+                if readers.is_empty() {
+                    self.readers.remove(&read);
+                }
+            }
+        }
+    }
+}
+
+/// A call's reads, each once.
+fn call_reads(call: &CallReads) -> Vec<Read> {
+    let mut reads: Vec<Read> = (0..64)
+        .filter(|bit| call.feeds & (1 << bit) != 0)
+        .map(Read::Feed)
+        .collect();
+    for (feed, key) in &call.keys {
+        let read = Read::Key(*feed, key.as_str().into());
+        if !reads.contains(&read) {
+            reads.push(read);
+        }
+    }
+    reads
 }
 
 /// What the filters of one response read, asked when a lookup changes.
@@ -68,9 +261,24 @@ impl LookupUse {
         LookupUse(filters)
     }
 
+    /// The objects whose filtering by any of the response's filters read what `change`
+    /// touches; [`Touched::All`] for `None`, a change that was missed.
+    pub fn touched(&self, change: Option<&LookupChange>) -> Touched {
+        let Some(change) = change else {
+            return if self.reads_anything() {
+                Touched::All
+            } else {
+                Touched::Nothing
+            };
+        };
+        self.0.iter().fold(Touched::Nothing, |touched, filter| {
+            touched.merge(filter.touched(change))
+        })
+    }
+
     /// Whether any of the response's filters has read what `change` touches.
     pub fn reads(&self, change: &LookupChange) -> bool {
-        self.0.iter().any(|filter| filter.reads(change))
+        self.touched(Some(change)).any()
     }
 
     /// Whether any of them has read anything (what a missed change may have touched).
@@ -80,51 +288,23 @@ impl LookupUse {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn change(feed: u32, key: Option<&str>) -> LookupChange {
-        LookupChange {
-            feed,
-            key: key.map(Arc::from),
-        }
-    }
-
-    #[test]
-    fn a_response_follows_what_its_filters_read() {
-        let (reader, bystander) = (LookupsRead::default(), LookupsRead::default());
-        let response = LookupUse::new(vec![reader.clone(), bystander]);
-        assert!(!response.reads_anything(), "nothing read yet");
-        assert!(!response.reads(&change(0, None)));
-
-        // A get of one Service (feed 0), twice.
-        for _ in 0..2 {
-            reader.record(&CallReads {
+impl LookupUse {
+    /// The use of one filter that read, filtering each object (its JSON), one object of a
+    /// feed by key: for tests elsewhere.
+    pub(crate) fn read_by(reads: &[(&[u8], u32, &str)]) -> LookupUse {
+        let filter = LookupsRead::default();
+        let ctx = tests::context("kube-proxy");
+        for (object, feed, key) in reads {
+            let call = CallReads {
                 feeds: 0,
-                keys: vec![(0, "default/web".to_owned())],
-            });
+                keys: vec![(*feed, (*key).to_owned())],
+            };
+            filter.record(Some((&ctx, &[*object])), &call);
         }
-        assert!(response.reads_anything());
-        assert!(response.reads(&change(0, Some("default/web"))));
-        assert!(
-            !response.reads(&change(0, Some("default/db"))),
-            "another Service"
-        );
-        assert!(
-            response.reads(&change(0, None)),
-            "any Service may have changed"
-        );
-        assert!(
-            !response.reads(&change(2, Some("default/web"))),
-            "another feed"
-        );
-
-        // A list of Nodes (feed 1): any Node.
-        reader.record(&CallReads {
-            feeds: 0b010,
-            keys: Vec::new(),
-        });
-        assert!(response.reads(&change(1, Some("/edge-2"))));
-        assert!(!response.reads(&change(2, None)));
+        LookupUse::new(vec![filter])
     }
 }
+
+#[cfg(test)]
+#[path = "lookup_use/tests.rs"]
+mod tests;

@@ -222,6 +222,12 @@ impl Transform for Session {
         Ok(replaced.map_or(Verdict::Keep, Verdict::Replace))
     }
 
+    fn forget(&mut self, object: &Bytes) {
+        for step in &self.steps {
+            step.filter.instantiator().lookups_read.forget(object);
+        }
+    }
+
     fn apply_batch(&mut self, objects: &[Bytes]) -> Result<Vec<Verdict>, TransformError> {
         // Per object: None once dropped, else the bytes it has now (None inside = original).
         let mut current: Vec<Option<Option<Bytes>>> = vec![Some(None); objects.len()];

@@ -92,7 +92,7 @@ pub(crate) struct Instantiator {
     pub(crate) metrics: FilterMetrics,
     /// This filter's call and decision series.
     pub(crate) calls: CallMetrics,
-    /// What this filter's lookups have read, over all its instances.
+    /// What this filter's lookups have read, over all its instances, by object.
     pub(crate) lookups_read: LookupsRead,
 }
 
@@ -153,7 +153,7 @@ impl Instantiator {
 
     /// Reads the manifest.
     pub(crate) fn manifest(&self, instance: &mut Instance) -> Result<Manifest, Failure> {
-        self.guarded(instance, 1, |world, store| world.call_manifest(store))
+        self.guarded(instance, 1, None, |world, store| world.call_manifest(store))
     }
 
     /// Calls `configure`: the outer error is a failed call, the inner one the filter's
@@ -163,7 +163,7 @@ impl Instantiator {
         instance: &mut Instance,
         config: &str,
     ) -> Result<Result<(), String>, Failure> {
-        self.guarded(instance, 1, |world, store| {
+        self.guarded(instance, 1, None, |world, store| {
             world.call_configure(store, config)
         })
     }
@@ -177,7 +177,9 @@ impl Instantiator {
     ) -> Result<Decision, Failure> {
         let started = Instant::now();
         self.begin(instance, ctx)?;
-        let decision = self.guarded(instance, 1, |world, store| world.call_filter(store, object));
+        let decision = self.guarded(instance, 1, Some((&**ctx, &[object])), |world, store| {
+            world.call_filter(store, object)
+        });
         self.calls.call(started.elapsed().as_secs_f64());
         decision
     }
@@ -192,7 +194,8 @@ impl Instantiator {
         let started = Instant::now();
         let count = u32::try_from(objects.len()).unwrap_or(u32::MAX);
         self.begin(instance, ctx)?;
-        let decisions = self.guarded(instance, count, |world, store| {
+        let each: Vec<&[u8]> = objects.iter().map(Vec::as_slice).collect();
+        let decisions = self.guarded(instance, count, Some((&**ctx, &each)), |world, store| {
             world.call_filter_batch(store, objects)
         });
         self.calls.call(started.elapsed().as_secs_f64());
@@ -218,7 +221,9 @@ impl Instantiator {
             }
             _ => instance.context = None,
         }
-        self.guarded(instance, 1, |world, store| world.call_begin(store, ctx))?;
+        self.guarded(instance, 1, None, |world, store| {
+            world.call_begin(store, ctx)
+        })?;
         instance.context = Some(Arc::clone(ctx));
         Ok(())
     }
@@ -238,11 +243,14 @@ impl Instantiator {
         check_replacement(original, bytes).map_err(Failure::BadOutput)
     }
 
-    /// Runs one call with the deadline of `units` objects and sorts out how it failed.
+    /// Runs one call with the deadline of `units` objects and sorts out how it failed; what
+    /// its lookups read is recorded for `objects` as a context sees them (for every object
+    /// when `None`).
     fn guarded<T>(
         &self,
         instance: &mut Instance,
         units: u32,
+        objects: Option<(&Context, &[&[u8]])>,
         call: impl FnOnce(&FilterWorld, &mut Store<HostState>) -> wasmtime::Result<T>,
     ) -> Result<T, Failure> {
         let deadline = self.limits.deadline.saturating_mul(units.max(1));
@@ -254,7 +262,8 @@ impl Instantiator {
             let _running = self.runtime.enter();
             call(&instance.world, &mut instance.store)
         };
-        self.lookups_read.record(&instance.store.data().reads);
+        self.lookups_read
+            .record(objects, &instance.store.data().reads);
         result.map_err(|error| {
             if matches!(
                 error.downcast_ref::<wasmtime::Trap>(),

@@ -34,7 +34,7 @@ fn context(uri: &str) -> RequestContext {
 }
 
 fn answers(multiplexer: &Multiplexer, uri: &str, online: bool) -> bool {
-    let answer = multiplexer.answer(&context(uri), online, Duration::from_secs(60));
+    let answer = multiplexer.answer(&context(uri), online, Duration::from_secs(60), None);
     matches!(answer, Answer::Serve(_))
 }
 
@@ -95,7 +95,7 @@ async fn a_watch_older_than_the_window_gets_410_expired() {
     let (multiplexer, shared) = multiplexer();
     listed(&shared);
     let context = context("/api/v1/services?watch=true&resourceVersion=3");
-    let Answer::Serve(response) = multiplexer.answer(&context, true, Duration::from_secs(60))
+    let Answer::Serve(response) = multiplexer.answer(&context, true, Duration::from_secs(60), None)
     else {
         panic!("a watch of a listed state is answered");
     };

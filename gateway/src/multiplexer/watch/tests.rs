@@ -1,6 +1,7 @@
 use http_body_util::BodyExt;
 
 use super::*;
+use crate::filter::{LookupChange, LookupUse};
 use crate::multiplexer::state::{ListType, Shared};
 
 fn service(name: &str, app: &str, version: u64) -> Object {
@@ -20,9 +21,10 @@ fn state() -> Arc<Shared> {
     shared
 }
 
-fn watching(shared: &Shared, since: Option<u64>, labels: &str, lasts: Duration) -> Watching {
+fn watching(shared: &Arc<Shared>, since: Option<u64>, labels: &str, lasts: Duration) -> Watching {
     let (start, changes) = shared.watch(since, "").unwrap();
     Watching {
+        shared: shared.clone(),
         start,
         changes,
         versions: shared.versions(),
@@ -33,6 +35,7 @@ fn watching(shared: &Shared, since: Option<u64>, labels: &str, lasts: Duration) 
         since: since.unwrap_or_default(),
         bookmarks: Some(("Service".into(), "v1".into())),
         lasts,
+        refilter: None,
     }
 }
 
@@ -134,4 +137,69 @@ async fn a_watch_that_falls_behind_is_ended_cleanly() {
     }
     // It ends before its timeout, having sent none of what it missed.
     assert!(read(watch).await.is_empty());
+}
+
+/// A lookup change touching what service `a`'s filtering read (Service `n/svc`, feed 0).
+fn svc_changed() -> LookupChange {
+    LookupChange {
+        feed: 0,
+        key: Some(Arc::from("n/svc")),
+    }
+}
+
+/// A filtered watch whose filters read `n/svc` while filtering `a`, following `changes`.
+fn refiltering(watch: &mut Watching, changes: broadcast::Receiver<LookupChange>) {
+    let a = service("a", "x", 5).bytes;
+    watch.refilter = Some(Refilter {
+        changes,
+        reads: LookupUse::read_by(&[(&a, 0, "n/svc")]),
+    });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lookup_change_sends_again_the_objects_that_read_it_at_the_last_version_sent() {
+    let shared = state();
+    let (lookups, changes) = broadcast::channel(16);
+    let mut watch = watching(&shared, Some(10), "", Duration::from_secs(30));
+    refiltering(&mut watch, changes);
+    // Another Service changing touches nothing; n/svc touches `a` alone.
+    lookups
+        .send(LookupChange {
+            feed: 0,
+            key: Some(Arc::from("n/other")),
+        })
+        .unwrap();
+    lookups.send(svc_changed()).unwrap();
+    shared.advance(20);
+    assert_eq!(
+        read(watch).await,
+        [event("MODIFIED", "a", "10"), event("BOOKMARK", "", "20")]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resume_from_before_a_lookup_change_is_sent_again_what_it_touched() {
+    let shared = state();
+    shared.note_lookup(Some(svc_changed()));
+    let (_lookups, changes) = broadcast::channel(16);
+    let mut watch = watching(&shared, Some(10), "", Duration::from_secs(30));
+    refiltering(&mut watch, changes);
+    assert_eq!(read(watch).await, [event("MODIFIED", "a", "10")]);
+
+    // From a version after the change: nothing to send again.
+    shared.apply(EventType::Modified, service("b", "y", 11));
+    let (_lookups, changes) = broadcast::channel(16);
+    let mut watch = watching(&shared, Some(11), "", Duration::from_secs(30));
+    refiltering(&mut watch, changes);
+    assert_eq!(read(watch).await, []);
+
+    // A missed change may have touched anything the filters read.
+    shared.note_lookup(None);
+    let (_lookups, changes) = broadcast::channel(16);
+    let mut watch = watching(&shared, Some(11), "", Duration::from_secs(30));
+    refiltering(&mut watch, changes);
+    assert_eq!(
+        read(watch).await,
+        [event("MODIFIED", "a", "11"), event("MODIFIED", "b", "11")]
+    );
 }

@@ -1,0 +1,178 @@
+use super::*;
+use crate::filter::runtime::bindings::Verb;
+
+/// A filter context of `component` listing EndpointSlices on node edge-1.
+pub(super) fn context(component: &str) -> Context {
+    Context {
+        component: component.to_owned(),
+        verb: Verb::List,
+        group: "discovery.k8s.io".into(),
+        version: "v1".into(),
+        resource: "endpointslices".into(),
+        namespace: None,
+        node_name: "edge-1".into(),
+        node_pool: None,
+    }
+}
+
+fn change(feed: u32, key: Option<&str>) -> LookupChange {
+    LookupChange {
+        feed,
+        key: key.map(Arc::from),
+    }
+}
+
+fn slice(namespace: &str, name: &str) -> Vec<u8> {
+    serde_json::json!({"metadata": {"namespace": namespace, "name": name}})
+        .to_string()
+        .into_bytes()
+}
+
+fn gets(keys: &[(u32, &str)]) -> CallReads {
+    CallReads {
+        feeds: 0,
+        keys: keys.iter().map(|(f, k)| (*f, (*k).to_owned())).collect(),
+    }
+}
+
+fn objects(keys: &[&str]) -> Touched {
+    Touched::Objects(keys.iter().map(|k| Arc::from(*k)).collect())
+}
+
+#[test]
+fn a_change_touches_the_objects_whose_filtering_read_it() {
+    let (reader, bystander) = (LookupsRead::default(), LookupsRead::default());
+    let response = LookupUse::new(vec![reader.clone(), bystander]);
+    assert!(!response.reads_anything(), "nothing read yet");
+    assert_eq!(response.touched(Some(&change(0, None))), Touched::Nothing);
+
+    // Slice web-1 reads Service default/web (feed 0), twice; slice db-1 reads default/db.
+    let (web, db) = (slice("default", "web-1"), slice("default", "db-1"));
+    let proxy = context("kube-proxy");
+    for _ in 0..2 {
+        reader.record(Some((&proxy, &[&web[..]])), &gets(&[(0, "default/web")]));
+    }
+    reader.record(Some((&proxy, &[&db[..]])), &gets(&[(0, "default/db")]));
+    assert!(response.reads_anything());
+    assert_eq!(
+        response.touched(Some(&change(0, Some("default/web")))),
+        objects(&["default/web-1"])
+    );
+    assert_eq!(
+        response.touched(Some(&change(0, Some("default/other")))),
+        Touched::Nothing,
+        "a Service nothing read"
+    );
+    assert_eq!(
+        response.touched(Some(&change(0, None))),
+        objects(&["default/web-1", "default/db-1"]),
+        "any Service may have changed"
+    );
+    assert_eq!(
+        response.touched(Some(&change(2, Some("default/web")))),
+        Touched::Nothing,
+        "another feed"
+    );
+    assert_eq!(
+        response.touched(None),
+        Touched::All,
+        "a missed change may have touched anything"
+    );
+
+    // A list of Nodes (feed 1) while filtering db-1: any Node touches it.
+    reader.record(
+        Some((&proxy, &[&db[..]])),
+        &CallReads {
+            feeds: 0b010,
+            keys: Vec::new(),
+        },
+    );
+    assert_eq!(
+        response.touched(Some(&change(1, Some("/edge-2")))),
+        objects(&["default/db-1"])
+    );
+    assert_eq!(
+        response.touched(Some(&change(0, Some("default/db")))),
+        Touched::Nothing,
+        "db-1's reads were replaced by its last filtering"
+    );
+}
+
+#[test]
+fn a_batch_shares_its_reads_and_a_call_without_objects_touches_all() {
+    let reader = LookupsRead::default();
+    let response = LookupUse::new(vec![reader.clone()]);
+    let (a, b) = (slice("ns", "a"), slice("ns", "b"));
+    let proxy = context("kube-proxy");
+    reader.record(
+        Some((&proxy, &[&a[..], &b[..]])),
+        &gets(&[(0, "ns/svc-a"), (0, "ns/svc-b")]),
+    );
+    assert_eq!(
+        response.touched(Some(&change(0, Some("ns/svc-b")))),
+        objects(&["ns/a", "ns/b"])
+    );
+    // b filtered alone, reading nothing: it is no longer touched.
+    reader.record(Some((&proxy, &[&b[..]])), &CallReads::default());
+    assert_eq!(
+        response.touched(Some(&change(0, Some("ns/svc-b")))),
+        objects(&["ns/a"])
+    );
+    // A read in `begin` may shape every object.
+    reader.record(None, &gets(&[(1, "/edge-1")]));
+    assert_eq!(
+        response.touched(Some(&change(1, Some("/edge-1")))),
+        Touched::All
+    );
+    assert_eq!(
+        response.touched(Some(&change(1, Some("/edge-2")))),
+        Touched::Nothing
+    );
+}
+
+#[test]
+fn views_keep_their_own_reads_and_a_deletion_forgets_the_object_in_all() {
+    let reader = LookupsRead::default();
+    let response = LookupUse::new(vec![reader.clone()]);
+    let a = slice("ns", "a");
+    let (proxy, dns) = (context("kube-proxy"), context("coredns"));
+    reader.record(Some((&proxy, &[&a[..]])), &gets(&[(0, "ns/svc")]));
+    // coredns's filtering of `a` reads nothing: kube-proxy's view of it still read ns/svc.
+    reader.record(Some((&dns, &[&a[..]])), &CallReads::default());
+    assert_eq!(
+        response.touched(Some(&change(0, Some("ns/svc")))),
+        objects(&["ns/a"])
+    );
+    // The same view's watch event replaces what its list read.
+    let watching = Context {
+        verb: crate::filter::runtime::bindings::Verb::Watch,
+        ..context("kube-proxy")
+    };
+    reader.record(Some((&watching, &[&a[..]])), &gets(&[(0, "ns/svc-2")]));
+    assert_eq!(
+        response.touched(Some(&change(0, Some("ns/svc")))),
+        Touched::Nothing
+    );
+    reader.record(Some((&dns, &[&a[..]])), &gets(&[(0, "ns/svc-2")]));
+    reader.forget(&a);
+    assert_eq!(
+        response.touched(Some(&change(0, Some("ns/svc-2")))),
+        Touched::Nothing,
+        "a deleted object is forgotten in every view"
+    );
+    assert!(!response.reads_anything());
+}
+
+#[test]
+fn an_index_past_its_bound_touches_all() {
+    let mut reads = Reads::default();
+    let read = [Read::Key(0, "ns/svc".into())];
+    for i in 0..MAX_OBJECTS {
+        reads.set((1, Arc::from(format!("ns/{i}"))), &read);
+    }
+    assert!(!reads.given_up);
+    reads.set((1, Arc::from("ns/one-more")), &read);
+    assert!(reads.given_up && reads.of.is_empty() && reads.readers.is_empty());
+    let reader = LookupsRead(Arc::new(Mutex::new(reads)));
+    assert_eq!(reader.touched(&change(3, Some("anything"))), Touched::All);
+}

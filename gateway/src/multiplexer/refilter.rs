@@ -1,0 +1,145 @@
+//! Re-filtering instead of re-listing: when something a filtered watch's filters looked up
+//! changes (a Service's topology, the node's pool), the watch is sent again — at the version
+//! it was last sent, through its filters, which now read the new value — just the objects
+//! whose filtering read what changed. The pipeline's visibility rule turns each into the
+//! ADDED, MODIFIED or DELETED the client is to see. A watch resumed from a version older than
+//! a lookup change is sent again what that change touched, so no client keeps objects
+//! filtered by what no longer holds.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::state::{WINDOW, WINDOW_CHANGES};
+use crate::filter::{LookupChange, LookupUse, Touched};
+
+/// What a filtered watch re-filters by: the lookup changes it follows, and what its filters
+/// read.
+pub struct Refilter {
+    /// The lookup changes, from when the watch was asked for.
+    pub changes: broadcast::Receiver<LookupChange>,
+    /// What the watch's filters read, by object.
+    pub reads: LookupUse,
+}
+
+/// The lookup changes of the recent window, each with the state's version when it came: a
+/// watch resumed from a version re-filters what the changes since touched. `None` is a
+/// change that was missed, which may have touched anything.
+#[derive(Default)]
+pub(super) struct LookupLog {
+    entries: VecDeque<(Instant, u64, Option<LookupChange>)>,
+    /// The newest version of a change no longer held: a resume from it or older re-filters
+    /// everything.
+    lost: Option<u64>,
+}
+
+impl LookupLog {
+    /// Notes `change`, which came at the state's `version`.
+    pub(super) fn note(&mut self, now: Instant, version: u64, change: Option<LookupChange>) {
+        while let Some((at, oldest, _)) = self.entries.front() {
+            if self.entries.len() < WINDOW_CHANGES && now.duration_since(*at) < WINDOW {
+                break;
+            }
+            self.lost = Some(*oldest);
+            self.entries.pop_front();
+        }
+        self.entries.push_back((now, version, change));
+    }
+
+    /// The changes a client at `since` may not have been filtered with (those that came at
+    /// `since` or later); `None` when some of them are no longer held.
+    pub(super) fn since(&self, since: u64) -> Option<Vec<Option<LookupChange>>> {
+        if self.lost.is_some_and(|lost| lost >= since) {
+            return None;
+        }
+        Some(
+            self.entries
+                .iter()
+                .filter(|(_, version, _)| *version >= since)
+                .map(|(_, _, change)| change.clone())
+                .collect(),
+        )
+    }
+}
+
+/// Objects to send again, in the order their changes came, each once.
+#[derive(Default)]
+pub(super) struct Pending {
+    order: VecDeque<Arc<str>>,
+    queued: HashSet<Arc<str>>,
+}
+
+impl Pending {
+    /// Queues the objects `touched` names; `all` lists every object, for [`Touched::All`].
+    pub(super) fn queue(&mut self, touched: Touched, all: impl FnOnce() -> Vec<Arc<str>>) {
+        let keys = match touched {
+            Touched::Nothing => return,
+            Touched::Objects(keys) => keys.into_iter().collect(),
+            Touched::All => all(),
+        };
+        for key in keys {
+            if self.queued.insert(key.clone()) {
+                self.order.push_back(key);
+            }
+        }
+    }
+
+    /// The next object to send again.
+    pub(super) fn next(&mut self) -> Option<Arc<str>> {
+        let key = self.order.pop_front()?;
+        self.queued.remove(&key);
+        Some(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(key: &str) -> Option<LookupChange> {
+        Some(LookupChange {
+            feed: 0,
+            key: Some(Arc::from(key)),
+        })
+    }
+
+    #[test]
+    fn a_resume_gets_the_changes_from_its_version_on_until_some_are_lost() {
+        let start = Instant::now();
+        let mut log = LookupLog::default();
+        log.note(start, 10, change("ns/a"));
+        log.note(start, 12, change("ns/b"));
+        assert_eq!(log.since(11), Some(vec![change("ns/b")]));
+        assert_eq!(
+            log.since(10),
+            Some(vec![change("ns/a"), change("ns/b")]),
+            "a change at the client's version may have come after its view"
+        );
+        log.note(start + WINDOW, 15, None);
+        assert_eq!(log.since(13), Some(vec![None]));
+        assert_eq!(
+            log.since(12),
+            None,
+            "ns/b's change aged out: anything may differ"
+        );
+    }
+
+    #[test]
+    fn pending_objects_are_queued_once_in_order() {
+        let mut pending = Pending::default();
+        let keys = |keys: &[&str]| keys.iter().map(|k| Arc::from(*k)).collect::<Vec<_>>();
+        pending.queue(
+            Touched::Objects(keys(&["a"]).into_iter().collect()),
+            Vec::new,
+        );
+        pending.queue(Touched::All, || keys(&["b", "a", "c"]));
+        pending.queue(Touched::Nothing, || unreachable!("nothing to list"));
+        let mut sent = Vec::new();
+        while let Some(key) = pending.next() {
+            sent.push(key.to_string());
+        }
+        assert_eq!(sent, ["a", "b", "c"]);
+    }
+}
