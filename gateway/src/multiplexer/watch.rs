@@ -258,6 +258,9 @@ impl Flow {
             return;
         };
         let touched = refilter.reads.touched(change);
+        if touched.any() {
+            tracing::debug!(?change, ?touched, "a lookup change: sending objects again");
+        }
         let (shared, namespace) = (&self.shared, &self.sight.namespace);
         self.pending.queue(touched, || {
             let (objects, _) = shared.snapshot(namespace);
