@@ -10,9 +10,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
-use tokio::time::Instant;
+use tokio::time::{Duration, Instant};
 
-use super::state::{WINDOW, WINDOW_CHANGES};
 use crate::filter::{LookupChange, LookupUse, Touched};
 
 /// What a filtered watch re-filters by: the lookup changes it follows, and what its filters
@@ -36,10 +35,16 @@ pub(super) struct LookupLog {
 }
 
 impl LookupLog {
-    /// Notes `change`, which came at the state's `version`.
-    pub(super) fn note(&mut self, now: Instant, version: u64, change: Option<LookupChange>) {
+    /// Notes `change`, which came at the state's `version`, keeping the changes of the
+    /// last `window`, `most` of them at most (the state's window of changes).
+    pub(super) fn note(
+        &mut self,
+        (now, version): (Instant, u64),
+        change: Option<LookupChange>,
+        (window, most): (Duration, usize),
+    ) {
         while let Some((at, oldest, _)) = self.entries.front() {
-            if self.entries.len() < WINDOW_CHANGES && now.duration_since(*at) < WINDOW {
+            if self.entries.len() < most && now.duration_since(*at) < window {
                 break;
             }
             self.lost = Some(*oldest);
@@ -108,16 +113,17 @@ mod tests {
     #[test]
     fn a_resume_gets_the_changes_from_its_version_on_until_some_are_lost() {
         let start = Instant::now();
+        let window = (Duration::from_secs(180), 100);
         let mut log = LookupLog::default();
-        log.note(start, 10, change("ns/a"));
-        log.note(start, 12, change("ns/b"));
+        log.note((start, 10), change("ns/a"), window);
+        log.note((start, 12), change("ns/b"), window);
         assert_eq!(log.since(11), Some(vec![change("ns/b")]));
         assert_eq!(
             log.since(10),
             Some(vec![change("ns/a"), change("ns/b")]),
             "a change at the client's version may have come after its view"
         );
-        log.note(start + WINDOW, 15, None);
+        log.note((start + window.0, 15), None, window);
         assert_eq!(log.since(13), Some(vec![None]));
         assert_eq!(
             log.since(12),

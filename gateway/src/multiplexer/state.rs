@@ -371,7 +371,7 @@ impl Shared {
     pub fn note_lookup(&self, change: Option<LookupChange>) {
         let version = self.version().unwrap_or_default();
         let mut log = self.lookups.lock().unwrap_or_else(PoisonError::into_inner);
-        log.note(Instant::now(), version, change);
+        log.note((Instant::now(), version), change, (WINDOW, WINDOW_CHANGES));
     }
 
     /// The lookup changes that came at `since` or later, for a watch resumed from it;
