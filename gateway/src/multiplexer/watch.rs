@@ -21,6 +21,7 @@ use super::body::SharedBody;
 use super::refilter::{Pending, Refilter};
 use super::state::{Change, Object, Shared, Start};
 use crate::cache::Selectors;
+use crate::filter::Touched;
 use crate::stream::{Event, EventType};
 
 /// How often a client that allows bookmarks gets one (when the state moved on).
@@ -258,8 +259,13 @@ impl Flow {
             return;
         };
         let touched = refilter.reads.touched(change);
-        if touched.any() {
-            tracing::debug!(?change, ?touched, "a lookup change: sending objects again");
+        match &touched {
+            Touched::Nothing => {}
+            Touched::Objects(objects) => {
+                let objects = objects.len();
+                tracing::debug!(?change, objects, "a lookup change: sending objects again");
+            }
+            Touched::All => tracing::debug!(?change, "a lookup change: sending all again"),
         }
         let (shared, namespace) = (&self.shared, &self.sight.namespace);
         self.pending.queue(touched, || {
