@@ -99,6 +99,10 @@ fn slice_lists(testbed: &Testbed) -> Result<f64> {
 /// re-filtered (Deliver 4 of the traffic issue), without a re-list.
 fn refiltered_in_place(testbed: &Testbed, local: &str, both: &[String]) -> Result<()> {
     let lists = slice_lists(testbed)?;
+    ensure!(
+        lists >= 1.0,
+        "kube-proxy lists its EndpointSlices through the multiplexer ({lists} lists)"
+    );
     let annotate = |value: &str| {
         testbed.cloud.kubectl(&[
             "annotate",
