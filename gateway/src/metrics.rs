@@ -68,6 +68,8 @@ pub struct Metrics {
     pub upstream_health_changes: Family<ServerLabels, Counter>,
     /// Errors the gateway answered itself, by fault and kind.
     pub errors: Family<ErrorLabels, Counter>,
+    /// Tasks alive in the async runtime, read when the metrics are encoded.
+    tasks: Gauge,
     components: BoundedLabels,
     resources: BoundedLabels,
 }
@@ -87,6 +89,7 @@ impl Metrics {
         let upstream_healthy = Family::<ServerLabels, Gauge>::default();
         let upstream_health_changes = Family::<ServerLabels, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
+        let tasks = Gauge::default();
         registry.register(
             "requests",
             "Proxied requests by component, verb, resource and status code",
@@ -117,6 +120,11 @@ impl Metrics {
             "Errors answered by the gateway itself, by fault and kind",
             errors.clone(),
         );
+        registry.register(
+            "runtime_alive_tasks",
+            "Tasks alive in the gateway's async runtime (every connection, watch and informer holds some)",
+            tasks.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -125,6 +133,7 @@ impl Metrics {
             upstream_healthy,
             upstream_health_changes,
             errors,
+            tasks,
             components: BoundedLabels::new(MAX_COMPONENTS),
             resources: BoundedLabels::new(MAX_RESOURCES),
         }
@@ -147,6 +156,10 @@ impl Metrics {
 
     /// The registry in Prometheus text format.
     pub fn encode(&self) -> String {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let alive = runtime.metrics().num_alive_tasks();
+            self.tasks.set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -220,5 +233,31 @@ mod tests {
             metrics.request_labels("agent3", "get", "pods").component,
             "agent3"
         );
+    }
+
+    fn alive_tasks(metrics: &Metrics) -> Option<f64> {
+        metrics
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix("edgegate_runtime_alive_tasks "))
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[tokio::test]
+    async fn the_tasks_gauge_follows_the_runtimes_tasks() {
+        let metrics = Metrics::new();
+        assert_eq!(alive_tasks(&metrics), Some(0.0));
+        let (senders, tasks): (Vec<_>, Vec<_>) = (0..3)
+            .map(|_| {
+                let (send, receive) = tokio::sync::oneshot::channel::<()>();
+                (send, tokio::spawn(receive))
+            })
+            .unzip();
+        assert_eq!(alive_tasks(&metrics), Some(3.0));
+        drop(senders);
+        for task in tasks {
+            let _ = task.await;
+        }
+        assert_eq!(alive_tasks(&metrics), Some(0.0));
     }
 }

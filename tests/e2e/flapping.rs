@@ -19,7 +19,7 @@ const REFLECTORS: usize = 200;
 /// random intervals, for 40 s while the cloud changes 20 objects a second. Afterwards every
 /// reflector's store equals the cloud's, object by object and resourceVersion by
 /// resourceVersion; no reflector saw an object's resourceVersion go backwards; the gateway's
-/// file descriptors, threads and RSS come back to what they were before the flapping, within
+/// file descriptors, threads, RSS and tasks come back to what they were before the flapping, within
 /// a margin.
 pub fn reflectors_converge_after_a_flapping_link(env: &Env) -> Result<()> {
     flapping_link(env, &[], Some(ADMIN_TOKEN))
@@ -52,7 +52,9 @@ fn flapping_link(env: &Env, flags: &[&str], token: Option<&str>) -> Result<()> {
     reflectors.wait_listed(Duration::from_secs(60))?;
     std::thread::sleep(Duration::from_secs(2));
     let pid = gateway.process().context("the gateway runs")?.pid();
-    let before = Usage::of(pid)?;
+    let hub = gateway.hub;
+    let metrics = || Ok(edgegate_testkit::http::get(hub, "/metrics")?.body);
+    let before = Usage::of(pid, &metrics)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let churn = rt.spawn(cloud::churn(
@@ -90,7 +92,7 @@ fn flapping_link(env: &Env, flags: &[&str], token: Option<&str>) -> Result<()> {
         &backwards[..backwards.len().min(5)]
     );
     // Measured with the reflectors still watching, as before the flapping.
-    let (after, settling) = Usage::settle(pid, &before, Duration::from_secs(60))?;
+    let (after, settling) = Usage::settle(pid, &metrics, &before, Duration::from_secs(60))?;
     let relists = reflectors.relists();
     println!(
         "{cuts} cuts in {flapping:?}, {changes} changes in the cloud, {REFLECTORS} reflectors ({relists} lists): every store equal to the cloud {convergence:?} after the last restore, no resourceVersion backwards; gateway before → after: {before} → {after} ({settling:.1?} later)"

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::{Gateway, process::wait_until};
+use edgegate_testkit::{Cluster, Gateway, process::wait_until};
 
 use crate::support::{Env, Watch, apply, client, list_as, runtime, unique, wait_readyz};
 use crate::topology::{KUBE_PROXY, endpoints, filter_dir, nodes_and_pools, services_and_slices};
@@ -24,21 +24,9 @@ pub fn a_lookup_change_ends_only_the_watches_that_read_it(env: &Env) -> Result<(
     let nodes = [&*unique("edge"), "elsewhere-1", "elsewhere-2"];
     let ns = crate::support::namespace(&env.cluster, "lookups")?;
     services_and_slices(&env.cluster, &scratch, &ns, nodes)?;
-    let gateway = Gateway::start(
-        &env.bin,
-        &env.cluster,
-        &[
-            &format!("--filter-dir={}", filters.display()),
-            &format!("--node-name={}", nodes[0]),
-        ],
-    )?;
-    wait_readyz(&gateway, 200, "the gateway to be ready (informers synced)")?;
+    let (gateway, slices) = filtering(env, &env.cluster, (&filters, nodes[0]), &ns, &[])?;
     let rt = runtime();
     let client = client();
-    let slices = format!(
-        "{}/apis/discovery.k8s.io/v1beta1/namespaces/{ns}/endpointslices",
-        gateway.url()
-    );
     let configmaps = format!("{}/api/v1/namespaces/{ns}/configmaps", gateway.url());
     let by_node = |items: &[serde_json::Value]| endpoints(items).remove("by-node-x");
     let mut seen = None;
@@ -139,22 +127,15 @@ pub fn a_lookup_change_refilters_the_served_watches_in_place(env: &Env) -> Resul
     nodes_and_pools(&cluster, &scratch, nodes)?;
     let ns = crate::support::namespace(&cluster, "refilter")?;
     services_and_slices(&cluster, &scratch, &ns, nodes)?;
-    let gateway = Gateway::start(
-        &env.bin,
+    let (gateway, slices) = filtering(
+        env,
         &cluster,
-        &[
-            &format!("--filter-dir={}", filters.display()),
-            "--node-name=edge-1",
-            "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices",
-        ],
+        (&filters, "edge-1"),
+        &ns,
+        &["--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices"],
     )?;
-    wait_readyz(&gateway, 200, "the gateway to be ready (informers synced)")?;
     let rt = runtime();
     let client = client();
-    let slices = format!(
-        "{}/apis/discovery.k8s.io/v1beta1/namespaces/{ns}/endpointslices",
-        gateway.url()
-    );
     let view = |items: &[serde_json::Value]| {
         let mut all = endpoints(items);
         (all.remove("by-node-x"), all.remove("by-pool-x"))
@@ -277,4 +258,28 @@ pub fn a_lookup_change_refilters_the_served_watches_in_place(env: &Env) -> Resul
         view(&items)
     );
     Ok(())
+}
+
+/// A gateway on `cluster` filtering with the filters of `dir` as `node` (and `flags`), ready
+/// (its informers synced), and the URL of namespace `ns`'s `v1beta1` EndpointSlices through it.
+fn filtering(
+    env: &Env,
+    cluster: &Cluster,
+    (dir, node): (&std::path::Path, &str),
+    ns: &str,
+    flags: &[&str],
+) -> Result<(Gateway, String)> {
+    let filter_dir = format!("--filter-dir={}", dir.display());
+    let node_name = format!("--node-name={node}");
+    let gateway = Gateway::start(
+        &env.bin,
+        cluster,
+        &[&[filter_dir.as_str(), node_name.as_str()], flags].concat(),
+    )?;
+    wait_readyz(&gateway, 200, "the gateway to be ready (informers synced)")?;
+    let slices = format!(
+        "{}/apis/discovery.k8s.io/v1beta1/namespaces/{ns}/endpointslices",
+        gateway.url()
+    );
+    Ok((gateway, slices))
 }

@@ -97,7 +97,7 @@ fn lease_renewed(testbed: &Testbed) -> Result<String> {
 /// store equals the cloud's, resourceVersion by resourceVersion, and none saw one go back;
 /// kube-proxy sends each Service to its last endpoint; kubelet renews its Lease in the cloud
 /// and the node is Ready; the pods run the same processes as before; the gateway's file
-/// descriptors, threads and RSS come back within a margin. Prints the figures. Leaves the
+/// descriptors, threads, RSS and tasks come back within a margin. Prints the figures. Leaves the
 /// link up, and the gateway running with the four components cached until its next start.
 pub fn the_node_rides_a_flapping_link(testbed: &mut Testbed) -> Result<()> {
     if testbed.link.is_cut() {
@@ -140,7 +140,7 @@ pub fn the_node_rides_a_flapping_link(testbed: &mut Testbed) -> Result<()> {
     )?;
     std::thread::sleep(Duration::from_secs(2));
     let pid = testbed.node.pid("edgegate").context("edgegate runs")?;
-    let before = Usage::of(pid)?;
+    let before = Usage::of(pid, &|| Ok(testbed.node.hub("/metrics")?.1))?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let churn = host.spawn(cloud::churn(
@@ -215,7 +215,12 @@ pub fn the_node_rides_a_flapping_link(testbed: &mut Testbed) -> Result<()> {
         "the pods' containers changed over the flapping: before {tasks:?}"
     );
     // Measured with the reflectors still watching, as before the flapping.
-    let (after, settling) = Usage::settle(pid, &before, Duration::from_secs(60))?;
+    let (after, settling) = Usage::settle(
+        pid,
+        &|| Ok(testbed.node.hub("/metrics")?.1),
+        &before,
+        Duration::from_secs(60),
+    )?;
     println!(
         "{cuts} cuts in {flapping:?}, {changes} changes and {moves} endpoint moves in the cloud, {REFLECTORS} reflectors ({} lists); after the last restore: every store equal to the cloud at {:.1?}, kube-proxy's rules at {:.1?}, the Lease renewed at {:.1?}; no resourceVersion backwards, the pods' processes kept; gateway before → after: {before} → {after} ({settling:.1?} later)",
         reflectors.relists(),

@@ -302,7 +302,7 @@ fn of_kind<'a>(truth: &'a BTreeMap<String, u64>, kind: &str) -> BTreeMap<&'a Str
         .collect()
 }
 
-/// A process's file descriptors, threads and resident memory.
+/// A gateway's file descriptors, threads, resident memory and async tasks.
 #[derive(Clone, Copy, Debug)]
 pub struct Usage {
     /// Open file descriptors.
@@ -311,11 +311,25 @@ pub struct Usage {
     pub threads: usize,
     /// Resident memory, KiB.
     pub rss_kib: u64,
+    /// Tasks alive in its runtime (`edgegate_runtime_alive_tasks`).
+    pub tasks: u64,
 }
 
+/// Reads a gateway's `/metrics` text.
+pub type Metrics<'a> = &'a dyn Fn() -> Result<String>;
+
+/// How far a usage may be above its baseline and still be back: 16 descriptors, 4 threads,
+/// 32 MiB, 32 tasks.
+const MARGIN: Usage = Usage {
+    fds: 16,
+    threads: 4,
+    rss_kib: 32 * 1024,
+    tasks: 32,
+};
+
 impl Usage {
-    /// What process `pid` uses now.
-    pub fn of(pid: u32) -> Result<Usage> {
+    /// What the gateway, process `pid`, uses now; its tasks read from `metrics`.
+    pub fn of(pid: u32, metrics: Metrics<'_>) -> Result<Usage> {
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count();
         let threads = std::fs::read_dir(format!("/proc/{pid}/task"))?.count();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
@@ -324,45 +338,56 @@ impl Usage {
             .find_map(|line| line.strip_prefix("VmRSS:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .context("VmRSS")?;
+        let tasks = metrics()?
+            .lines()
+            .find_map(|line| line.strip_prefix("edgegate_runtime_alive_tasks "))
+            .and_then(|v| v.trim().parse().ok())
+            .context("edgegate_runtime_alive_tasks in /metrics")?;
         Ok(Usage {
             fds,
             threads,
             rss_kib,
+            tasks,
         })
     }
 
-    /// Whether this is back to `before` within the margin: 16 descriptors, 4 threads, 32 MiB.
-    pub fn within_margin_of(&self, before: &Usage) -> bool {
-        self.fds <= before.fds + 16
-            && self.threads <= before.threads + 4
-            && self.rss_kib <= before.rss_kib + 32 * 1024
+    /// What grew beyond the margin from `before`, one phrase each; empty when back.
+    pub fn grown_from(&self, before: &Usage) -> Vec<&'static str> {
+        [
+            (self.fds > before.fds + MARGIN.fds, "file descriptors"),
+            (self.threads > before.threads + MARGIN.threads, "threads"),
+            (self.rss_kib > before.rss_kib + MARGIN.rss_kib, "RSS"),
+            (self.tasks > before.tasks + MARGIN.tasks, "tasks"),
+        ]
+        .into_iter()
+        .filter_map(|(grown, what)| grown.then_some(what))
+        .collect()
     }
 
-    /// Waits (up to `timeout`) until process `pid`'s usage is back within the margin of
+    /// Waits (up to `timeout`) until the gateway's usage is back within the margin of
     /// `before`: what a flapping link leaves idle goes by itself, not at once (the
     /// keep-alive connections opened meanwhile when the gateway's header read timeout,
     /// 30 s, closes them; tokio's idle blocking threads after 10 s), and a leak never
     /// settles. The usage then and the time it took; an error if it did not settle.
-    pub fn settle(pid: u32, before: &Usage, timeout: Duration) -> Result<(Usage, Duration)> {
+    pub fn settle(
+        pid: u32,
+        metrics: Metrics<'_>,
+        before: &Usage,
+        timeout: Duration,
+    ) -> Result<(Usage, Duration)> {
         let started = Instant::now();
         let _ = wait_until(
             timeout,
-            "the gateway's fds, threads and RSS to settle",
-            || Usage::of(pid).is_ok_and(|usage| usage.within_margin_of(before)),
+            "the gateway's fds, threads, RSS and tasks to settle",
+            || Usage::of(pid, metrics).is_ok_and(|usage| usage.grown_from(before).is_empty()),
         );
         let took = started.elapsed();
-        let after = Usage::of(pid)?;
+        let after = Usage::of(pid, metrics)?;
+        let grown = after.grown_from(before);
         anyhow::ensure!(
-            after.fds <= before.fds + 16,
-            "file descriptors grew: {before} → {after}"
-        );
-        anyhow::ensure!(
-            after.threads <= before.threads + 4,
-            "threads grew: {before} → {after}"
-        );
-        anyhow::ensure!(
-            after.rss_kib <= before.rss_kib + 32 * 1024,
-            "RSS grew: {before} → {after}"
+            grown.is_empty(),
+            "{} grew: {before} → {after}",
+            grown.join(", ")
         );
         Ok((after, took))
     }
@@ -372,10 +397,11 @@ impl std::fmt::Display for Usage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} fds, {} threads, {:.1} MiB",
+            "{} fds, {} threads, {:.1} MiB, {} tasks",
             self.fds,
             self.threads,
-            self.rss_kib as f64 / 1024.0
+            self.rss_kib as f64 / 1024.0,
+            self.tasks
         )
     }
 }

@@ -113,9 +113,9 @@ enum Command {
         out: PathBuf,
     },
     /// The node workload of `traffic` through the gateway with the churn running the whole
-    /// time; samples the gateway's RSS, CPU time, file descriptors, threads and requests in
-    /// flight every 10 s into `soak.csv` and `soak.png`, and fails when one trends upward
-    /// beyond its margin (report: `soak.md`).
+    /// time; samples the gateway's RSS, CPU time, file descriptors, threads, requests in
+    /// flight and tasks every 10 s into `soak.csv` and `soak.png`, and fails when one trends
+    /// upward beyond its margin (report: `soak.md`).
     Soak {
         /// The edgegate binary.
         #[arg(long)]

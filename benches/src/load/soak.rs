@@ -1,9 +1,9 @@
 //! `edgegate-load soak`: the node workload of `traffic` (the real node, the simulated agents,
 //! the cloud's Services and EndpointSlices) through the gateway with the churn running the
 //! whole time, the gateway sampled every 10 s — RSS, CPU time, file descriptors, threads,
-//! and the requests it is serving (`edgegate_in_flight_requests`: every watch held counts,
-//! the gateway's own measure of the tasks it keeps alive) — into a CSV and a PNG, and
-//! judged: no series may trend upward beyond its margin ([`trend`]).
+//! the requests it is serving (`edgegate_in_flight_requests`: every watch held counts) and
+//! the tasks alive in its runtime (`edgegate_runtime_alive_tasks`) — into a CSV and a PNG,
+//! and judged: no series may trend upward beyond its margin ([`trend`]).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -55,6 +55,8 @@ pub struct Sample {
     pub threads: u64,
     /// Requests it is serving (watches included).
     pub in_flight: f64,
+    /// Tasks alive in its runtime.
+    pub tasks: f64,
 }
 
 /// A whole run.
@@ -141,6 +143,7 @@ fn sample(load: &NodeLoad, pid: u32, at: Duration) -> Result<Sample> {
         fds: proc::open_fds(pid)?,
         threads: proc::status_value(pid, "Threads:")?,
         in_flight: metric_sum(&metrics, "edgegate_in_flight_requests"),
+        tasks: metric_sum(&metrics, "edgegate_runtime_alive_tasks"),
     })
 }
 
@@ -196,22 +199,30 @@ pub fn series(samples: &[Sample]) -> Vec<Series> {
             margin: Margin::absolute(4.0),
             points: of(&|s| s.in_flight),
         },
+        Series {
+            name: "tasks",
+            unit: "alive in its runtime",
+            margin: Margin::absolute(16.0),
+            points: of(&|s| s.tasks),
+        },
     ]
 }
 
-/// The samples as CSV: seconds, RSS bytes, CPU seconds, fds, threads, requests in flight.
+/// The samples as CSV: seconds, RSS bytes, CPU seconds, fds, threads, requests in flight,
+/// tasks.
 pub fn csv(samples: &[Sample]) -> String {
-    let mut out = "t_s,rss_bytes,cpu_s,fds,threads,in_flight\n".to_owned();
+    let mut out = "t_s,rss_bytes,cpu_s,fds,threads,in_flight,tasks\n".to_owned();
     for s in samples {
         let _ = writeln!(
             out,
-            "{:.1},{},{:.2},{},{},{}",
+            "{:.1},{},{:.2},{},{},{},{}",
             s.at.as_secs_f64(),
             s.rss,
             s.cpu.as_secs_f64(),
             s.fds,
             s.threads,
-            s.in_flight
+            s.in_flight,
+            s.tasks
         );
     }
     out
@@ -322,6 +333,7 @@ mod tests {
             fds: 10,
             threads: 4,
             in_flight: 30.0,
+            tasks: 90.0,
         };
         let samples: Vec<Sample> = (0..5).map(|i| sample(10 * i, 1000 * i)).collect();
         let all = series(&samples);
@@ -329,10 +341,8 @@ mod tests {
         // 1 s of CPU every 10 s: 10 %.
         assert_eq!(all[1].points.len(), 4);
         assert!(all[1].points.iter().all(|(_, v)| (v - 10.0).abs() < 1e-9));
-        assert!(
-            csv(&samples).starts_with(
-                "t_s,rss_bytes,cpu_s,fds,threads,in_flight\n0.0,1048576,0.00,10,4,30\n"
-            )
-        );
+        assert!(csv(&samples).starts_with(
+            "t_s,rss_bytes,cpu_s,fds,threads,in_flight,tasks\n0.0,1048576,0.00,10,4,30,90\n"
+        ));
     }
 }

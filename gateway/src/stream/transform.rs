@@ -34,7 +34,7 @@ pub trait Transform: Send {
         objects.iter().map(|object| self.apply(object)).collect()
     }
 
-    /// Told that an object is gone (a watch's DELETED event, decided about already), so
-    /// nothing is kept for it.
-    fn forget(&mut self, _object: &Bytes) {}
+    /// Told that the object of `key` (`namespace/name`, or `name` when cluster-scoped) is
+    /// gone (a watch's DELETED event, decided about already), so nothing is kept for it.
+    fn forget(&mut self, _key: &str) {}
 }

@@ -160,12 +160,12 @@ impl WatchFraming {
                 forward(pipeline, out, &frame, &event)
             } else {
                 let verdict = verdicts.next().unwrap_or(Verdict::Keep);
+                let key = Meta::parse_checked(&event.object)?.key();
                 if event.kind == EventType::Deleted
                     && let Some(transform) = pipeline.transform.as_mut()
                 {
-                    transform.forget(&event.object);
+                    transform.forget(&key);
                 }
-                let key = Meta::parse_checked(&event.object)?.key();
                 let Some(sent) = self.visibility.apply(key, &event, verdict) else {
                     continue;
                 };

@@ -119,17 +119,11 @@ impl LookupsRead {
         }
     }
 
-    /// Forgets an object that is gone (its DELETED event was filtered), in every view.
-    pub(crate) fn forget(&self, object: &[u8]) {
+    /// Forgets the object of `key` that is gone (its DELETED event was filtered), in every
+    /// view.
+    pub(crate) fn forget(&self, key: &str) {
         let mut index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if index.of.is_empty() {
-            return;
-        }
-        let Ok(meta) = Meta::parse_checked(object) else {
-            return;
-        };
-        let key: Arc<str> = Arc::from(meta.key());
-        let Some(views) = index.of.remove(&key) else {
+        let Some((key, views)) = index.of.remove_entry(key) else {
             return;
         };
         for (view, reads) in views {

@@ -222,9 +222,9 @@ impl Transform for Session {
         Ok(replaced.map_or(Verdict::Keep, Verdict::Replace))
     }
 
-    fn forget(&mut self, object: &Bytes) {
+    fn forget(&mut self, key: &str) {
         for step in &self.steps {
-            step.filter.instantiator().lookups_read.forget(object);
+            step.filter.instantiator().lookups_read.forget(key);
         }
     }
 

@@ -154,7 +154,7 @@ fn views_keep_their_own_reads_and_a_deletion_forgets_the_object_in_all() {
         Touched::Nothing
     );
     reader.record(Some((&dns, &[&a[..]])), &gets(&[(0, "ns/svc-2")]));
-    reader.forget(&a);
+    reader.forget("ns/a");
     assert_eq!(
         response.touched(Some(&change(0, Some("ns/svc-2")))),
         Touched::Nothing,
