@@ -24,9 +24,6 @@ pub mod store;
 mod token;
 
 pub use error::CertificateError;
-pub use pem::{Validity, leaf_of, parse_pem_certificates};
-pub use pins::{CaPins, JoinToken};
-pub use renewal::{Renewal, Subject};
+pub use renewal::Renewal;
 pub use store::PairKind;
-pub use store::Store;
-pub use token::{BootstrapMode, CertificateSettings, Prepared, prepare};
+pub use token::{BootstrapMode, CertificateSettings, prepare};

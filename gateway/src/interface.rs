@@ -146,11 +146,6 @@ impl HubInterface {
         Ok(HubInterface { link, events })
     }
 
-    /// The link's name.
-    pub fn name(&self) -> &str {
-        &self.link.name
-    }
-
     /// The link's address.
     pub fn ip(&self) -> IpAddr {
         self.link.ip

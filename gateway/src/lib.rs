@@ -12,14 +12,16 @@
 //!   response.
 //! - [`config`]: the checked configuration, made from the command line.
 //! - [`local`]: answers from the cache while no apiserver is reachable.
-//! - [`upstream`]: credentials, TLS clients, the balancer and the health checker.
+//! - `upstream`: credentials, TLS clients, the balancer and the health checker.
 //! - [`filter`]: the Wasm filter host: its runtime, loading and hot reload, the chain.
-//! - [`autonomy`]: the node's `NodeAutonomy` condition, kept through the gateway itself.
-//! - [`informer`]: the objects filters look up, kept by the gateway's own informers.
-//! - [`interface`]: the hub interface (a dummy link with the address pods reach).
-//! - [`certificate`]: the gateway's client and serving certificates: bootstrapped, renewed.
-//! - [`hubcfg`]: YurtHub's `yurt-hub-cfg` ConfigMap, followed.
-//! - [`tls`]: the HTTPS proxy's TLS settings: its pair, and the client CAs it asks for.
+//! - `multiplexer`: one upstream list and watch per pool-scope resource for the whole node,
+//!   every local client's list and watch answered from that shared state.
+//! - `autonomy`: the node's `NodeAutonomy` condition, kept through the gateway itself.
+//! - `informer`: the objects filters look up, kept by the gateway's own informers.
+//! - `interface`: the hub interface (a dummy link with the address pods reach).
+//! - `certificate`: the gateway's client and serving certificates: bootstrapped, renewed.
+//! - `hubcfg`: YurtHub's `yurt-hub-cfg` ConfigMap, followed.
+//! - `tls`: the HTTPS proxy's TLS settings: its pair, and the client CAs it asks for.
 //! - [`cache`]: what is cached, the facade, its one writer, the typed tees, the crash-safe
 //!   store, offline reads.
 //! - [`stream`]: responses as streams of objects: one body driver over list and watch
@@ -29,12 +31,21 @@
 //!   `Status` responses, counted by fault.
 //! - [`reply`]: response bodies and `Status` bodies.
 //! - Leaves: [`cli`] (the command line, parsed with nothing of the gateway below it),
-//!   [`metrics`] (the Prometheus registry), [`error`] (the boxed error, an error's causes on
-//!   one line), [`json`] (JSON indented for reading).
+//!   `metrics` (the Prometheus registry), [`error`] (the boxed error, an error's causes on
+//!   one line), `json` (JSON indented for reading).
+//!
+//! # Surface
+//! Modules are private unless something outside the crate needs them: the binary
+//! ([`cli`], [`config`], [`tools`], [`error`]), the development node (`edgegate-dev`:
+//! [`server`]), the criterion benches and the load harness ([`stream`], [`filter`],
+//! [`cache`], [`request`], [`reply`]), the end-to-end tests (the store of [`cache`]) and
+//! the fuzz targets ([`local`], [`refusal`], and `fuzzing` behind the `fuzzing` feature).
+//! Those linked above are public; the others (`multiplexer`, `upstream`, …) are used only
+//! inside the crate.
 
-pub mod autonomy;
+mod autonomy;
 pub mod cache;
-pub mod certificate;
+mod certificate;
 pub mod cli;
 pub mod config;
 pub mod error;
@@ -42,18 +53,18 @@ pub mod filter;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod hubcfg;
-pub mod informer;
-pub mod interface;
-pub mod json;
+mod hubcfg;
+mod informer;
+mod interface;
+mod json;
 pub mod local;
-pub mod metrics;
-pub mod multiplexer;
+mod metrics;
+mod multiplexer;
 pub mod refusal;
 pub mod reply;
 pub mod request;
 pub mod server;
 pub mod stream;
-pub mod tls;
+mod tls;
 pub mod tools;
-pub mod upstream;
+mod upstream;

@@ -24,9 +24,6 @@ mod states;
 mod watch;
 
 pub use answer::Answer;
-pub use body::SharedBody;
-pub use metrics::MultiplexerMetrics;
 pub use refilter::Refilter;
-pub use resource::{Resource, ResourceError, YURTHUB_POOL_SCOPE_RESOURCES};
-pub use state::{Change, Object, Shared};
+pub use resource::{Resource, ResourceError};
 pub use states::{Multiplexer, is_feed};

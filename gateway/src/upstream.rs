@@ -9,7 +9,7 @@ mod lease;
 mod transport;
 
 pub use balancer::{Balancer, LbMode, Server};
-pub use cert_files::{CHECK_EVERY as CERT_CHECK_EVERY, CertFiles, CertFilesError};
+pub use cert_files::{CertFiles, CertFilesError};
 pub use credentials::{Credentials, CredentialsError};
 pub use health::{HealthSettings, HealthWatch};
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};

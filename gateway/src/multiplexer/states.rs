@@ -86,14 +86,6 @@ impl Multiplexer {
             plural: plural.to_owned(),
         })
     }
-
-    /// Per resource: objects held, their bytes, and changes in the window.
-    pub fn sizes(&self) -> Vec<(String, (usize, usize, usize))> {
-        self.shared
-            .iter()
-            .map(|(resource, shared)| (resource.to_string(), shared.size()))
-            .collect()
-    }
 }
 
 impl Drop for Multiplexer {

@@ -130,8 +130,9 @@ impl CertFiles {
         }
     }
 
-    /// The same, looked at on every use (for tests).
-    pub fn checked_every(mut self, every: Duration) -> CertFiles {
+    /// The same, looked at on every use.
+    #[cfg(test)]
+    pub(crate) fn checked_every(mut self, every: Duration) -> CertFiles {
         self.check_every = every;
         self
     }
