@@ -1,6 +1,7 @@
 //! The source layout, checked: no import circle between the files of `gateway/src` or
-//! `filters-sdk/src`, no module of `gateway/src` importing one of a higher tier, no file
-//! much over 500 lines, and the fuzz targets' modules built only with the `fuzzing` feature.
+//! `filters-sdk/src`, none between the folders of `gateway/src` taken whole (a folder with
+//! its files), no module of `gateway/src` importing one of a higher tier, no file much over
+//! 500 lines, and the fuzz targets' modules built only with the `fuzzing` feature.
 //!
 //! A file imports another when it names an item by a path (`use`, or a path in code or a
 //! type) that resolves into that file: `crate::…`, `super::…`, `self::…`, a child module's
@@ -13,6 +14,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
+
+#[path = "layout/graph.rs"]
+mod graph;
+
+use graph::{circles, graph};
 
 /// The tiers of `gateway/src` (STYLE.md's dependency direction): a module imports only
 /// modules of its own tier or below. `main.rs` is the binary's root, not part of the library.
@@ -260,83 +266,6 @@ fn read_crate(src: &Path) -> BTreeMap<Vec<String>, Module> {
     modules
 }
 
-/// The file-level import graph: module → the module files it imports (not itself).
-fn graph(modules: &BTreeMap<Vec<String>, Module>) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
-    let mut edges = BTreeMap::new();
-    for (name, module) in modules {
-        let targets: BTreeSet<Vec<String>> = module
-            .imports
-            .iter()
-            .filter_map(|path| {
-                (0..=path.len())
-                    .rev()
-                    .map(|len| path[..len].to_vec())
-                    .find(|prefix| modules.contains_key(prefix))
-            })
-            .filter(|target| target != name)
-            .collect();
-        edges.insert(name.clone(), targets);
-    }
-    edges
-}
-
-/// The strongly connected components with more than one module (Tarjan).
-fn circles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<String>>> {
-    struct State<'a> {
-        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
-        index: HashMap<&'a Vec<String>, usize>,
-        low: HashMap<&'a Vec<String>, usize>,
-        stack: Vec<&'a Vec<String>>,
-        on_stack: BTreeSet<&'a Vec<String>>,
-        found: Vec<Vec<Vec<String>>>,
-    }
-    fn visit<'a>(state: &mut State<'a>, node: &'a Vec<String>) {
-        let next = state.index.len();
-        state.index.insert(node, next);
-        state.low.insert(node, next);
-        state.stack.push(node);
-        state.on_stack.insert(node);
-        for target in &state.edges[node] {
-            if !state.index.contains_key(target) {
-                visit(state, target);
-                let low = state.low[node].min(state.low[target]);
-                state.low.insert(node, low);
-            } else if state.on_stack.contains(target) {
-                let low = state.low[node].min(state.index[target]);
-                state.low.insert(node, low);
-            }
-        }
-        if state.low[node] == state.index[node] {
-            let mut component = Vec::new();
-            while let Some(member) = state.stack.pop() {
-                state.on_stack.remove(member);
-                component.push(member.clone());
-                if member == node {
-                    break;
-                }
-            }
-            if component.len() > 1 {
-                component.sort();
-                state.found.push(component);
-            }
-        }
-    }
-    let mut state = State {
-        edges,
-        index: HashMap::new(),
-        low: HashMap::new(),
-        stack: Vec::new(),
-        on_stack: BTreeSet::new(),
-        found: Vec::new(),
-    };
-    for node in edges.keys() {
-        if !state.index.contains_key(node) {
-            visit(&mut state, node);
-        }
-    }
-    state.found
-}
-
 fn name(module: &[String]) -> String {
     if module.is_empty() {
         "crate".into()
@@ -381,6 +310,55 @@ fn no_import_circle_in_the_gateway() {
 #[test]
 fn no_import_circle_in_the_sdk() {
     assert_no_circles("filters-sdk/src");
+}
+
+/// The circles between sibling modules of `crate_src` taken whole (a folder with its files):
+/// per parent, each edge of the file graph that crosses from one child's subtree to
+/// another's becomes an edge between those children.
+fn folder_circles(crate_src: &str) -> Vec<String> {
+    let modules = read_crate(&workspace().join(crate_src));
+    let edges = graph(&modules);
+    let parents: BTreeSet<&[String]> = modules
+        .keys()
+        .filter(|m| !m.is_empty())
+        .map(|m| &m[..m.len() - 1])
+        .collect();
+    let mut found = Vec::new();
+    for parent in parents {
+        let depth = parent.len() + 1;
+        let child = |m: &Vec<String>| -> Option<Vec<String>> {
+            (m.len() >= depth && m.starts_with(parent)).then(|| m[..depth].to_vec())
+        };
+        let mut folded: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+        for (from, targets) in &edges {
+            let Some(from) = child(from) else { continue };
+            let entry = folded.entry(from.clone()).or_default();
+            entry.extend(targets.iter().filter_map(child).filter(|to| *to != from));
+        }
+        let targets: BTreeSet<Vec<String>> = folded.values().flatten().cloned().collect();
+        for target in targets {
+            folded.entry(target).or_default();
+        }
+        for circle in circles(&folded) {
+            let names: Vec<String> = circle.iter().map(|m| name(m)).collect();
+            found.push(names.join(" ⇄ "));
+        }
+    }
+    found
+}
+
+fn assert_no_folder_circles(crate_src: &str) {
+    let found = folder_circles(crate_src);
+    assert!(
+        found.is_empty(),
+        "sibling modules of {crate_src} importing each other (folders taken whole):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_import_circle_between_folders_of_the_gateway() {
+    assert_no_folder_circles("gateway/src");
 }
 
 #[test]

@@ -14,10 +14,16 @@
 //! - `lookup`: the [`Lookup`] trait behind the `get` and `list` imports.
 //! - `settings`: [`FilterSettings`], the per-call [`Limits`] and the [`OnError`] policy.
 //! - `metrics`: per-filter metrics.
-//! - `runtime`: the wasmtime engine, epoch ticker, host imports, instances, compiled code.
-//! - `loading`: the directory, its watch and reload, options, schema, the helper process.
-//! - `chain`: a [`Generation`], a [`Session`], lookup use, the replacement check.
+//! - `runtime`: the wasmtime engine, epoch ticker, host imports, instances, compiled code
+//!   and the helper process that compiles it, what each call's lookups read, the check of
+//!   a filter's replacement.
+//! - `loading`: the directory and its watch, options, schema, a filter loaded.
+//! - `chain`: a [`Generation`], a [`Session`], the reload that swaps generations, what a
+//!   generation's filters are described as.
 //! - `author`: `edgegate filter check`, `test` and `bench`.
+//!
+//! Each room imports only the rooms above it in this list (`runtime` the leaves, `loading`
+//! `runtime`, `chain` both, `author` all three).
 
 mod author;
 mod chain;
@@ -32,16 +38,16 @@ mod tests;
 
 pub use author::{TestRequest, bench, check, test};
 pub use chain::generation::{Generation, NodeFacts};
-pub use chain::lookup_use::{LookupUse, Touched};
-pub use chain::replacement::check_replacement;
+pub use chain::reload::{Filters, HubComponents};
 pub use chain::session::Session;
 pub use edgegate_filter_sdk::LabelSelector;
 pub use error::FilterError;
 pub use loading::options::RunSettings;
-pub use loading::reload::{Filters, HubComponents};
 pub use loading::schema::check_config;
 pub use lookup::{Lookup, LookupChange, NoLookup};
 pub use metrics::FilterMetrics;
 pub use runtime::engine::{PERF_MAP_ENV, compile_into_cache};
 pub use runtime::instance::Failure;
+pub use runtime::lookup_use::{LookupUse, Touched};
+pub use runtime::replacement::check_replacement;
 pub use settings::{COMPILED_CACHE_DIR, DEFAULT_DEBOUNCE, FilterSettings, Limits, OnError};

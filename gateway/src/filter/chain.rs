@@ -5,11 +5,10 @@
 //! - `generation`: a [`Generation`](generation::Generation) of the chain, its order and
 //!   which filters apply to a request; the node facts filters see.
 //! - `session`: a [`Session`](session::Session), the filtering of one response.
-//! - `lookup_use`: which change feeds a filter's lookups read, so only watches whose filters
-//!   read a changed feed are re-listed.
-//! - `replacement`: what a filter's replacement must be before it is sent on.
+//! - `reload`: [`Filters`](reload::Filters), rescanning the directory and swapping generations.
+//! - `describe`: the live chain as JSON.
 
+pub(super) mod describe;
 pub(super) mod generation;
-pub(super) mod lookup_use;
-pub(super) mod replacement;
+pub(super) mod reload;
 pub(super) mod session;

@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use super::runtime::bindings;
-
 /// Why filters could not be loaded or the filter host could not start. A load failure
 /// names the filter and the step; the previous generation keeps serving.
 #[derive(Debug, Error)]
@@ -81,14 +79,15 @@ pub enum FilterError {
     },
     /// A component was built against another version of the `edgegate:filter` world.
     #[error(
-        "filter {name}: built against edgegate:filter@{built}, but this gateway runs edgegate:filter@{} (and loads components built against its earlier patch versions); rebuild it with the edgegate-filter-sdk of this gateway",
-        bindings::WORLD_VERSION
+        "filter {name}: built against edgegate:filter@{built}, but this gateway runs edgegate:filter@{runs} (and loads components built against its earlier patch versions); rebuild it with the edgegate-filter-sdk of this gateway"
     )]
     Version {
         /// The filter.
         name: String,
         /// The world version it imports.
         built: String,
+        /// The world version this gateway runs.
+        runs: &'static str,
     },
     /// A first instance could not be made or its manifest read.
     #[error("filter {name}: {message}")]

@@ -11,13 +11,20 @@
 //! - `code_store`: the compiled-code store, files of machine code the gateway maps.
 //! - `function_cache`: the functions compiled for it, which a new component's compile takes.
 //! - `seal`: the key and HMAC seals that let the gateway trust the code it maps.
+//! - `helper_process`: compiling and config checks handed to a child process.
+//! - `lookup_use`: what each call's lookups read, per object, so that a lookup change
+//!   re-filters only the objects that read it.
+//! - `replacement`: what a filter's replacement must be before it is sent on.
 
 pub(super) mod bindings;
 pub(super) mod code_store;
 pub(super) mod engine;
 pub(super) mod epoch;
 pub(super) mod function_cache;
+pub(super) mod helper_process;
 pub(super) mod host;
 pub(super) mod instance;
+pub(super) mod lookup_use;
+pub(super) mod replacement;
 pub(super) mod seal;
 pub(super) mod trapping_imports;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::lookup_use::LookupUse;
 use crate::filter::loading::loaded_filter::LoadedFilter;
 use crate::filter::runtime::bindings::{Context, Decision};
 use crate::filter::runtime::instance::{Failure, Instance};
+use crate::filter::runtime::lookup_use::LookupUse;
 use crate::filter::settings::OnError;
 use crate::stream::{Transform, TransformError, Verdict};
 

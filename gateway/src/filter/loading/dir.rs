@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use crate::filter::error::FilterError;
+use crate::filter::runtime::code_store::sha256;
 
 /// Largest `.wasm` read; beyond it the file is refused (filters are tens to hundreds of KiB).
 const MAX_WASM_BYTES: u64 = 64 << 20;
@@ -43,14 +42,6 @@ pub(crate) fn ignored(file_name: &str) -> bool {
     file_name.starts_with('.')
         || file_name.starts_with('#')
         || TEMP_SUFFIXES.iter().any(|s| file_name.ends_with(s))
-}
-
-/// Hex SHA-256 of bytes.
-pub(crate) fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Reads the filters in `dir`, by name.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use edgegate_filter_sdk::{Manifest, ResourceMatch};
 use wasmtime::component::Component;
 
-use super::dir::{FilterFiles, sha256};
+use super::dir::FilterFiles;
 use super::loaded_filter::LoadedFilter;
 use super::options::{self, FilterFile, GatewayFile};
 use super::schema::SchemaChecks;
@@ -18,6 +18,7 @@ use crate::filter::error::FilterError;
 use crate::filter::lookup::Lookup;
 use crate::filter::metrics::FilterMetrics;
 use crate::filter::runtime::bindings;
+use crate::filter::runtime::code_store::sha256;
 use crate::filter::runtime::engine::Runtime;
 use crate::filter::runtime::instance::Instantiator;
 use crate::filter::settings::Limits;

@@ -9,10 +9,10 @@ use std::sync::Mutex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::helper_process::{ConfigCheck, HelperProcess, Verdict};
 use crate::filter::error::FilterError;
 use crate::filter::metrics::FilterMetrics;
 use crate::filter::metrics::Place;
+use crate::filter::runtime::helper_process::{ConfigCheck, HelperProcess, Verdict};
 
 /// Schema and config pairs remembered as passed; beyond this the memory starts afresh.
 const MAX_REMEMBERED: usize = 1024;

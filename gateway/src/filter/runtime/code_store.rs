@@ -47,6 +47,15 @@ pub(crate) const UNUSED_KEPT: usize = 16;
 /// (a crash between write and rename) rather than one being written.
 const TEMPORARY_ABANDONED: Duration = Duration::from_secs(3600);
 
+/// Hex SHA-256 of bytes: what names a filter's `.wasm` and its compiled code in the store.
+pub(crate) fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A directory of compiled components for one engine's settings.
 #[derive(Debug)]
 pub(crate) struct CompiledStore {

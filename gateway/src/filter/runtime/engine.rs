@@ -24,9 +24,9 @@ use super::host::{HostState, WASI_INTERFACES, WASI_POLL, add_wasi_to_linker, def
 use super::seal::{Seal, Untrusted};
 use super::trapping_imports::{self, Provided};
 use crate::filter::error::FilterError;
-use crate::filter::loading::dir::sha256;
-use crate::filter::loading::helper_process::HelperProcess;
 use crate::filter::metrics::Place;
+use crate::filter::runtime::code_store::sha256;
+use crate::filter::runtime::helper_process::HelperProcess;
 
 /// The environment variable that, set to anything but empty or `0`, has the engine write a
 /// perf map of filters' code (`/tmp/perf-PID.map`) for `perf` to name guest functions by:
@@ -249,6 +249,7 @@ impl Runtime {
             return Err(FilterError::Version {
                 name: name.to_owned(),
                 built,
+                runs: WORLD_VERSION,
             });
         }
         let pre = self.link(component).map_err(link_error)?;

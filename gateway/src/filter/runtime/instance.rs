@@ -12,10 +12,10 @@ use wasmtime::Store;
 use super::bindings::{Context, Decision, FilterWorld, FilterWorldPre, Manifest};
 use super::engine::Runtime;
 use super::host::HostState;
-use crate::filter::chain::lookup_use::LookupsRead;
-use crate::filter::chain::replacement::check_replacement;
 use crate::filter::lookup::Lookup;
 use crate::filter::metrics::{CallMetrics, FilterMetrics};
+use crate::filter::runtime::lookup_use::LookupsRead;
+use crate::filter::runtime::replacement::check_replacement;
 use crate::filter::settings::Limits;
 
 /// Why a call into a filter failed.

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::support::{TempDir, temp_dir, wasm};
-use crate::filter::loading::dir::sha256;
 use crate::filter::metrics::Place;
 use crate::filter::runtime::code_store::CompiledStore;
+use crate::filter::runtime::code_store::sha256;
 use crate::filter::runtime::engine::Runtime;
 use crate::filter::runtime::seal::Seal;
 

@@ -4,10 +4,10 @@ use serde_json::json;
 
 use super::support::wasm;
 use crate::filter::check_config;
-use crate::filter::loading::helper_process::HelperProcess;
 use crate::filter::loading::schema::SchemaChecks;
 use crate::filter::metrics::{FilterMetrics, Place, PlaceLabels};
 use crate::filter::runtime::engine::Runtime;
+use crate::filter::runtime::helper_process::HelperProcess;
 
 const SCHEMA: &str = r#"{"type": "object", "properties": {"tag": {"type": "string"}},
                          "additionalProperties": false}"#;

@@ -18,7 +18,7 @@ use crate::filter::runtime::seal::KEY_FILE;
 
 /// The store's file of the code compiled from `wasm`.
 fn code_file(dir: &Path, wasm: &[u8]) -> PathBuf {
-    let digest = crate::filter::loading::dir::sha256(wasm);
+    let digest = crate::filter::runtime::code_store::sha256(wasm);
     fs::read_dir(dir)
         .expect("the store's dir")
         .map(|entry| entry.expect("an entry").path())

@@ -8,7 +8,6 @@ use bytes::Bytes;
 use http::Method;
 use serde_json::Value;
 
-use crate::filter::loading::dir;
 use crate::filter::loading::dir::FilterFiles;
 use crate::filter::loading::loader::Loader;
 use crate::filter::loading::options::GatewayFile;
@@ -132,7 +131,7 @@ pub(super) fn load(
         .map(|s| {
             let bytes = wasm(s.wasm);
             let files = FilterFiles {
-                hash: dir::sha256(&bytes),
+                hash: crate::filter::runtime::code_store::sha256(&bytes),
                 wasm: Arc::new(bytes),
                 toml: Some(s.toml.to_owned()),
             };

@@ -12,17 +12,17 @@ use tokio::sync::{Notify, watch};
 use wasmtime::component::Component;
 
 use super::describe::{self, LoadFailure};
-use super::dir::{self, FilterFiles};
-use super::dir_watch;
-use super::helper_process::HelperProcess;
-use super::loader::Loader;
-use super::options::GatewayFile;
-use super::schema::SchemaChecks;
 use crate::filter::chain::generation::{Generation, NodeFacts};
 use crate::filter::error::FilterError;
+use crate::filter::loading::dir::{self, FilterFiles};
+use crate::filter::loading::dir_watch;
+use crate::filter::loading::loader::Loader;
+use crate::filter::loading::options::{self, GatewayFile};
+use crate::filter::loading::schema::SchemaChecks;
 use crate::filter::lookup::Lookup;
 use crate::filter::metrics::FilterMetrics;
 use crate::filter::runtime::engine::Runtime;
+use crate::filter::runtime::helper_process::HelperProcess;
 use crate::filter::settings::FilterSettings;
 use crate::metrics::Metrics;
 
@@ -271,7 +271,7 @@ impl Shared {
         };
         let present: Vec<&str> = files.keys().map(String::as_str).collect();
         // Only what applies to filters here: a key for filters this node lacks loads nothing.
-        let hub = super::options::components_of_present(
+        let hub = options::components_of_present(
             &self
                 .hub_components
                 .lock()
