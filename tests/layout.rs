@@ -1,7 +1,7 @@
 //! The source layout, checked: no import circle between the files of `gateway/src` or
-//! `filters-sdk/src`, none between the folders of `gateway/src` taken whole (a folder with
-//! its files), no module of `gateway/src` importing one of a higher tier, no file much over
-//! 500 lines, and the fuzz targets' modules built only with the `fuzzing` feature.
+//! `filters-sdk/src`, none between their folders taken whole (a folder with its files), no
+//! module of `gateway/src` importing one of a higher tier, no file much over 500 lines, and
+//! the fuzz targets' modules built only with the `fuzzing` feature.
 //!
 //! A file imports another when it names an item by a path (`use`, or a path in code or a
 //! type) that resolves into that file: `crate::…`, `super::…`, `self::…`, a child module's
@@ -359,6 +359,11 @@ fn assert_no_folder_circles(crate_src: &str) {
 #[test]
 fn no_import_circle_between_folders_of_the_gateway() {
     assert_no_folder_circles("gateway/src");
+}
+
+#[test]
+fn no_import_circle_between_folders_of_the_sdk() {
+    assert_no_folder_circles("filters-sdk/src");
 }
 
 #[test]

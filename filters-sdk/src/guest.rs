@@ -1,6 +1,6 @@
-//! The guest side of the `edgegate:filter` world (wasm builds only): the bindings generated
-//! from `wit/filter.wit`, conversions between them and the SDK's types, and the functions
-//! the `export_filter!` expansion calls.
+//! The guest side of the `edgegate:filter` world (wasm builds only): conversions between the
+//! generated bindings and the SDK's types, and the functions the `export_filter!` expansion
+//! calls.
 
 use crate::adapter::{Output, Slot};
 use crate::filter::Filter;
@@ -8,12 +8,10 @@ use crate::types::{Context, Level, Manifest, Verb};
 
 pub use wit_bindgen;
 
-pub mod bindings;
-pub(crate) mod imports;
+use crate::bindings::edgegate::filter::types as wit;
+use crate::host::wasm as imports;
 
-use bindings::edgegate::filter::types as wit;
-
-pub use bindings::Guest;
+pub use crate::bindings::Guest;
 
 fn verb_to_wit(verb: Verb) -> wit::Verb {
     match verb {

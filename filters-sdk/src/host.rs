@@ -4,11 +4,16 @@
 //! In a wasm build these call the component's imports; natively they are served by the
 //! [`crate::testing::Harness`] of the calling thread (and do nothing without one).
 
-#[cfg(target_family = "wasm")]
-use crate::guest::imports as backend;
-use crate::object::Object;
 #[cfg(not(target_family = "wasm"))]
-use crate::testing::fake as backend;
+pub(crate) mod fake;
+#[cfg(target_family = "wasm")]
+pub(crate) mod wasm;
+
+#[cfg(not(target_family = "wasm"))]
+use self::fake as backend;
+#[cfg(target_family = "wasm")]
+use self::wasm as backend;
+use crate::object::Object;
 use crate::types::{Level, Resource};
 
 /// One object of `resource` by namespace (`None` when cluster-scoped) and name; `None` if

@@ -43,7 +43,10 @@
 //! - [`testing`]: the native test harness, its fake host and the [`testing::Output`] a test
 //!   reads (not in wasm builds).
 //! - `adapter`: runs a [`Filter`] behind the exports: config, parsing, decisions to outputs.
-//! - `guest`: the wasm side: the generated bindings, the imports [`host`] calls, the exports.
+//! - `bindings`: the bindings generated from `wit/filter.wit` (wasm builds only).
+//! - `guest`: the wasm side of the exports: the bindings' types converted, the functions
+//!   `export_filter!` calls. [`host`] calls the imports (its `wasm` backend; natively its
+//!   `fake`, which [`testing`] installs).
 //! - `export_filter!`: exports a [`Filter`] as the component's implementation.
 //!
 //! What the gateway reads of objects itself (a few fields of bytes, what a replacement kept)
@@ -54,6 +57,9 @@
 extern crate self as edgegate_filter_sdk;
 
 mod adapter;
+#[cfg(target_family = "wasm")]
+#[doc(hidden)]
+pub mod bindings;
 mod export;
 pub mod filter;
 #[cfg(target_family = "wasm")]
@@ -79,7 +85,7 @@ pub use serde_json;
 pub mod __private {
     pub use crate::adapter::Slot;
     #[cfg(target_family = "wasm")]
-    pub use crate::guest::{
-        Guest, begin, bindings, configure, filter, filter_batch, manifest, wit_bindgen,
-    };
+    pub use crate::bindings;
+    #[cfg(target_family = "wasm")]
+    pub use crate::guest::{Guest, begin, configure, filter, filter_batch, manifest, wit_bindgen};
 }

@@ -17,13 +17,11 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-pub(crate) mod fake;
-
 pub use crate::adapter::Output;
 use crate::adapter::Slot;
 use crate::filter::Filter;
+use crate::host::fake::{FakeHost, HOST, Known};
 use crate::types::{Context, Level, Manifest};
-use fake::{FakeHost, HOST, Known};
 
 /// The fake host alone, serving [`crate::host`] on this thread: for testing code that makes
 /// lookups outside a filter (a [`Harness`] has one of its own).

@@ -11,13 +11,13 @@ use crate::selector::LabelSelector;
 use crate::types::Level;
 
 /// Objects the fake host knows, and what the filter logged and counted.
-pub(super) struct FakeHost {
+pub(crate) struct FakeHost {
     /// `(group, version, resource)` → objects.
-    pub(super) objects: BTreeMap<(String, String, String), Vec<Known>>,
-    pub(super) logs: Vec<(Level, String)>,
+    pub(crate) objects: BTreeMap<(String, String, String), Vec<Known>>,
+    pub(crate) logs: Vec<(Level, String)>,
     /// Lines below this level are neither enabled nor recorded.
-    pub(super) log_level: Level,
-    pub(super) counters: BTreeMap<String, u64>,
+    pub(crate) log_level: Level,
+    pub(crate) counters: BTreeMap<String, u64>,
 }
 
 impl Default for FakeHost {
@@ -33,14 +33,14 @@ impl Default for FakeHost {
 
 /// An object the fake host knows, encoded once when it is added, as the gateway's informers
 /// encode each object version once.
-pub(super) struct Known {
-    pub(super) value: Value,
-    pub(super) json: Vec<u8>,
+pub(crate) struct Known {
+    pub(crate) value: Value,
+    pub(crate) json: Vec<u8>,
 }
 
 thread_local! {
     /// The fake host of the harness running on this thread; each test runs on its own thread.
-    pub(super) static HOST: RefCell<Option<Rc<RefCell<FakeHost>>>> = const { RefCell::new(None) };
+    pub(crate) static HOST: RefCell<Option<Rc<RefCell<FakeHost>>>> = const { RefCell::new(None) };
 }
 
 fn with_host<T>(default: T, run: impl FnOnce(&mut FakeHost) -> T) -> T {

@@ -1,7 +1,7 @@
 //! The world's imports, in the SDK's types: what [`crate::host`] calls in wasm builds.
 
-use super::bindings::edgegate::filter::host;
-use super::bindings::edgegate::filter::types as wit;
+use crate::bindings::edgegate::filter::host;
+use crate::bindings::edgegate::filter::types as wit;
 use crate::types::Level;
 
 pub(crate) fn get(
