@@ -9,7 +9,8 @@
 //! # Layout
 //! A response goes tee → message → writer → store; readers go to the store directly.
 //! - `facade`: [`Cache`], what the gateway holds: the policy, the store for readers, tees.
-//! - `policy`: what is cached ([`CachePolicy`], [`CacheTarget`], [`ListQuery`]).
+//! - `policy`: what is cached ([`CachePolicy`], [`CacheTarget`],
+//!   [`ListQuery`](crate::request::ListQuery)).
 //! - `tee`: [`ListTee`], [`WatchTee`], [`ObjectTee`], the stream's sinks, one per response.
 //! - `message`: the one enum of what the writer is sent, and the way to it (a leaf).
 //! - `writer`: the one writer: its thread, list ids, and what the tees draw on.

@@ -4,7 +4,7 @@
 //! Nothing here holds a whole list: memory is bounded by the largest single object.
 //!
 //! # Layout
-//! - `body`: the one driver of list and watch bodies over a [`Framing`](body) per kind, and
+//! - `body`: the one driver of list and watch bodies over a `Framing` per kind, and
 //!   [`until`], a body passed through until its watch must stop.
 //! - `list_body`, `watch_body`: the two framings: batches of items, events and their errors.
 //! - `object_body`: a single object, read whole (bounded), filtered and teed.

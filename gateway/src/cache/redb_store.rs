@@ -42,7 +42,7 @@ pub struct RedbStore {
 }
 
 impl RedbStore {
-    /// Opens (or creates) the store in `dir`, as the file [`FILE`]. A file that cannot be
+    /// Opens (or creates) the store in `dir`, as the file `edgegate.redb`. A file that cannot be
     /// opened is an error here; [`super::GuardedStore`] moves it aside and starts anew.
     pub fn open(dir: &Path) -> Result<RedbStore, StoreError> {
         let open_error = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Open {
