@@ -5,8 +5,10 @@
 //! NodePool touches nothing of this node's.
 //!
 //! The objects of one batch share its reads (a filter looks each thing up once per call),
-//! so each is counted as reading all of them. An object's reads are replaced each time it
-//! is filtered again for the same view, and forgotten when it is deleted.
+//! so each is counted as reading all of them, and the reads are held once per batch: a
+//! list's 32-object batches cost one entry per read and one per object, not their product.
+//! An object leaves its batch each time it is filtered again for the same view, and every
+//! batch when it is deleted; a batch left without objects is forgotten with its reads.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -76,14 +78,28 @@ pub(crate) struct LookupsRead(Arc<Mutex<Reads>>);
 /// watch event replace each other's reads, two components' views do not.
 type Seen = (u64, Arc<str>);
 
+/// A call that filtered objects, numbered as recorded.
+type BatchId = u64;
+
+/// What one call read, and the objects (by view) whose last filtering it still is.
+#[derive(Debug)]
+struct Batch {
+    reads: Box<[Read]>,
+    members: HashSet<Seen>,
+}
+
 #[derive(Debug, Default)]
 struct Reads {
     /// Read outside any object's call (`configure`, `begin`): may shape every object.
     general: HashSet<Read>,
-    /// The objects whose last filtering, in some view, read each thing.
-    readers: HashMap<Read, HashSet<Seen>>,
-    /// What each object's last filtering read, by view.
-    of: HashMap<Arc<str>, HashMap<u64, Vec<Read>>>,
+    /// The batches that read each thing.
+    readers: HashMap<Read, HashSet<BatchId>>,
+    /// The batches some object's last filtering still is.
+    batches: HashMap<BatchId, Batch>,
+    /// The batch of each object's last filtering, by view.
+    of: HashMap<Arc<str>, Vec<(u64, BatchId)>>,
+    /// The number the next batch gets.
+    next: BatchId,
     /// The index outgrew [`MAX_OBJECTS`]: every change touches everything.
     given_up: bool,
 }
@@ -110,13 +126,11 @@ impl LookupsRead {
         if index.given_up || (reads.is_empty() && index.of.is_empty()) {
             return;
         }
-        let view = view_of(ctx);
-        for object in objects {
-            let Ok(meta) = Meta::parse_checked(object) else {
-                continue;
-            };
-            index.set((view, Arc::from(meta.key())), &reads);
-        }
+        let keys = objects
+            .iter()
+            .filter_map(|object| Meta::parse_checked(object).ok())
+            .map(|meta| Arc::from(meta.key()));
+        index.set(view_of(ctx), keys, reads);
     }
 
     /// Forgets the object of `key` that is gone (its DELETED event was filtered), in every
@@ -126,8 +140,8 @@ impl LookupsRead {
         let Some((key, views)) = index.of.remove_entry(key) else {
             return;
         };
-        for (view, reads) in views {
-            index.unread(&(view, key.clone()), reads);
+        for (view, batch) in views {
+            index.leave_batch(batch, &(view, key.clone()));
         }
     }
 
@@ -145,8 +159,12 @@ impl LookupsRead {
             return Touched::All;
         }
         let mut objects: HashSet<Arc<str>> = HashSet::new();
-        let mut add = |readers: &HashSet<Seen>| {
-            objects.extend(readers.iter().map(|(_, object)| object.clone()));
+        let mut add = |batches: &HashSet<BatchId>| {
+            let members = batches
+                .iter()
+                .filter_map(|batch| index.batches.get(batch))
+                .flat_map(|batch| &batch.members);
+            objects.extend(members.map(|(_, object)| object.clone()));
         };
         match &change.key {
             // A read of that object or of its whole feed.
@@ -162,7 +180,7 @@ impl LookupsRead {
                 .readers
                 .iter()
                 .filter(|(read, _)| hits(read))
-                .for_each(|(_, readers)| add(readers)),
+                .for_each(|(_, batches)| add(batches)),
         }
         if objects.is_empty() {
             Touched::Nothing
@@ -179,22 +197,20 @@ impl LookupsRead {
 }
 
 impl Reads {
-    /// Makes `reads` what `seen` read last.
-    fn set(&mut self, seen: Seen, reads: &[Read]) {
-        let before = self
-            .of
-            .get_mut(&seen.1)
-            .and_then(|views| views.remove(&seen.0));
-        if let Some(before) = before {
-            self.unread(&seen, before);
+    /// Makes `reads` what the objects of `keys`, as `view` sees them, read last: one batch.
+    fn set(&mut self, view: u64, keys: impl Iterator<Item = Arc<str>>, reads: Vec<Read>) {
+        let keys: Vec<Arc<str>> = keys.collect();
+        for key in &keys {
+            self.leave(view, key);
         }
-        if reads.is_empty() {
-            if self.of.get(&seen.1).is_some_and(HashMap::is_empty) {
-                self.of.remove(&seen.1);
-            }
+        if reads.is_empty() || keys.is_empty() {
             return;
         }
-        if self.of.len() >= MAX_OBJECTS && !self.of.contains_key(&seen.1) {
+        let new = keys
+            .iter()
+            .filter(|key| !self.of.contains_key(*key))
+            .count();
+        if self.of.len() + new > MAX_OBJECTS {
             tracing::warn!(
                 objects = MAX_OBJECTS,
                 "a filter's lookups are read by too many objects to follow: any lookup change now touches all of them"
@@ -205,25 +221,53 @@ impl Reads {
             };
             return;
         }
-        for read in reads {
-            self.readers
-                .entry(read.clone())
-                .or_default()
-                .insert(seen.clone());
+        let id = self.next;
+        self.next += 1;
+        let mut members = HashSet::with_capacity(keys.len());
+        for key in keys {
+            if members.insert((view, key.clone())) {
+                self.of.entry(key).or_default().push((view, id));
+            }
         }
-        self.of
-            .entry(seen.1)
-            .or_default()
-            .insert(seen.0, reads.to_vec());
+        for read in &reads {
+            self.readers.entry(read.clone()).or_default().insert(id);
+        }
+        let reads = reads.into_boxed_slice();
+        self.batches.insert(id, Batch { reads, members });
     }
 
-    /// Takes `seen` out of the readers of `reads`.
-    fn unread(&mut self, seen: &Seen, reads: Vec<Read>) {
-        for read in reads {
-            if let Some(readers) = self.readers.get_mut(&read) {
-                readers.remove(seen);
+    /// Takes the object of `key`, as `view` sees it, out of the batch it was last in.
+    fn leave(&mut self, view: u64, key: &Arc<str>) {
+        let Some(views) = self.of.get_mut(key) else {
+            return;
+        };
+        let Some(at) = views.iter().position(|(seen, _)| *seen == view) else {
+            return;
+        };
+        let (_, batch) = views.swap_remove(at);
+        if views.is_empty() {
+            self.of.remove(key);
+        }
+        self.leave_batch(batch, &(view, key.clone()));
+    }
+
+    /// Takes `seen` out of `batch`'s objects; a batch left without any goes, with its reads.
+    fn leave_batch(&mut self, batch: BatchId, seen: &Seen) {
+        let Some(entry) = self.batches.get_mut(&batch) else {
+            return;
+        };
+        entry.members.remove(seen);
+        if !entry.members.is_empty() {
+            return;
+        }
+        let Some(gone) = self.batches.remove(&batch) else {
+            return;
+        };
+        for read in gone.reads.iter() {
+            if let Some(readers) = self.readers.get_mut(read) {
+                readers.remove(&batch);
                 if readers.is_empty() {
-                    self.readers.remove(&read);
+                    self.readers.remove(read);
                 }
             }
         }

@@ -166,13 +166,48 @@ fn views_keep_their_own_reads_and_a_deletion_forgets_the_object_in_all() {
 #[test]
 fn an_index_past_its_bound_touches_all() {
     let mut reads = Reads::default();
-    let read = [Read::Key(0, "ns/svc".into())];
+    let read = || vec![Read::Key(0, "ns/svc".into())];
     for i in 0..MAX_OBJECTS {
-        reads.set((1, Arc::from(format!("ns/{i}"))), &read);
+        reads.set(1, std::iter::once(Arc::from(format!("ns/{i}"))), read());
     }
     assert!(!reads.given_up);
-    reads.set((1, Arc::from("ns/one-more")), &read);
+    reads.set(1, std::iter::once(Arc::from("ns/one-more")), read());
     assert!(reads.given_up && reads.of.is_empty() && reads.readers.is_empty());
+    assert!(reads.batches.is_empty());
     let reader = LookupsRead(Arc::new(Mutex::new(reads)));
     assert_eq!(reader.touched(&change(3, Some("anything"))), Touched::All);
+}
+
+#[test]
+fn a_batch_is_held_once_and_goes_with_its_last_object() {
+    let reader = LookupsRead::default();
+    let proxy = context("kube-proxy");
+    let slices: Vec<Vec<u8>> = (0..32).map(|i| slice("ns", &format!("s-{i}"))).collect();
+    let batch: Vec<&[u8]> = slices.iter().map(Vec::as_slice).collect();
+    let services: Vec<String> = (0..32).map(|i| format!("ns/svc-{i}")).collect();
+    let call = CallReads {
+        feeds: 0,
+        keys: services.iter().map(|key| (0, key.clone())).collect(),
+    };
+    reader.record(Some((&proxy, &batch)), &call);
+    {
+        let index = reader.0.lock().unwrap();
+        assert_eq!(index.batches.len(), 1);
+        let entries: usize = index.readers.values().map(HashSet::len).sum();
+        assert_eq!(entries, 32, "one entry per read, not per read and object");
+        assert_eq!(index.of.len(), 32);
+    }
+    // Every object but the last filtered again alone, reading nothing: the batch stays.
+    let alone = CallReads::default();
+    for object in &batch[..31] {
+        reader.record(Some((&proxy, &[*object])), &alone);
+    }
+    let response = LookupUse::new(vec![reader.clone()]);
+    assert_eq!(
+        response.touched(Some(&change(0, Some("ns/svc-0")))),
+        objects(&["ns/s-31"])
+    );
+    reader.forget("ns/s-31");
+    let index = reader.0.lock().unwrap();
+    assert!(index.batches.is_empty() && index.readers.is_empty() && index.of.is_empty());
 }
