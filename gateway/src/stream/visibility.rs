@@ -3,7 +3,7 @@
 //!
 //! | shown before | verdict now | the client gets |
 //! |---|---|---|
-//! | visible | visible | MODIFIED with the new object |
+//! | visible | visible | MODIFIED with the new object; nothing if it is byte for byte the one shown |
 //! | hidden | visible | ADDED |
 //! | visible | dropped | DELETED with the last visible object |
 //! | hidden | dropped | nothing |
@@ -15,6 +15,9 @@
 //! MODIFIED event may well be in the client's store: it is told once that it is gone.
 //! A synthesized DELETED carries the event's resourceVersion, as kube-apiserver's watch cache
 //! does, so a client resuming from it does not go back in time.
+//! An object the client was shown exactly as it is now is not sent again: every upstream
+//! change carries a new resourceVersion, so only a re-filtering that changed nothing of the
+//! object's view (a lookup it read changed in what the filter does not use) is held back.
 //! Memory: one entry per object that changed while the stream was open.
 
 use std::collections::HashMap;
@@ -62,6 +65,12 @@ impl Visibility {
         }
         match visible {
             Some(object) => {
+                if let Some(Shown::Visible(last)) = &before
+                    && *last == object
+                {
+                    self.shown.insert(key, Shown::Visible(object));
+                    return None;
+                }
                 let kind = match before {
                     Some(Shown::Visible(_)) => EventType::Modified,
                     Some(Shown::Hidden) => EventType::Added,
@@ -225,6 +234,28 @@ mod tests {
         assert_eq!(
             run(&mut v, Modified, 2, "bad", Drop),
             Some((Deleted, "rewritten@2".into()))
+        );
+    }
+
+    #[test]
+    fn a_resend_that_changes_nothing_is_held_back() {
+        let mut v = Visibility::default();
+        assert_eq!(
+            run(&mut v, Modified, 4, "ok", Keep),
+            Some((Modified, "ok@4".into())),
+            "first met: the client may hold an older copy"
+        );
+        assert_eq!(run(&mut v, Modified, 4, "ok", Keep), None);
+        let rewritten = v.apply(
+            "n/s".into(),
+            &event(Modified, 4, "ok"),
+            Verdict::Replace(object(4, "rewritten")),
+        );
+        assert_eq!(rewritten.map(|e| e.kind), Some(Modified));
+        assert_eq!(
+            run(&mut v, Modified, 4, "ok", Keep),
+            Some((Modified, "ok@4".into())),
+            "back to what the client had before the rewrite"
         );
     }
 }
