@@ -39,6 +39,7 @@ mod tests;
 pub use author::{TestRequest, bench, check, test};
 pub use chain::generation::{Generation, NodeFacts};
 pub use chain::reload::{Filters, HubComponents};
+pub use chain::resends::Resends;
 pub use chain::session::Session;
 pub use edgegate_filter_sdk::LabelSelector;
 pub use error::FilterError;

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -103,6 +103,8 @@ const MOST_KEYS_ANNOUNCED: usize = 64;
 /// The gateway's informers.
 pub struct Informers {
     kinds: Vec<Kind>,
+    /// [`Lookup::epoch`]: events the informers have begun to apply.
+    epoch: Arc<AtomicU64>,
     synced: watch::Receiver<bool>,
     changes: broadcast::Sender<LookupChange>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -121,6 +123,7 @@ impl Informers {
         let (changes, _) = broadcast::channel(ANNOUNCED);
         let synced_tx = Arc::new(synced_tx);
         let flags: Arc<[AtomicBool; KINDS]> = Arc::new(Default::default());
+        let epoch = Arc::new(AtomicU64::new(0));
         let specs = [
             (
                 ("", "v1", "Service", "services"),
@@ -149,17 +152,25 @@ impl Informers {
             let writer = reflector::store::Writer::new(resource.clone());
             let store = writer.as_reader();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let began = Arc::new(AtomicU64::new(0));
             let watch = Watching {
                 index,
                 optional,
                 plural,
                 reads,
+                began: began.clone(),
                 flags: flags.clone(),
                 all_synced: synced_tx.clone(),
                 changes: changes.clone(),
             };
             let cache = cache.clone();
             let persisted_of = resource.clone();
+            // Counted before the reflector applies the event: a lookup that reads what it
+            // changed sees the count past the change's.
+            let epoch = epoch.clone();
+            let begin = move |_: &Result<watcher::Event<DynamicObject>, watcher::Error>| {
+                began.store(epoch.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            };
             tasks.push(tokio::spawn(async move {
                 let persisted = match cache {
                     Some(cache) => tokio::task::spawn_blocking(move || {
@@ -174,11 +185,13 @@ impl Informers {
                 match persisted {
                     Some(persisted) => {
                         let resumed = resume::resume(api, persisted, plural).chain(listing);
-                        let stream = resumed.backoff(ListBackoff::default()).reflect(writer);
+                        let stream = resumed.backoff(ListBackoff::default());
+                        let stream = stream.inspect(begin).reflect(writer);
                         watch.run(stream).await;
                     }
                     None => {
-                        let stream = listing.backoff(ListBackoff::default()).reflect(writer);
+                        let stream = listing.backoff(ListBackoff::default());
+                        let stream = stream.inspect(begin).reflect(writer);
                         watch.run(stream).await;
                     }
                 }
@@ -192,6 +205,7 @@ impl Informers {
         }
         Ok(Informers {
             kinds,
+            epoch,
             synced,
             changes,
             tasks,
@@ -283,6 +297,10 @@ impl Lookup for Informers {
             .collect()
     }
 
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
     fn feed(&self, group: &str, resource: &str) -> Option<u32> {
         self.index(group, resource)
             .and_then(|i| u32::try_from(i).ok())
@@ -314,6 +332,8 @@ struct Watching {
     optional: bool,
     plural: &'static str,
     reads: Reads,
+    /// The epoch the event being handled began at.
+    began: Arc<AtomicU64>,
     /// Per kind: listed at least once, or known to be absent from the cluster.
     flags: Arc<[AtomicBool; KINDS]>,
     all_synced: Arc<watch::Sender<bool>>,
@@ -391,6 +411,7 @@ impl Watching {
         let _ = self.changes.send(LookupChange {
             feed,
             key: key.map(Arc::from),
+            epoch: self.began.load(Ordering::SeqCst),
         });
     }
 }

@@ -29,6 +29,7 @@ mod stop;
 #[cfg(test)]
 mod test_bodies;
 mod transform;
+mod version;
 mod visibility;
 mod watch;
 mod watch_body;
@@ -43,6 +44,7 @@ pub use object_body::{ObjectError, object};
 pub use sink::{ListEnd, ListSink, ObjectSink, Sink, WatchSink};
 pub use stop::{Stop, StopSignal};
 pub use transform::{Transform, TransformError, Verdict};
+pub use version::{hash_but_version, same_but_version, with_version};
 pub use visibility::Visibility;
 pub use watch::{Event, EventType, WatchFramer};
 pub use watch_body::watch;

@@ -6,9 +6,12 @@
 //!   which filters apply to a request; the node facts filters see.
 //! - `session`: a [`Session`](session::Session), the filtering of one response.
 //! - `reload`: [`Filters`](reload::Filters), rescanning the directory and swapping generations.
+//! - `resends`: [`Resends`](resends::Resends), the objects a watch sends again to be
+//!   filtered anew, marked for its filtering.
 //! - `describe`: the live chain as JSON.
 
 pub(super) mod describe;
 pub(super) mod generation;
 pub(super) mod reload;
+pub(super) mod resends;
 pub(super) mod session;

@@ -29,6 +29,13 @@ pub trait Lookup: Send + Sync {
         selector: &LabelSelector,
     ) -> Vec<Bytes>;
 
+    /// How many changes to what lookups read have begun: it grows before each is applied, so
+    /// a call that read what a change made reads the epoch at or past that change's
+    /// ([`LookupChange::epoch`]) once it returns. Constant where nothing changes.
+    fn epoch(&self) -> u64 {
+        0
+    }
+
     /// The change feed that announces changes to `resource` of `group` (a bit number below
     /// 64), so watches whose filters looked it up can be re-listed; `None` if changes to it
     /// are not announced.
@@ -57,6 +64,9 @@ pub struct LookupChange {
     pub feed: u32,
     /// The object that changed ([`Lookup::key`]); `None` when any of the feed's may have.
     pub key: Option<Arc<str>>,
+    /// The [`Lookup::epoch`] the change began at: a filtering recorded at an earlier epoch
+    /// read what was before it.
+    pub epoch: u64,
 }
 
 /// What one call's lookups read: whole feeds (a `list`, a mask) and objects by key (a `get`).

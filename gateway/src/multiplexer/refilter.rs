@@ -6,21 +6,25 @@
 //! a lookup change is sent again what that change touched, so no client keeps objects
 //! filtered by what no longer holds.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
 use tokio::time::{Duration, Instant};
 
-use crate::filter::{LookupChange, LookupUse, Touched};
+use crate::filter::{LookupChange, LookupUse, Resends, Touched};
 
-/// What a filtered watch re-filters by: the lookup changes it follows, and what its filters
-/// read.
+/// What a filtered watch re-filters by: the lookup changes it follows, what its filters
+/// read, and where it marks what it sends again for them.
 pub struct Refilter {
     /// The lookup changes, from when the watch was asked for.
     pub changes: broadcast::Receiver<LookupChange>,
     /// What the watch's filters read, by object.
     pub reads: LookupUse,
+    /// The marks of the objects sent again, for the filters to hold back those they make
+    /// the same of.
+    pub resends: Resends,
 }
 
 /// The lookup changes of the recent window, each with the state's version when it came: a
@@ -69,33 +73,47 @@ impl LookupLog {
     }
 }
 
-/// Objects to send again, in the order their changes came, each once.
+/// Objects to send again, in the order their changes came, each once, with the lookup
+/// epoch of the earliest change it is sent again for (0 for a missed change: any epoch).
 #[derive(Default)]
 pub(super) struct Pending {
     order: VecDeque<Arc<str>>,
-    queued: HashSet<Arc<str>>,
+    queued: HashMap<Arc<str>, u64>,
 }
 
 impl Pending {
-    /// Queues the objects `touched` names; `all` lists every object, for [`Touched::All`].
-    pub(super) fn queue(&mut self, touched: Touched, all: impl FnOnce() -> Vec<Arc<str>>) {
+    /// Queues the objects `touched` names for a change of `epoch`; `all` lists every
+    /// object, for [`Touched::All`].
+    pub(super) fn queue(
+        &mut self,
+        touched: Touched,
+        epoch: u64,
+        all: impl FnOnce() -> Vec<Arc<str>>,
+    ) {
         let keys = match touched {
             Touched::Nothing => return,
             Touched::Objects(keys) => keys.into_iter().collect(),
             Touched::All => all(),
         };
         for key in keys {
-            if self.queued.insert(key.clone()) {
-                self.order.push_back(key);
+            match self.queued.entry(key) {
+                Entry::Occupied(mut queued) => {
+                    let earliest = queued.get_mut();
+                    *earliest = (*earliest).min(epoch);
+                }
+                Entry::Vacant(vacant) => {
+                    self.order.push_back(vacant.key().clone());
+                    vacant.insert(epoch);
+                }
             }
         }
     }
 
-    /// The next object to send again.
-    pub(super) fn next(&mut self) -> Option<Arc<str>> {
+    /// The next object to send again, and the epoch it is sent again for.
+    pub(super) fn next(&mut self) -> Option<(Arc<str>, u64)> {
         let key = self.order.pop_front()?;
-        self.queued.remove(&key);
-        Some(key)
+        let epoch = self.queued.remove(&key).unwrap_or_default();
+        Some((key, epoch))
     }
 }
 
@@ -107,6 +125,7 @@ mod tests {
         Some(LookupChange {
             feed: 0,
             key: Some(Arc::from(key)),
+            epoch: 1,
         })
     }
 
@@ -133,19 +152,21 @@ mod tests {
     }
 
     #[test]
-    fn pending_objects_are_queued_once_in_order() {
+    fn pending_objects_are_queued_once_in_order_with_their_earliest_epoch() {
         let mut pending = Pending::default();
         let keys = |keys: &[&str]| keys.iter().map(|k| Arc::from(*k)).collect::<Vec<_>>();
         pending.queue(
             Touched::Objects(keys(&["a"]).into_iter().collect()),
+            5,
             Vec::new,
         );
-        pending.queue(Touched::All, || keys(&["b", "a", "c"]));
-        pending.queue(Touched::Nothing, || unreachable!("nothing to list"));
+        pending.queue(Touched::All, 8, || keys(&["b", "a", "c"]));
+        pending.queue(Touched::Nothing, 1, || unreachable!("nothing to list"));
         let mut sent = Vec::new();
-        while let Some(key) = pending.next() {
-            sent.push(key.to_string());
+        while let Some((key, epoch)) = pending.next() {
+            sent.push((key.to_string(), epoch));
         }
-        assert_eq!(sent, ["a", "b", "c"]);
+        let sent: Vec<(&str, u64)> = sent.iter().map(|(k, e)| (k.as_str(), *e)).collect();
+        assert_eq!(sent, [("a", 5), ("b", 8), ("c", 8)]);
     }
 }

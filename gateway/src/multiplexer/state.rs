@@ -81,18 +81,14 @@ impl Object {
 
     /// The object as it would read at `version`: what a DELETED event carries when a
     /// change takes the object out of a client's sight, so the client's version never goes
-    /// back. (Its own bytes when they cannot be rewritten, which [`Object::parse`] rules out.)
+    /// back; its other bytes as they are. (Its own bytes when it has no resourceVersion to
+    /// set, which [`Object::parse`] rules out.)
     pub fn at(&self, version: u64) -> Bytes {
         if version == self.version {
             return self.bytes.clone();
         }
-        let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&self.bytes) else {
-            return self.bytes.clone();
-        };
-        if let Some(metadata) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            metadata.insert("resourceVersion".into(), version.to_string().into());
-        }
-        serde_json::to_vec(&value).map_or_else(|_| self.bytes.clone(), Bytes::from)
+        crate::stream::with_version(&self.bytes, &version.to_string())
+            .unwrap_or_else(|| self.bytes.clone())
     }
 }
 

@@ -268,7 +268,8 @@ impl Flow {
             Touched::All => tracing::debug!(?change, "a lookup change: sending all again"),
         }
         let (shared, namespace) = (&self.shared, &self.sight.namespace);
-        self.pending.queue(touched, || {
+        let epoch = change.map_or(0, |change| change.epoch);
+        self.pending.queue(touched, epoch, || {
             let (objects, _) = shared.snapshot(namespace);
             objects.iter().map(|o| Arc::from(o.key.as_str())).collect()
         });
@@ -281,7 +282,7 @@ impl Flow {
         let mut chunk = BytesMut::new();
         let version = self.sent.max(self.since);
         while chunk.len() < CHUNK {
-            let Some(key) = self.pending.next() else {
+            let Some((key, epoch)) = self.pending.next() else {
                 break;
             };
             let Some(object) = self.shared.get(&key) else {
@@ -289,6 +290,9 @@ impl Flow {
             };
             if object.version > version || !self.sight.sees(&object) {
                 continue;
+            }
+            if let Some(refilter) = &self.refilter {
+                refilter.resends.mark(&key, epoch);
             }
             Event {
                 kind: EventType::Modified,

@@ -244,6 +244,7 @@ async fn shared(
             .map(|(informers, session)| multiplexer::Refilter {
                 changes: informers.changes(),
                 reads: session.lookup_use(),
+                resends: session.resends(),
             });
     let timeout = state.local.min_request_timeout;
     match multiplexer.answer(context, online, timeout, refilter) {

@@ -37,4 +37,12 @@ pub trait Transform: Send {
     /// Told that the object of `key` (`namespace/name`, or `name` when cluster-scoped) is
     /// gone (a watch's DELETED event, decided about already), so nothing is kept for it.
     fn forget(&mut self, _key: &str) {}
+
+    /// Whether the object of `key`, just decided about in a MODIFIED event, was sent again
+    /// to be filtered anew after a lookup change (`None`: it was not), and if so whether
+    /// every filter has made of it what it made of it before that change. Asked once per
+    /// MODIFIED event.
+    fn resent(&mut self, _key: &str) -> Option<bool> {
+        None
+    }
 }

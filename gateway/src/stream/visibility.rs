@@ -3,7 +3,7 @@
 //!
 //! | shown before | verdict now | the client gets |
 //! |---|---|---|
-//! | visible | visible | MODIFIED with the new object; nothing if it is byte for byte the one shown |
+//! | visible | visible | MODIFIED with the new object |
 //! | hidden | visible | ADDED |
 //! | visible | dropped | DELETED with the last visible object |
 //! | hidden | dropped | nothing |
@@ -15,9 +15,10 @@
 //! MODIFIED event may well be in the client's store: it is told once that it is gone.
 //! A synthesized DELETED carries the event's resourceVersion, as kube-apiserver's watch cache
 //! does, so a client resuming from it does not go back in time.
-//! An object the client was shown exactly as it is now is not sent again: every upstream
-//! change carries a new resourceVersion, so only a re-filtering that changed nothing of the
-//! object's view (a lookup it read changed in what the filter does not use) is held back.
+//! An object sent again to be filtered anew after a lookup change is held back when the
+//! client holds what the filters make of it now: as it was shown it (but for its
+//! resourceVersion, which a re-send carries anew) or, not shown it in this stream, as its
+//! filters tell (they made the same of it before the change).
 //! Memory: one entry per object that changed while the stream was open.
 
 use std::collections::HashMap;
@@ -26,6 +27,7 @@ use bytes::Bytes;
 
 use super::object::Meta;
 use super::transform::Verdict;
+use super::version::{same_but_version, with_version};
 use super::watch::{Event, EventType};
 
 /// What the client was last shown of an object.
@@ -65,12 +67,6 @@ impl Visibility {
         }
         match visible {
             Some(object) => {
-                if let Some(Shown::Visible(last)) = &before
-                    && *last == object
-                {
-                    self.shown.insert(key, Shown::Visible(object));
-                    return None;
-                }
                 let kind = match before {
                     Some(Shown::Visible(_)) => EventType::Modified,
                     Some(Shown::Hidden) => EventType::Added,
@@ -93,6 +89,29 @@ impl Visibility {
                 }
             }
         }
+    }
+
+    /// [`Visibility::apply`] for an object sent again to be filtered anew: nothing when the
+    /// client holds what the filters make of it now, as it was last shown it in this stream
+    /// but for its resourceVersion or, when it was not, as `unchanged` says.
+    pub fn apply_resent(
+        &mut self,
+        key: String,
+        upstream: &Event,
+        verdict: Verdict,
+        unchanged: bool,
+    ) -> Option<Event> {
+        let holds = match (self.shown.get(&key), &verdict) {
+            (None, _) => unchanged,
+            (Some(Shown::Visible(last)), Verdict::Keep) => same_but_version(last, &upstream.object),
+            (Some(Shown::Visible(last)), Verdict::Replace(bytes)) => same_but_version(last, bytes),
+            (Some(Shown::Hidden), Verdict::Drop) => true,
+            (Some(_), _) => false,
+        };
+        if holds {
+            return None;
+        }
+        self.apply(key, upstream, verdict)
     }
 
     /// How many objects the stream remembers.
@@ -118,20 +137,7 @@ fn with_version_of(last: &Bytes, current: &Bytes) -> Bytes {
     let Ok(meta) = Meta::parse_checked(current) else {
         return last.clone();
     };
-    let Ok(mut object) = serde_json::from_slice::<serde_json::Value>(last) else {
-        return last.clone();
-    };
-    let Some(metadata) = object
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    else {
-        return last.clone();
-    };
-    metadata.insert(
-        "resourceVersion".to_owned(),
-        serde_json::Value::String(meta.resource_version.into_owned()),
-    );
-    serde_json::to_vec(&object).map_or_else(|_| last.clone(), Bytes::from)
+    with_version(last, &meta.resource_version).unwrap_or_else(|| last.clone())
 }
 
 #[cfg(test)]
@@ -238,24 +244,31 @@ mod tests {
     }
 
     #[test]
-    fn a_resend_that_changes_nothing_is_held_back() {
+    fn a_resend_the_client_holds_is_held_back() {
         let mut v = Visibility::default();
+        let resent = |v: &mut Visibility, rv: u32, verdict: Verdict, unchanged: bool| {
+            v.apply_resent("n/s".into(), &event(Modified, rv, "ok"), verdict, unchanged)
+                .map(|e| e.kind)
+        };
+        assert_eq!(resent(&mut v, 4, Keep, true), None, "held from the list");
+        assert_eq!(resent(&mut v, 4, Keep, false), Some(Modified));
         assert_eq!(
-            run(&mut v, Modified, 4, "ok", Keep),
-            Some((Modified, "ok@4".into())),
-            "first met: the client may hold an older copy"
+            resent(&mut v, 6, Keep, false),
+            None,
+            "as shown, but for the version"
         );
-        assert_eq!(run(&mut v, Modified, 4, "ok", Keep), None);
-        let rewritten = v.apply(
-            "n/s".into(),
-            &event(Modified, 4, "ok"),
-            Verdict::Replace(object(4, "rewritten")),
-        );
-        assert_eq!(rewritten.map(|e| e.kind), Some(Modified));
+        let rewritten = Verdict::Replace(object(6, "rewritten"));
+        assert_eq!(resent(&mut v, 6, rewritten.clone(), true), Some(Modified));
+        assert_eq!(resent(&mut v, 7, rewritten, false), None);
         assert_eq!(
-            run(&mut v, Modified, 4, "ok", Keep),
-            Some((Modified, "ok@4".into())),
-            "back to what the client had before the rewrite"
+            resent(&mut v, 8, Drop, true),
+            Some(Deleted),
+            "shown: it decides"
+        );
+        assert_eq!(resent(&mut v, 9, Drop, false), None);
+        assert_eq!(
+            run(&mut v, Modified, 10, "ok", Keep),
+            Some((Added, "ok@10".into()))
         );
     }
 }

@@ -161,12 +161,21 @@ impl WatchFraming {
             } else {
                 let verdict = verdicts.next().unwrap_or(Verdict::Keep);
                 let key = Meta::parse_checked(&event.object)?.key();
-                if event.kind == EventType::Deleted
-                    && let Some(transform) = pipeline.transform.as_mut()
-                {
-                    transform.forget(&key);
+                let mut resent = None;
+                if let Some(transform) = pipeline.transform.as_mut() {
+                    match event.kind {
+                        EventType::Deleted => transform.forget(&key),
+                        EventType::Modified => resent = transform.resent(&key),
+                        _ => {}
+                    }
                 }
-                let Some(sent) = self.visibility.apply(key, &event, verdict) else {
+                let sent = match resent {
+                    Some(unchanged) => self
+                        .visibility
+                        .apply_resent(key, &event, verdict, unchanged),
+                    None => self.visibility.apply(key, &event, verdict),
+                };
+                let Some(sent) = sent else {
                     continue;
                 };
                 if sent == event {

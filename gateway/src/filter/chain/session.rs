@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::filter::chain::resends::Resends;
 use crate::filter::loading::loaded_filter::LoadedFilter;
 use crate::filter::runtime::bindings::{Context, Decision};
 use crate::filter::runtime::instance::{Failure, Instance};
-use crate::filter::runtime::lookup_use::LookupUse;
+use crate::filter::runtime::lookup_use::{LookupUse, View};
 use crate::filter::settings::OnError;
 use crate::stream::{Transform, TransformError, Verdict};
 
@@ -42,7 +43,11 @@ struct Step {
 pub struct Session {
     /// Shared with the instances given it, so an instance tells it is unchanged by address.
     ctx: Arc<Context>,
+    /// The view `ctx` stands for.
+    view: View,
     steps: Vec<Step>,
+    /// The objects its watch sends again to be filtered anew.
+    resends: Resends,
 }
 
 impl Session {
@@ -57,9 +62,16 @@ impl Session {
             })
             .collect();
         Session {
+            view: View::of(&ctx),
             ctx: Arc::new(ctx),
             steps,
+            resends: Resends::default(),
         }
+    }
+
+    /// Where the watch this response is marks the objects it sends again.
+    pub fn resends(&self) -> Resends {
+        self.resends.clone()
     }
 
     /// What this response's filters read, for ending its watch when that changes.
@@ -226,6 +238,12 @@ impl Transform for Session {
         for step in &self.steps {
             step.filter.instantiator().lookups_read.forget(key);
         }
+    }
+
+    fn resent(&mut self, key: &str) -> Option<bool> {
+        let change = self.resends.take(key)?;
+        let settled = self.lookup_use().settled(self.view, key);
+        Some(settled.is_some_and(|since| since < change))
     }
 
     fn apply_batch(&mut self, objects: &[Bytes]) -> Result<Vec<Verdict>, TransformError> {

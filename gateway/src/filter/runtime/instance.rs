@@ -14,7 +14,7 @@ use super::engine::Runtime;
 use super::host::HostState;
 use crate::filter::lookup::Lookup;
 use crate::filter::metrics::{CallMetrics, FilterMetrics};
-use crate::filter::runtime::lookup_use::LookupsRead;
+use crate::filter::runtime::lookup_use::{Filtered, LookupsRead};
 use crate::filter::runtime::replacement::check_replacement;
 use crate::filter::settings::Limits;
 
@@ -153,7 +153,9 @@ impl Instantiator {
 
     /// Reads the manifest.
     pub(crate) fn manifest(&self, instance: &mut Instance) -> Result<Manifest, Failure> {
-        self.guarded(instance, 1, None, |world, store| world.call_manifest(store))
+        let manifest = self.guarded(instance, 1, |world, store| world.call_manifest(store));
+        self.record(instance, None);
+        manifest
     }
 
     /// Calls `configure`: the outer error is a failed call, the inner one the filter's
@@ -163,9 +165,11 @@ impl Instantiator {
         instance: &mut Instance,
         config: &str,
     ) -> Result<Result<(), String>, Failure> {
-        self.guarded(instance, 1, None, |world, store| {
+        let configured = self.guarded(instance, 1, |world, store| {
             world.call_configure(store, config)
-        })
+        });
+        self.record(instance, None);
+        configured
     }
 
     /// Decides about one object.
@@ -177,10 +181,14 @@ impl Instantiator {
     ) -> Result<Decision, Failure> {
         let started = Instant::now();
         self.begin(instance, ctx)?;
-        let decision = self.guarded(instance, 1, Some((&**ctx, &[object])), |world, store| {
-            world.call_filter(store, object)
-        });
+        let decision = self.guarded(instance, 1, |world, store| world.call_filter(store, object));
         self.calls.call(started.elapsed().as_secs_f64());
+        let filtered = Filtered {
+            ctx,
+            objects: &[object],
+            decisions: decision.as_ref().ok().map(std::slice::from_ref),
+        };
+        self.record(instance, Some(filtered));
         decision
     }
 
@@ -195,10 +203,16 @@ impl Instantiator {
         let count = u32::try_from(objects.len()).unwrap_or(u32::MAX);
         self.begin(instance, ctx)?;
         let each: Vec<&[u8]> = objects.iter().map(Vec::as_slice).collect();
-        let decisions = self.guarded(instance, count, Some((&**ctx, &each)), |world, store| {
+        let decisions = self.guarded(instance, count, |world, store| {
             world.call_filter_batch(store, objects)
         });
         self.calls.call(started.elapsed().as_secs_f64());
+        let filtered = Filtered {
+            ctx,
+            objects: &each,
+            decisions: decisions.as_deref().ok(),
+        };
+        self.record(instance, Some(filtered));
         let decisions = decisions?;
         if decisions.len() != objects.len() {
             return Err(Failure::BatchLength {
@@ -221,9 +235,9 @@ impl Instantiator {
             }
             _ => instance.context = None,
         }
-        self.guarded(instance, 1, None, |world, store| {
-            world.call_begin(store, ctx)
-        })?;
+        let begun = self.guarded(instance, 1, |world, store| world.call_begin(store, ctx));
+        self.record(instance, None);
+        begun?;
         instance.context = Some(Arc::clone(ctx));
         Ok(())
     }
@@ -243,14 +257,19 @@ impl Instantiator {
         check_replacement(original, bytes).map_err(Failure::BadOutput)
     }
 
-    /// Runs one call with the deadline of `units` objects and sorts out how it failed; what
-    /// its lookups read is recorded for `objects` as a context sees them (for every object
-    /// when `None`).
+    /// Records what the call just made read: for the objects it filtered, or for every
+    /// object when `None` (`configure`, `begin`).
+    fn record(&self, instance: &Instance, filtered: Option<Filtered<'_>>) {
+        let reads = &instance.store.data().reads;
+        self.lookups_read
+            .record(filtered, reads, self.lookup.epoch());
+    }
+
+    /// Runs one call with the deadline of `units` objects and sorts out how it failed.
     fn guarded<T>(
         &self,
         instance: &mut Instance,
         units: u32,
-        objects: Option<(&Context, &[&[u8]])>,
         call: impl FnOnce(&FilterWorld, &mut Store<HostState>) -> wasmtime::Result<T>,
     ) -> Result<T, Failure> {
         let deadline = self.limits.deadline.saturating_mul(units.max(1));
@@ -262,8 +281,6 @@ impl Instantiator {
             let _running = self.runtime.enter();
             call(&instance.world, &mut instance.store)
         };
-        self.lookups_read
-            .record(objects, &instance.store.data().reads);
         result.map_err(|error| {
             if matches!(
                 error.downcast_ref::<wasmtime::Trap>(),

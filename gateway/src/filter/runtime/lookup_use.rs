@@ -9,14 +9,19 @@
 //! list's 32-object batches cost one entry per read and one per object, not their product.
 //! An object leaves its batch each time it is filtered again for the same view, and every
 //! batch when it is deleted; a batch left without objects is forgotten with its reads.
+//!
+//! Beside its reads, each object's view keeps what the filter made of it (a hash, its
+//! resourceVersion left out) and the lookup epoch since which it has made that: an object
+//! sent again after a lookup change whose every filter has made the same of it since before
+//! the change is what its client already holds ([`LookupUse::settled`]).
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::filter::lookup::{CallReads, LookupChange};
-use crate::filter::runtime::bindings::Context;
-use crate::stream::Meta;
+use crate::filter::runtime::bindings::{Context, Decision};
+use crate::stream::{Meta, hash_but_version};
 
 /// The most objects one filter's index follows. Past it, the index is given up and every
 /// change touches every object: far more than a node's filtered objects (a few thousand).
@@ -88,6 +93,18 @@ struct Batch {
     members: HashSet<Seen>,
 }
 
+/// An object's last filtering in one view.
+#[derive(Debug)]
+struct Member {
+    view: u64,
+    /// The batch whose reads it shares; none when that filtering read nothing.
+    batch: Option<BatchId>,
+    /// What the filter made of it, hashed; `None` when unknown (the call failed).
+    output: Option<u64>,
+    /// The lookup epoch since which the filter has made that of it.
+    since: u64,
+}
+
 #[derive(Debug, Default)]
 struct Reads {
     /// Read outside any object's call (`configure`, `begin`): may shape every object.
@@ -96,12 +113,23 @@ struct Reads {
     readers: HashMap<Read, HashSet<BatchId>>,
     /// The batches some object's last filtering still is.
     batches: HashMap<BatchId, Batch>,
-    /// The batch of each object's last filtering, by view.
-    of: HashMap<Arc<str>, Vec<(u64, BatchId)>>,
+    /// Each object's last filtering, by view: those that read something, or did before.
+    of: HashMap<Arc<str>, Vec<Member>>,
     /// The number the next batch gets.
     next: BatchId,
     /// The index outgrew [`MAX_OBJECTS`]: every change touches everything.
     given_up: bool,
+}
+
+/// The objects of one call, as a context saw them, and what the filter made of them
+/// (`None` when the call failed).
+pub(crate) struct Filtered<'a> {
+    /// The context of the call.
+    pub(crate) ctx: &'a Context,
+    /// The JSON of the objects.
+    pub(crate) objects: &'a [&'a [u8]],
+    /// The filter's decisions, one per object.
+    pub(crate) decisions: Option<&'a [Decision]>,
 }
 
 /// The identity of the view a filter context stands for (all of it but the verb).
@@ -113,12 +141,13 @@ pub(crate) fn view_of(ctx: &Context) -> u64 {
 }
 
 impl LookupsRead {
-    /// Records what a call read: for `objects` (the JSON of the objects it filtered) as
-    /// `ctx` sees them, or for every object when the call filtered none.
-    pub(crate) fn record(&self, objects: Option<(&Context, &[&[u8]])>, call: &CallReads) {
+    /// Records what a call read, at lookup epoch `epoch` (read once the call returned): for
+    /// the objects it filtered, with what it made of them, or for every object when it
+    /// filtered none.
+    pub(crate) fn record(&self, filtered: Option<Filtered<'_>>, call: &CallReads, epoch: u64) {
         let reads: Vec<Read> = call_reads(call);
         let mut index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((ctx, objects)) = objects else {
+        let Some(filtered) = filtered else {
             index.general.extend(reads);
             return;
         };
@@ -126,23 +155,43 @@ impl LookupsRead {
         if index.given_up || (reads.is_empty() && index.of.is_empty()) {
             return;
         }
-        let keys = objects
+        let decisions = filtered
+            .decisions
+            .filter(|decisions| decisions.len() == filtered.objects.len());
+        let outputs = filtered
+            .objects
             .iter()
-            .filter_map(|object| Meta::parse_checked(object).ok())
-            .map(|meta| Arc::from(meta.key()));
-        index.set(view_of(ctx), keys, reads);
+            .enumerate()
+            .filter_map(|(i, object)| {
+                let meta = Meta::parse_checked(object).ok()?;
+                let output = decisions.map(|decisions| output_of(object, &decisions[i]));
+                Some((Arc::from(meta.key()), output))
+            });
+        index.set(view_of(filtered.ctx), outputs, reads, epoch);
     }
 
     /// Forgets the object of `key` that is gone (its DELETED event was filtered), in every
     /// view.
     pub(crate) fn forget(&self, key: &str) {
         let mut index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some((key, views)) = index.of.remove_entry(key) else {
+        let Some((key, members)) = index.of.remove_entry(key) else {
             return;
         };
-        for (view, batch) in views {
-            index.leave_batch(batch, &(view, key.clone()));
+        for member in members {
+            if let Some(batch) = member.batch {
+                index.leave_batch(batch, &(member.view, key.clone()));
+            }
         }
+    }
+
+    /// The lookup epoch since which the filter has made what it makes now of the object of
+    /// `key` in `view` (`u64::MAX` when what it made is unknown); `None` when it does not
+    /// follow that object there.
+    fn settled(&self, view: u64, key: &str) -> Option<u64> {
+        let index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let members = index.of.get(key)?;
+        let member = members.iter().find(|member| member.view == view)?;
+        Some(member.output.map_or(u64::MAX, |_| member.since))
     }
 
     /// The objects whose filtering read what `change` touches.
@@ -197,38 +246,61 @@ impl LookupsRead {
 }
 
 impl Reads {
-    /// Makes `reads` what the objects of `keys`, as `view` sees them, read last: one batch.
-    fn set(&mut self, view: u64, keys: impl Iterator<Item = Arc<str>>, reads: Vec<Read>) {
-        let keys: Vec<Arc<str>> = keys.collect();
-        for key in &keys {
-            self.leave(view, key);
+    /// Makes `reads` what the objects of `outputs` (key, what the filter made of it), as
+    /// `view` sees them, read last at `epoch`: one batch.
+    fn set(
+        &mut self,
+        view: u64,
+        outputs: impl Iterator<Item = (Arc<str>, Option<u64>)>,
+        reads: Vec<Read>,
+        epoch: u64,
+    ) {
+        let outputs: Vec<(Arc<str>, Option<u64>)> = outputs.collect();
+        let batch = (!reads.is_empty()).then_some(self.next);
+        if batch.is_some() {
+            let new = outputs.iter().filter(|(key, _)| !self.of.contains_key(key));
+            if self.of.len() + new.count() > MAX_OBJECTS {
+                tracing::warn!(
+                    objects = MAX_OBJECTS,
+                    "a filter's lookups are read by too many objects to follow: any lookup change now touches all of them"
+                );
+                *self = Reads {
+                    given_up: true,
+                    ..Reads::default()
+                };
+                return;
+            }
+            self.next += 1;
         }
-        if reads.is_empty() || keys.is_empty() {
-            return;
-        }
-        let new = keys
-            .iter()
-            .filter(|key| !self.of.contains_key(*key))
-            .count();
-        if self.of.len() + new > MAX_OBJECTS {
-            tracing::warn!(
-                objects = MAX_OBJECTS,
-                "a filter's lookups are read by too many objects to follow: any lookup change now touches all of them"
-            );
-            *self = Reads {
-                given_up: true,
-                ..Reads::default()
+        let mut members = HashSet::new();
+        for (key, output) in outputs {
+            let seen = (view, key);
+            if batch.is_some() && members.contains(&seen) {
+                continue;
+            }
+            let before = self.leave(view, &seen.1);
+            // Read nothing, now or before: not followed.
+            if batch.is_none() && before.is_none() {
+                continue;
+            }
+            let since = match before {
+                Some(before) if before.output.is_some() && before.output == output => before.since,
+                _ => epoch,
             };
-            return;
-        }
-        let id = self.next;
-        self.next += 1;
-        let mut members = HashSet::with_capacity(keys.len());
-        for key in keys {
-            if members.insert((view, key.clone())) {
-                self.of.entry(key).or_default().push((view, id));
+            let member = Member {
+                view,
+                batch,
+                output,
+                since,
+            };
+            self.of.entry(seen.1.clone()).or_default().push(member);
+            if batch.is_some() {
+                members.insert(seen);
             }
         }
+        let Some(id) = batch.filter(|_| !members.is_empty()) else {
+            return;
+        };
         for read in &reads {
             self.readers.entry(read.clone()).or_default().insert(id);
         }
@@ -236,19 +308,19 @@ impl Reads {
         self.batches.insert(id, Batch { reads, members });
     }
 
-    /// Takes the object of `key`, as `view` sees it, out of the batch it was last in.
-    fn leave(&mut self, view: u64, key: &Arc<str>) {
-        let Some(views) = self.of.get_mut(key) else {
-            return;
-        };
-        let Some(at) = views.iter().position(|(seen, _)| *seen == view) else {
-            return;
-        };
-        let (_, batch) = views.swap_remove(at);
-        if views.is_empty() {
+    /// Takes the object of `key`, as `view` sees it, out of the index (and out of the batch
+    /// it was last in): what it was.
+    fn leave(&mut self, view: u64, key: &Arc<str>) -> Option<Member> {
+        let members = self.of.get_mut(key)?;
+        let at = members.iter().position(|member| member.view == view)?;
+        let member = members.swap_remove(at);
+        if members.is_empty() {
             self.of.remove(key);
         }
-        self.leave_batch(batch, &(view, key.clone()));
+        if let Some(batch) = member.batch {
+            self.leave_batch(batch, &(view, key.clone()));
+        }
+        Some(member)
     }
 
     /// Takes `seen` out of `batch`'s objects; a batch left without any goes, with its reads.
@@ -274,6 +346,24 @@ impl Reads {
     }
 }
 
+/// What a filter made of an object, hashed: its resourceVersion left out, as an object
+/// sent again carries the version its client was last sent.
+fn output_of(object: &[u8], decision: &Decision) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    match decision {
+        Decision::Keep => {
+            hasher.write_u8(0);
+            hash_but_version(object, &mut hasher);
+        }
+        Decision::Drop => hasher.write_u8(1),
+        Decision::Replace(bytes) => {
+            hasher.write_u8(2);
+            hash_but_version(bytes, &mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
 /// A call's reads, each once.
 fn call_reads(call: &CallReads) -> Vec<Read> {
     let mut reads: Vec<Read> = (0..64)
@@ -292,6 +382,17 @@ fn call_reads(call: &CallReads) -> Vec<Read> {
 /// What the filters of one response read, asked when a lookup changes.
 #[derive(Clone, Debug, Default)]
 pub struct LookupUse(Vec<LookupsRead>);
+
+/// A filter context's view, as [`LookupUse::settled`] takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View(u64);
+
+impl View {
+    /// The view `ctx` stands for.
+    pub(crate) fn of(ctx: &Context) -> View {
+        View(view_of(ctx))
+    }
+}
 
 impl LookupUse {
     /// The use of the filters whose reads are `filters`.
@@ -323,6 +424,16 @@ impl LookupUse {
     pub fn reads_anything(&self) -> bool {
         self.0.iter().any(LookupsRead::read_any)
     }
+
+    /// The lookup epoch since which every filter of the response that follows the object of
+    /// `key` in `view` has made of it what it makes now (the latest of theirs); `None` when
+    /// none follows it.
+    pub fn settled(&self, view: View, key: &str) -> Option<u64> {
+        self.0
+            .iter()
+            .filter_map(|filter| filter.settled(view.0, key))
+            .max()
+    }
 }
 
 #[cfg(test)]
@@ -337,7 +448,12 @@ impl LookupUse {
                 feeds: 0,
                 keys: vec![(*feed, (*key).to_owned())],
             };
-            filter.record(Some((&ctx, &[*object])), &call);
+            let filtered = Filtered {
+                ctx: &ctx,
+                objects: &[*object],
+                decisions: Some(&[Decision::Keep]),
+            };
+            filter.record(Some(filtered), &call, 0);
         }
         LookupUse::new(vec![filter])
     }

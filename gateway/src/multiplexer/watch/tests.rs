@@ -1,7 +1,7 @@
 use http_body_util::BodyExt;
 
 use super::*;
-use crate::filter::{LookupChange, LookupUse};
+use crate::filter::{LookupChange, LookupUse, Resends};
 use crate::multiplexer::state::{ListType, Shared};
 
 fn service(name: &str, app: &str, version: u64) -> Object {
@@ -144,16 +144,21 @@ fn svc_changed() -> LookupChange {
     LookupChange {
         feed: 0,
         key: Some(Arc::from("n/svc")),
+        epoch: 3,
     }
 }
 
-/// A filtered watch whose filters read `n/svc` while filtering `a`, following `changes`.
-fn refiltering(watch: &mut Watching, changes: broadcast::Receiver<LookupChange>) {
+/// A filtered watch whose filters read `n/svc` while filtering `a`, following `changes`;
+/// where it marks what it sends again.
+fn refiltering(watch: &mut Watching, changes: broadcast::Receiver<LookupChange>) -> Resends {
     let a = service("a", "x", 5).bytes;
+    let resends = Resends::default();
     watch.refilter = Some(Refilter {
         changes,
         reads: LookupUse::read_by(&[(&a, 0, "n/svc")]),
+        resends: resends.clone(),
     });
+    resends
 }
 
 #[tokio::test(start_paused = true)]
@@ -161,12 +166,13 @@ async fn a_lookup_change_sends_again_the_objects_that_read_it_at_the_last_versio
     let shared = state();
     let (lookups, changes) = broadcast::channel(16);
     let mut watch = watching(&shared, Some(10), "", Duration::from_secs(30));
-    refiltering(&mut watch, changes);
+    let resends = refiltering(&mut watch, changes);
     // Another Service changing touches nothing; n/svc touches `a` alone.
     lookups
         .send(LookupChange {
             feed: 0,
             key: Some(Arc::from("n/other")),
+            epoch: 2,
         })
         .unwrap();
     lookups.send(svc_changed()).unwrap();
@@ -175,6 +181,12 @@ async fn a_lookup_change_sends_again_the_objects_that_read_it_at_the_last_versio
         read(watch).await,
         [event("MODIFIED", "a", "10"), event("BOOKMARK", "", "20")]
     );
+    assert_eq!(
+        resends.take("n/a"),
+        Some(3),
+        "marked with the change's epoch"
+    );
+    assert_eq!(resends.take("n/other"), None);
 }
 
 #[tokio::test(start_paused = true)]

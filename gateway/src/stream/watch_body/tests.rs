@@ -80,8 +80,9 @@ async fn a_watch_whose_tee_lost_an_event_ends_after_it_with_a_410() {
     );
 }
 
-/// Drops objects named `drop-*`, renames `edit-*` to `edited`, fails on `fail-*`, and
-/// records the size of every call.
+/// Drops objects named `drop-*`, renames `edit-*` to `edited`, fails on `fail-*`, tells
+/// `same-*` sent again unchanged and `again-*` sent again, and records the size of every
+/// call.
 struct Names(std::sync::Arc<std::sync::Mutex<Vec<usize>>>);
 
 impl Transform for Names {
@@ -106,6 +107,14 @@ impl Transform for Names {
             }
         };
         objects.iter().map(verdict).collect()
+    }
+
+    fn resent(&mut self, key: &str) -> Option<bool> {
+        key.split_once('-').and_then(|(sent, _)| match sent {
+            "same" => Some(true),
+            "again" => Some(false),
+            _ => None,
+        })
     }
 }
 
@@ -157,6 +166,46 @@ async fn the_events_of_one_read_are_filtered_in_one_call() {
         ]
     );
     assert_eq!(*calls.lock().unwrap(), [3, 1], "one call per read");
+}
+
+#[tokio::test]
+async fn an_object_sent_again_unchanged_is_held_back() {
+    let calls = std::sync::Arc::default();
+    let read = [
+        // Not met before in this watch: the client holds it from its list.
+        event("MODIFIED", "same-a", 2),
+        event("MODIFIED", "b", 3),
+        // Met before: what it was shown decides.
+        event("ADDED", "again-c", 4),
+        event("MODIFIED", "again-c", 5),
+        event("MODIFIED", "d", 5),
+        event("MODIFIED", "d", 6),
+    ]
+    .concat();
+    let body = upstream(vec![chunk(read)]);
+    let (text, errors) = client_reads(watch(body, filtered(&calls))).await;
+    let sent: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            let meta = &event["object"]["metadata"];
+            format!(
+                "{} {}@{}",
+                event["type"], meta["name"], meta["resourceVersion"]
+            )
+        })
+        .collect();
+    assert_eq!(errors, 0);
+    assert_eq!(
+        sent,
+        [
+            r#""MODIFIED" "b"@"3""#,
+            r#""ADDED" "again-c"@"4""#,
+            r#""MODIFIED" "d"@"5""#,
+            r#""MODIFIED" "d"@"6""#,
+        ],
+        "an event not sent again goes through, even with nothing but its version new"
+    );
 }
 
 #[tokio::test]
