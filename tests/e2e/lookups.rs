@@ -167,9 +167,8 @@ pub fn a_lookup_change_refilters_the_served_watches_in_place(env: &Env) -> Resul
     )?;
     ensure!(served >= 1.0, "the watch is served from the shared state");
     // Events until `slice` shows `hosts` (or, for `None`, an ERROR). Objects may be sent
-    // again as they were before that (those filtered in one batch with it, which share its
-    // reads; all that a lookup change of the gateway's start touched): only ever as
-    // MODIFIED, never at an older resourceVersion.
+    // again before that (what a lookup change of the gateway's start touched, before the
+    // watch's view was settled): only ever as MODIFIED, never at an older resourceVersion.
     let mut until =
         |watch: &mut Watch, slice: &str, hosts: Option<&[u8]>| -> Result<serde_json::Value> {
             loop {
@@ -221,9 +220,18 @@ pub fn a_lookup_change_refilters_the_served_watches_in_place(env: &Env) -> Resul
         modified(&event, "by-node-x", &[1, 2, 3]),
         "the Service's edit sends its slice again, filtered anew: {event}"
     );
+    // An edit no filter uses (an annotation of by-node's Service), then the topology given
+    // back: the two reach the gateway in order, so the first event is by-node-x pruned; what
+    // the first sent again, as this watch was shown it, was held back.
+    annotate("by-node", "example.com/churn=1")?;
     annotate("by-node", "openyurt.io/topologyKeys=kubernetes.io/hostname")?;
-    let event = until(&mut watch, "by-node-x", Some(&[1]))?;
-    ensure!(modified(&event, "by-node-x", &[1]), "pruned again: {event}");
+    let event = rt
+        .block_on(watch.next(Duration::from_secs(15)))?
+        .context("the watch ended")?;
+    ensure!(
+        modified(&event, "by-node-x", &[1]),
+        "the first event after an edit no filter uses and the topology given back: {event}"
+    );
 
     // edge-2 leaves this node's pool.
     apply(
@@ -256,6 +264,82 @@ pub fn a_lookup_change_refilters_the_served_watches_in_place(env: &Env) -> Resul
         view(&items) == (addresses(&[1]), addresses(&[1, 3])),
         "the re-list is filtered for shanghai: {:?}",
         view(&items)
+    );
+    an_edit_no_filter_uses_sends_nothing(&cluster, &ns, &gateway, &slices)
+}
+
+/// A fresh watch, from a list after every lookup change so far, is sent nothing for an edit
+/// of a Service its slices' filtering read that no filter uses: the objects sent again are
+/// held back, as their filters make of them what they made for the list, though the watch
+/// has not been sent them. The next event it gets is a change made after the edit.
+fn an_edit_no_filter_uses_sends_nothing(
+    cluster: &Cluster,
+    ns: &str,
+    gateway: &Gateway,
+    slices: &str,
+) -> Result<()> {
+    let (rt, client) = (runtime(), client());
+    let label = |value: &str| {
+        cluster.kubectl(&[
+            "label",
+            "--overwrite",
+            "endpointslice",
+            "by-pool-x",
+            "-n",
+            ns,
+            &format!("example.com/marker={value}"),
+        ])
+    };
+    // A change after the lookup changes so far: a list from it is not sent them again.
+    label("0")?;
+    let mut listed = None;
+    wait_until(
+        Duration::from_secs(15),
+        "a list with the labelled slice",
+        || {
+            listed = rt.block_on(list_as(&client, slices, KUBE_PROXY)).ok();
+            listed.as_ref().is_some_and(|(_, items)| {
+                items
+                    .iter()
+                    .any(|item| item["metadata"]["labels"]["example.com/marker"] == "0")
+            })
+        },
+    )?;
+    let (rv, _) = listed.context("listed")?;
+    let mut watch = rt.block_on(Watch::open(
+        &client,
+        &format!("{slices}?watch=true&resourceVersion={rv}"),
+        KUBE_PROXY,
+    ))?;
+    let resends = || {
+        crate::support::metric_sample(
+            gateway.hub,
+            "edgegate_multiplexer_resends_total{resource=\"discovery.k8s.io/v1beta1/endpointslices\"}",
+        )
+    };
+    let before = resends()?;
+    cluster.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "service",
+        "by-node",
+        "-n",
+        ns,
+        "example.com/churn=2",
+    ])?;
+    wait_until(
+        Duration::from_secs(15),
+        "the edit's slices sent again",
+        || resends().is_ok_and(|after| after > before),
+    )?;
+    label("1")?;
+    let event = rt
+        .block_on(watch.next(Duration::from_secs(15)))?
+        .context("the watch ended")?;
+    ensure!(
+        event["type"] == "MODIFIED"
+            && event["object"]["metadata"]["labels"]["example.com/marker"] == "1",
+        "the first event after the edit is the slice labelled after it: {event}"
     );
     Ok(())
 }

@@ -16,10 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Response;
+use prometheus_client::metrics::counter::Counter;
 
 use super::body::SharedBody;
 use super::list;
-use super::metrics::AnswerLabels;
+use super::metrics::{AnswerLabels, ResourceLabels};
 use super::refilter::Refilter;
 use super::state::Shared;
 use super::states::Multiplexer;
@@ -42,7 +43,7 @@ impl Multiplexer {
     /// Answers `context`'s list or watch from a shared state, if it is one the multiplexer
     /// answers; `online` says whether the cloud could answer instead. A watch without
     /// `timeoutSeconds` lasts `min_request_timeout` × 1–2; a filtered one re-filters by
-    /// `refilter`.
+    /// `refilter` (what it sends again counted in `edgegate_multiplexer_resends_total`).
     pub fn answer(
         &self,
         context: &RequestContext,
@@ -53,19 +54,26 @@ impl Multiplexer {
         let Some((shared, since)) = self.answers(context) else {
             return Answer::Pass;
         };
+        let info = &context.info;
+        let resource = super::resource::Resource {
+            group: info.api_group.clone(),
+            version: info.api_version.clone(),
+            plural: info.resource.clone(),
+        }
+        .to_string();
+        let resent = (self.metrics.resends)
+            .get_or_create(&ResourceLabels {
+                resource: resource.clone(),
+            })
+            .clone();
         let timeout = min_request_timeout;
+        let refilter = refilter.map(|refilter| (refilter, resent));
         let answer = self.answer_from(context, &shared, since, online, timeout, refilter);
         if let Answer::Serve(_) = answer {
-            let info = &context.info;
-            let resource = super::resource::Resource {
-                group: info.api_group.clone(),
-                version: info.api_version.clone(),
-                plural: info.resource.clone(),
-            };
             self.metrics
                 .answers
                 .get_or_create(&AnswerLabels {
-                    resource: resource.to_string(),
+                    resource,
                     verb: info.verb.as_str(),
                 })
                 .inc();
@@ -80,7 +88,7 @@ impl Multiplexer {
         since: Option<u64>,
         online: bool,
         min_request_timeout: Duration,
-        refilter: Option<Refilter>,
+        refilter: Option<(Refilter, Counter)>,
     ) -> Answer {
         let Some(current) = shared.version() else {
             return Answer::Pass;
@@ -152,7 +160,7 @@ fn serve(
     shared: &Arc<Shared>,
     since: Option<u64>,
     min_request_timeout: Duration,
-    refilter: Option<Refilter>,
+    refilter: Option<(Refilter, Counter)>,
 ) -> Answer {
     let query = &context.query;
     // Selectors it cannot read go to the apiserver, which says why.
@@ -189,7 +197,11 @@ fn serve(
             .allow_watch_bookmarks
             .then(|| (kind.to_owned(), list.api_version.clone())),
         lasts: query.watch_lasts(min_request_timeout, fastrand::f64()),
-        refilter,
+        resent: refilter
+            .as_ref()
+            .map(|(_, resent)| resent.clone())
+            .unwrap_or_default(),
+        refilter: refilter.map(|(refilter, _)| refilter),
     };
     Answer::Serve(watch::respond(watching))
 }

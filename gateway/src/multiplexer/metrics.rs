@@ -1,5 +1,6 @@
 //! The multiplexer's metrics: what each shared state holds, the lists and watches it
-//! answered, and the feeds' lists (every one after the first is a re-list over the link).
+//! answered, the feeds' lists (every one after the first is a re-list over the link), and
+//! the objects sent again to filtered watches.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -36,6 +37,8 @@ pub struct MultiplexerMetrics {
     pub lists: Family<ResourceLabels, Counter>,
     /// Lists and watches answered from a shared state.
     pub answers: Family<AnswerLabels, Counter>,
+    /// Objects sent again to filtered watches after a lookup change, to be filtered anew.
+    pub resends: Family<ResourceLabels, Counter>,
 }
 
 impl MultiplexerMetrics {
@@ -66,6 +69,11 @@ impl MultiplexerMetrics {
             "answers",
             "Lists and watches answered from a shared state",
             self.answers.clone(),
+        );
+        registry.register(
+            "resends",
+            "Objects sent again to filtered watches after a lookup change, to be filtered anew (those their filters make the same of are held back)",
+            self.resends.clone(),
         );
     }
 

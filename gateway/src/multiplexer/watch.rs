@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use futures_util::Stream;
 use http_body_util::{BodyExt, StreamBody};
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
@@ -82,6 +83,8 @@ pub(super) struct Watching {
     pub(super) lasts: Duration,
     /// For a filtered watch: what it re-filters by.
     pub(super) refilter: Option<Refilter>,
+    /// Counts the objects it sends again.
+    pub(super) resent: Counter,
 }
 
 /// The response to a watch.
@@ -125,6 +128,7 @@ struct Flow {
     refilter: Option<Refilter>,
     /// Objects to send again, their filters' lookups having changed.
     pending: Pending,
+    resent: Counter,
 }
 
 enum Backlog {
@@ -155,6 +159,7 @@ fn events(
         done: false,
         refilter: watching.refilter,
         pending: Pending::default(),
+        resent: watching.resent,
     };
     if resumed {
         // The client's objects were filtered as the lookups were at its version.
@@ -294,6 +299,7 @@ impl Flow {
             if let Some(refilter) = &self.refilter {
                 refilter.resends.mark(&key, epoch);
             }
+            self.resent.inc();
             Event {
                 kind: EventType::Modified,
                 object: object.at(version),

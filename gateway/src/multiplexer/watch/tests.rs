@@ -36,6 +36,7 @@ fn watching(shared: &Arc<Shared>, since: Option<u64>, labels: &str, lasts: Durat
         bookmarks: Some(("Service".into(), "v1".into())),
         lasts,
         refilter: None,
+        resent: Default::default(),
     }
 }
 
