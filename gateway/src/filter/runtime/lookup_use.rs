@@ -158,16 +158,23 @@ impl LookupsRead {
         let decisions = filtered
             .decisions
             .filter(|decisions| decisions.len() == filtered.objects.len());
-        let outputs = filtered
+        let keys = filtered
             .objects
             .iter()
             .enumerate()
             .filter_map(|(i, object)| {
                 let meta = Meta::parse_checked(object).ok()?;
-                let output = decisions.map(|decisions| output_of(object, &decisions[i]));
-                Some((Arc::from(meta.key()), output))
+                Some((Arc::from(meta.key()), i))
             });
-        index.set(view_of(filtered.ctx), outputs, reads, epoch);
+        // Hashed only for the objects the index follows.
+        let output =
+            |i: usize| decisions.map(|decisions| output_of(filtered.objects[i], &decisions[i]));
+        index.set(
+            view_of(filtered.ctx),
+            keys.collect(),
+            &output,
+            (reads, epoch),
+        );
     }
 
     /// Forgets the object of `key` that is gone (its DELETED event was filtered), in every
@@ -246,19 +253,19 @@ impl LookupsRead {
 }
 
 impl Reads {
-    /// Makes `reads` what the objects of `outputs` (key, what the filter made of it), as
-    /// `view` sees them, read last at `epoch`: one batch.
+    /// Makes `reads` what the objects of `keys` (each with its place among the objects the
+    /// call filtered, for `output` to hash what the filter made of it), as `view` sees them,
+    /// read last at `epoch`: one batch.
     fn set(
         &mut self,
         view: u64,
-        outputs: impl Iterator<Item = (Arc<str>, Option<u64>)>,
-        reads: Vec<Read>,
-        epoch: u64,
+        keys: Vec<(Arc<str>, usize)>,
+        output: &dyn Fn(usize) -> Option<u64>,
+        (reads, epoch): (Vec<Read>, u64),
     ) {
-        let outputs: Vec<(Arc<str>, Option<u64>)> = outputs.collect();
         let batch = (!reads.is_empty()).then_some(self.next);
         if batch.is_some() {
-            let new = outputs.iter().filter(|(key, _)| !self.of.contains_key(key));
+            let new = keys.iter().filter(|(key, _)| !self.of.contains_key(key));
             if self.of.len() + new.count() > MAX_OBJECTS {
                 tracing::warn!(
                     objects = MAX_OBJECTS,
@@ -273,7 +280,7 @@ impl Reads {
             self.next += 1;
         }
         let mut members = HashSet::new();
-        for (key, output) in outputs {
+        for (key, i) in keys {
             let seen = (view, key);
             if batch.is_some() && members.contains(&seen) {
                 continue;
@@ -283,6 +290,7 @@ impl Reads {
             if batch.is_none() && before.is_none() {
                 continue;
             }
+            let output = output(i);
             let since = match before {
                 Some(before) if before.output.is_some() && before.output == output => before.since,
                 _ => epoch,

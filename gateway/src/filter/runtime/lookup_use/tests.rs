@@ -189,12 +189,13 @@ fn views_keep_their_own_reads_and_a_deletion_forgets_the_object_in_all() {
 fn an_index_past_its_bound_touches_all() {
     let mut reads = Reads::default();
     let read = || vec![Read::Key(0, "ns/svc".into())];
-    let one = |key: String| std::iter::once((Arc::from(key), Some(0)));
+    let one = |key: String| vec![(Arc::from(key), 0)];
+    let kept = |_| Some(0);
     for i in 0..MAX_OBJECTS {
-        reads.set(1, one(format!("ns/{i}")), read(), 0);
+        reads.set(1, one(format!("ns/{i}")), &kept, (read(), 0));
     }
     assert!(!reads.given_up);
-    reads.set(1, one("ns/one-more".to_owned()), read(), 0);
+    reads.set(1, one("ns/one-more".to_owned()), &kept, (read(), 0));
     assert!(reads.given_up && reads.of.is_empty() && reads.readers.is_empty());
     assert!(reads.batches.is_empty());
     let reader = LookupsRead(Arc::new(Mutex::new(reads)));
