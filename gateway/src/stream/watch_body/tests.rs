@@ -129,6 +129,18 @@ fn chunk(text: String) -> &'static str {
     text.leak()
 }
 
+/// Each event the client read, as `TYPE name@resourceVersion` (quoted, as JSON has them).
+fn sent(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|line| {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            let meta = &event["object"]["metadata"];
+            let (name, version) = (&meta["name"], &meta["resourceVersion"]);
+            format!("{} {name}@{version}", event["type"])
+        })
+        .collect()
+}
+
 fn filtered(calls: &std::sync::Arc<std::sync::Mutex<Vec<usize>>>) -> Pipeline<dyn WatchSink> {
     Pipeline {
         transform: Some(Box::new(Names(calls.clone()))),
@@ -148,21 +160,14 @@ async fn the_events_of_one_read_are_filtered_in_one_call() {
     .concat();
     let body = upstream(vec![chunk(read), chunk(event("DELETED", "a", 4))]);
     let (text, errors) = client_reads(watch(body, filtered(&calls))).await;
-    let names: Vec<String> = text
-        .lines()
-        .map(|line| {
-            let event: serde_json::Value = serde_json::from_str(line).unwrap();
-            format!("{} {}", event["type"], event["object"]["metadata"]["name"])
-        })
-        .collect();
     assert_eq!(errors, 0);
     assert_eq!(
-        names,
+        sent(&text),
         [
-            r#""ADDED" "a""#,
-            r#""BOOKMARK" """#,
-            r#""MODIFIED" "edited""#,
-            r#""DELETED" "a""#
+            r#""ADDED" "a"@"1""#,
+            r#""BOOKMARK" ""@"2""#,
+            r#""MODIFIED" "edited"@"3""#,
+            r#""DELETED" "a"@"4""#
         ]
     );
     assert_eq!(*calls.lock().unwrap(), [3, 1], "one call per read");
@@ -184,20 +189,10 @@ async fn an_object_sent_again_unchanged_is_held_back() {
     .concat();
     let body = upstream(vec![chunk(read)]);
     let (text, errors) = client_reads(watch(body, filtered(&calls))).await;
-    let sent: Vec<String> = text
-        .lines()
-        .map(|line| {
-            let event: serde_json::Value = serde_json::from_str(line).unwrap();
-            let meta = &event["object"]["metadata"];
-            format!(
-                "{} {}@{}",
-                event["type"], meta["name"], meta["resourceVersion"]
-            )
-        })
-        .collect();
+
     assert_eq!(errors, 0);
     assert_eq!(
-        sent,
+        sent(&text),
         [
             r#""MODIFIED" "b"@"3""#,
             r#""ADDED" "again-c"@"4""#,
