@@ -76,7 +76,10 @@ fn a_filter_that_keeps_running_out_of_time_is_no_longer_called_in_that_response(
 
 #[test]
 fn a_memory_bomb_hits_its_cap_and_traps() {
-    let (generation, metrics) = one("membomb", "on-error = \"drop\"\n[limits]\nmemory-mib = 16");
+    // A deadline far beyond any machine's time to touch 16 MiB: the cap is what stops it
+    // (a fresh virtual machine's first touch of its pages took longer than the default).
+    let settings = "on-error = \"drop\"\n[limits]\nmemory-mib = 16\ndeadline-ms = 60000";
+    let (generation, metrics) = one("membomb", settings);
     let mut session = generation
         .session(&request("get", &format!("{CONFIGMAPS}/a")), "test")
         .unwrap();
