@@ -61,13 +61,17 @@ impl Multiplexer {
             plural: info.resource.clone(),
         }
         .to_string();
-        let resent = (self.metrics.resends)
-            .get_or_create(&ResourceLabels {
+        // Only a filtered watch sends objects again: the others need no counter.
+        let refilter = refilter.map(|refilter| {
+            let labels = ResourceLabels {
                 resource: resource.clone(),
-            })
-            .clone();
+            };
+            (
+                refilter,
+                self.metrics.resends.get_or_create(&labels).clone(),
+            )
+        });
         let timeout = min_request_timeout;
-        let refilter = refilter.map(|refilter| (refilter, resent));
         let answer = self.answer_from(context, &shared, since, online, timeout, refilter);
         if let Answer::Serve(_) = answer {
             self.metrics

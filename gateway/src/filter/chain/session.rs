@@ -242,7 +242,11 @@ impl Transform for Session {
 
     fn resent(&mut self, key: &str) -> Option<bool> {
         let change = self.resends.take(key)?;
-        let settled = self.lookup_use().settled(self.view, key);
+        let reads = self
+            .steps
+            .iter()
+            .map(|s| &s.filter.instantiator().lookups_read);
+        let settled = reads.filter_map(|read| read.settled(self.view, key)).max();
         Some(settled.is_some_and(|since| since < change))
     }
 

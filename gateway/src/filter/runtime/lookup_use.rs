@@ -194,10 +194,10 @@ impl LookupsRead {
     /// The lookup epoch since which the filter has made what it makes now of the object of
     /// `key` in `view` (`u64::MAX` when what it made is unknown); `None` when it does not
     /// follow that object there.
-    fn settled(&self, view: u64, key: &str) -> Option<u64> {
+    pub(crate) fn settled(&self, view: View, key: &str) -> Option<u64> {
         let index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let members = index.of.get(key)?;
-        let member = members.iter().find(|member| member.view == view)?;
+        let member = members.iter().find(|member| member.view == view.0)?;
         Some(member.output.map_or(u64::MAX, |_| member.since))
     }
 
@@ -439,7 +439,7 @@ impl LookupUse {
     pub fn settled(&self, view: View, key: &str) -> Option<u64> {
         self.0
             .iter()
-            .filter_map(|filter| filter.settled(view.0, key))
+            .filter_map(|filter| filter.settled(view, key))
             .max()
     }
 }
