@@ -38,6 +38,7 @@ const GATEWAY_TIERS: &[(&str, u8)] = &[
     ("autonomy", 5),
     ("informer", 5),
     ("multiplexer", 5),
+    ("pool", 5),
     ("interface", 5),
     ("certificate", 5),
     ("hubcfg", 5),

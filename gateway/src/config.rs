@@ -11,7 +11,11 @@ use crate::certificate::CertificateSettings;
 use crate::certificate::request::APISERVER_NAMES;
 use crate::certificate::{BootstrapMode, CertificateError, Renewal};
 use crate::cli::{self, CertificateArgs, EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
+use crate::tls::ClientCerts;
 use crate::upstream::{Credentials, CredentialsError, HealthSettings, LbMode};
+
+/// YurtHub's `--multiplexer-port` default.
+pub const DEFAULT_MULTIPLEXER_PORT: u16 = 10269;
 
 /// Why the configuration is unusable; every variant is the operator's to fix.
 #[derive(Debug, Error)]
@@ -78,6 +82,11 @@ pub struct Config {
     pub proxy_addr: SocketAddr,
     /// Where the HTTPS proxy listens, and its TLS settings, when it is served.
     pub secure_proxy: Option<(SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
+    /// Where the pool port listens (--node-ip, --multiplexer-port), and its TLS settings:
+    /// served with the HTTPS proxy's certificate, to node client certificates only.
+    pub pool_port: Option<(SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
+    /// The port of the pool's leaders' pool ports (--multiplexer-port).
+    pub leader_port: u16,
     /// The hub interface, made when the HTTPS proxy is served: it also listens on its
     /// address.
     pub hub_interface: Option<HubInterfaceSettings>,
@@ -149,19 +158,34 @@ impl Config {
             args.server_addr.clone()
         };
         let secure_addr = SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port);
-        let secure_proxy = match (
+        let serving = match (
             &args.tls_cert_file,
             &args.tls_private_key_file,
             &identity.serving_pair,
         ) {
-            (Some(cert), Some(key), _) => Some((
-                secure_addr,
-                crate::tls::server_config(cert, key, credentials.cluster_ca(), false)?,
-            )),
-            (None, _, Some(pair)) => Some((
-                secure_addr,
-                crate::tls::server_config(pair, pair, credentials.cluster_ca(), true)?,
-            )),
+            (Some(cert), Some(key), _) => Some((cert, key, false)),
+            (None, _, Some(pair)) => Some((pair, pair, true)),
+            _ => None,
+        };
+        let tls = |client_certs| -> Result<_, ConfigError> {
+            Ok(match serving {
+                Some((cert, key, issued_later)) => Some(crate::tls::server_config(
+                    cert,
+                    key,
+                    credentials.cluster_ca(),
+                    issued_later,
+                    client_certs,
+                )?),
+                None => None,
+            })
+        };
+        let secure_proxy = tls(ClientCerts::Optional)?.map(|tls| (secure_addr, tls));
+        let leader_port = yurthub.multiplexer_port.unwrap_or(DEFAULT_MULTIPLEXER_PORT);
+        // A cloud node is in no edge pool.
+        let pool_port = match yurthub.node_ip {
+            Some(ip) if !cloud => {
+                tls(ClientCerts::Required)?.map(|tls| (SocketAddr::new(ip, leader_port), tls))
+            }
             _ => None,
         };
         Ok(Config {
@@ -177,6 +201,8 @@ impl Config {
             hub_addr: SocketAddr::new(args.bind_address, args.serve_port),
             proxy_addr: SocketAddr::new(args.bind_proxy_address, args.proxy_port),
             secure_proxy,
+            pool_port,
+            leader_port,
             hub_interface,
             disk_cache_path: args.disk_cache_path.clone(),
             filter_dir: args.filter_dir.clone(),
@@ -303,6 +329,8 @@ fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -
     let mut ips = vec![IpAddr::from([127, 0, 0, 1])];
     ips.extend(hub_interface.map(|hub| hub.ip));
     ips.extend([args.bind_proxy_address, args.bind_address]);
+    // Where the pool's followers reach a leader.
+    ips.extend(args.yurthub.node_ip);
     let mut names: Vec<String> = Vec::new();
     let ips = ips.into_iter().filter(|ip| !ip.is_unspecified());
     for name in ips

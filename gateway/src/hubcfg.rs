@@ -13,16 +13,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
-
 use crate::cache::Cache;
 use crate::filter::{Filters, HubComponents};
-
-/// The ConfigMap's namespace.
-pub const NAMESPACE: &str = "kube-system";
+use crate::informer::{CONFIG_MAP_NAMESPACE as NAMESPACE, follow_config_map};
 
 /// The ConfigMap's name.
 pub const NAME: &str = "yurt-hub-cfg";
@@ -80,32 +73,12 @@ pub fn follow(
     cache: Option<Arc<Cache>>,
     filters: Arc<Filters>,
 ) -> Result<tokio::task::JoinHandle<()>, kube::Error> {
-    let client = crate::informer::client_through(proxy, "yurt-hub-cfg")?;
-    let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
-    let config = watcher::Config::default().fields(&format!("metadata.name={NAME}"));
-    Ok(tokio::spawn(async move {
+    let (mut seen, watching) = follow_config_map(proxy, "yurt-hub-cfg", NAME)?;
+    let applying = async move {
         let mut applied: Option<HubConfig> = None;
-        let mut listed: Option<ConfigMap> = None;
-        let mut events = watcher(api, config).default_backoff().boxed();
-        while let Some(event) = events.next().await {
-            let seen = match event {
-                Ok(watcher::Event::Init) => {
-                    listed = None;
-                    continue;
-                }
-                Ok(watcher::Event::InitApply(map)) => {
-                    listed = Some(map);
-                    continue;
-                }
-                Ok(watcher::Event::InitDone) => listed.take(),
-                Ok(watcher::Event::Apply(map)) => Some(map),
-                Ok(watcher::Event::Delete(_)) => None,
-                Err(error) => {
-                    tracing::debug!(%error, "watching {NAMESPACE}/{NAME}");
-                    continue;
-                }
-            };
-            let config = HubConfig::from_data(seen.as_ref().and_then(|m| m.data.as_ref()));
+        while seen.changed().await.is_ok() {
+            let data = seen.borrow_and_update().clone();
+            let config = HubConfig::from_data(data.as_ref());
             if applied.as_ref() == Some(&config) {
                 continue;
             }
@@ -118,6 +91,9 @@ pub fn follow(
                 .await;
             applied = Some(config);
         }
+    };
+    Ok(tokio::spawn(async move {
+        tokio::join!(watching, applying);
     }))
 }
 

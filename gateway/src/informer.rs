@@ -27,10 +27,12 @@ use crate::cache::Store as CacheStore;
 use crate::filter::{LabelSelector, Lookup, LookupChange};
 
 mod backoff;
+mod config_map;
 mod encoded;
 mod resume;
 
 pub(crate) use backoff::ListBackoff;
+pub(crate) use config_map::{NAMESPACE as CONFIG_MAP_NAMESPACE, follow_config_map};
 use encoded::Encoded;
 pub(crate) use resume::own_listing;
 

@@ -16,12 +16,14 @@
 //! - [`filter`]: the Wasm filter host: its runtime, loading and hot reload, the chain.
 //! - `multiplexer`: one upstream list and watch per pool-scope resource for the whole node,
 //!   every local client's list and watch answered from that shared state.
+//! - `pool`: the pool's leader hubs, as yurt-manager names them: a follower's feeds from a
+//!   leader, the cloud while none answers.
 //! - `autonomy`: the node's `NodeAutonomy` condition, kept through the gateway itself.
 //! - `informer`: the objects filters look up, kept by the gateway's own informers.
 //! - `interface`: the hub interface (a dummy link with the address pods reach).
 //! - `certificate`: the gateway's client and serving certificates: bootstrapped, renewed.
 //! - `hubcfg`: YurtHub's `yurt-hub-cfg` ConfigMap, followed.
-//! - `tls`: the HTTPS proxy's TLS settings: its pair, and the client CAs it asks for.
+//! - `tls`: the HTTPS servers' TLS settings: their pair, and the client CAs they ask for.
 //! - [`cache`]: what is cached, the facade, its one writer, the typed tees, the crash-safe
 //!   store, offline reads.
 //! - [`stream`]: responses as streams of objects: one body driver over list and watch
@@ -60,6 +62,7 @@ mod json;
 pub mod local;
 mod metrics;
 mod multiplexer;
+mod pool;
 pub mod refusal;
 pub mod reply;
 pub mod request;

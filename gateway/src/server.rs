@@ -7,10 +7,12 @@ mod caller;
 mod fuzz_hub;
 mod headers;
 mod hub;
+mod leader_feed;
 mod limit;
 mod listener;
 mod metered;
 mod plan;
+mod pool_port;
 mod proxy;
 mod respond;
 mod state;
@@ -36,6 +38,7 @@ use crate::interface::HubInterface;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::multiplexer::Multiplexer;
+use crate::pool;
 use crate::upstream::{Balancer, HealthWatch, Transport, health};
 use state::State;
 
@@ -85,6 +88,8 @@ pub struct Listeners {
     /// address when it was made.
     secure: Vec<(TcpListener, tokio_rustls::TlsAcceptor)>,
     hub: TcpListener,
+    /// The pool port, when served (--node-ip).
+    pool: Option<(TcpListener, tokio_rustls::TlsAcceptor)>,
     /// The hub interface, to be kept while the gateway runs (when it was made).
     hub_interface: Option<HubInterface>,
 }
@@ -134,10 +139,15 @@ impl Listeners {
                 "no hub interface: the HTTPS proxy is not served (no --tls-cert-file)"
             );
         }
+        let pool = match &config.pool_port {
+            Some((addr, tls)) => Some((bind(*addr).await?, tls.clone().into())),
+            None => None,
+        };
         Ok(Listeners {
             proxy: bind(config.proxy_addr).await?,
             secure,
             hub: bind(config.hub_addr).await?,
+            pool,
             hub_interface,
         })
     }
@@ -221,19 +231,17 @@ pub async fn serve(
         cache_metrics,
     );
     cache.collect_after(config.cache_gc_after);
-    // Informers only serve filters' lookups: without a filter directory there are none.
-    let informers = match &config.filter_dir {
-        Some(_) => {
-            let proxy = listeners.proxy_addr().map_err(|source| ServerError::Bind {
-                addr: config.proxy_addr,
-                source,
-            })?;
-            Some(Arc::new(
-                Informers::start(proxy, Some(cache.store().clone()))
-                    .map_err(ServerError::Informers)?,
-            ))
-        }
-        None => None,
+    // Informers serve filters' lookups, and the pool port's check of its callers' pool.
+    let informers = if config.filter_dir.is_some() || config.pool_port.is_some() {
+        let proxy = listeners.proxy_addr().map_err(|source| ServerError::Bind {
+            addr: config.proxy_addr,
+            source,
+        })?;
+        Some(Arc::new(
+            Informers::start(proxy, Some(cache.store().clone())).map_err(ServerError::Informers)?,
+        ))
+    } else {
+        None
     };
     let multiplexer = if config.pool_scope_resources.is_empty() {
         None
@@ -258,11 +266,13 @@ pub async fn serve(
         None => Arc::new(NoLookup),
     };
     let filters = Arc::new(Filters::start(filter_settings(&config), lookup, &mut metrics).await?);
+    let (pool_names, pool_name) = watch::channel(config.nodepool_name.clone());
     let pool_follower = match (&informers, &config.node_name, &config.nodepool_name) {
-        (Some(informers), Some(node), None) => Some(tokio::spawn(follow_node_pool(
+        (Some(informers), Some(node), None) => Some(tokio::spawn(pool::follow_node_label(
             informers.clone(),
             filters.clone(),
             node.clone(),
+            pool_names,
         ))),
         _ => None,
     };
@@ -303,6 +313,22 @@ pub async fn serve(
             health_tx,
         ))
     };
+    let leaders = Arc::new(pool::Leaders::default());
+    let leader_follower = match (&config.node_name, &multiplexer) {
+        (Some(node), Some(_)) if !config.cloud => Some(tokio::spawn(pool::follow(
+            leaders.clone(),
+            pool::Following {
+                proxy: proxy_addr,
+                node: node.clone(),
+                port: config.leader_port,
+                transport: transport.clone(),
+                health: config.health.clone(),
+                metrics: metrics.clone(),
+            },
+            pool_name.clone(),
+        ))),
+        _ => None,
+    };
     let collector = tokio::spawn(collect_garbage(
         cache.clone(),
         config.cache_gc_after,
@@ -340,6 +366,10 @@ pub async fn serve(
         filters,
         informers,
         multiplexer,
+        pool: pool::Pool {
+            name: pool_name,
+            leaders,
+        },
         late_answer: config.health.timeout,
         in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
         known: caller::KnownCredentials::default(),
@@ -382,10 +412,22 @@ pub async fn serve(
         let hub = listener::serve(listeners.hub, None, &graceful, move |request, peer| {
             hub::handle(hub_state.clone(), request, peer)
         });
+        let pool_state = state.clone();
+        let pool = async {
+            match listeners.pool {
+                Some((listener, tls)) => {
+                    let handler =
+                        move |request, peer| pool_port::handle(pool_state.clone(), request, peer);
+                    listener::serve(listener, Some(tls), &graceful, handler).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = proxy => {}
             _ = secure => {}
             _ = hub => {}
+            _ = pool => {}
             _ = shutdown => {}
         }
     }
@@ -399,7 +441,10 @@ pub async fn serve(
     for task in upkeep.into_iter().chain(renewals) {
         task.abort();
     }
-    for task in [pool_follower, autonomy].into_iter().flatten() {
+    for task in [pool_follower, leader_follower, autonomy]
+        .into_iter()
+        .flatten()
+    {
         task.abort();
     }
     hub_config.abort();
@@ -455,26 +500,6 @@ fn filter_settings(config: &Config) -> FilterSettings {
         limits: Limits::default(),
         debounce: crate::filter::DEFAULT_DEBOUNCE,
         disabled: config.disabled_filters.clone(),
-    }
-}
-
-/// The label that names a node's pool in OpenYurt.
-const NODEPOOL_LABEL: &str = "apps.openyurt.io/nodepool";
-
-/// Keeps the node pool filters see equal to this node's `apps.openyurt.io/nodepool` label
-/// (when `--nodepool-name` does not fix it).
-async fn follow_node_pool(informers: Arc<Informers>, filters: Arc<Filters>, node: String) {
-    let mut changes = informers.changes();
-    loop {
-        let pool = informers.node_label(&node, NODEPOOL_LABEL);
-        if pool != filters.node_pool() {
-            tracing::info!(%node, pool = ?pool, "this node's pool");
-            filters.set_node_pool(pool);
-        }
-        // Any change (or changes missed) may be this node's label.
-        if let Err(tokio::sync::broadcast::error::RecvError::Closed) = changes.recv().await {
-            return;
-        }
     }
 }
 

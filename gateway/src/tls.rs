@@ -24,18 +24,29 @@ pub enum TlsError {
     ClientCa(String),
 }
 
+/// Whether a client must present a certificate of the cluster's CA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// It may (pods come with tokens instead): the HTTPS proxy.
+    Optional,
+    /// It must (only node identities are served): the pool port.
+    Required,
+}
+
 /// A TLS server configuration from `cert` (a PEM chain) and `key` (a PEM private key),
 /// offering HTTP/2 and HTTP/1.1. New connections are served with the files as they are
 /// then (looked at every [`crate::upstream::CERT_CHECK_EVERY`] at most), so a rotated
 /// certificate needs no restart. `issued_later`: the files may not exist yet (the
 /// certificate manager's request waits for an approver), and until they do, handshakes
-/// fail; else they must load now. A client may present a certificate, which must then be
-/// one of `client_ca` (the cluster's CA); without a CA, client certificates are not asked for.
+/// fail; else they must load now. A client may (or, `Required`, must) present a certificate,
+/// which must then be one of `client_ca` (the cluster's CA); without a CA, client
+/// certificates are not asked for.
 pub fn server_config(
     cert: &Path,
     key: &Path,
     client_ca: &[CertificateDer<'static>],
     issued_later: bool,
+    client_certs: ClientCerts,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let builder = ServerConfig::builder();
     let provider = builder.crypto_provider().clone();
@@ -53,9 +64,12 @@ pub fn server_config(
                 .add(ca.clone())
                 .map_err(|e| TlsError::ClientCa(e.to_string()))?;
         }
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-            // Pods come with tokens, not certificates.
-            .allow_unauthenticated()
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+        let verifier = match client_certs {
+            ClientCerts::Optional => verifier.allow_unauthenticated(),
+            ClientCerts::Required => verifier,
+        };
+        let verifier = verifier
             .build()
             .map_err(|e| TlsError::ClientCa(e.to_string()))?;
         builder.with_client_cert_verifier(verifier)

@@ -81,9 +81,10 @@ pub struct YurtHubArgs {
     #[arg(long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
 
-    /// The node's IP for the multiplexer: accepted, not used.
+    /// The node's IP on its pool's LAN: the gateway serves its pool's followers there, on
+    /// --multiplexer-port (not served without it).
     #[arg(long, value_name = "IP")]
-    pub node_ip: Option<String>,
+    pub node_ip: Option<std::net::IpAddr>,
 
     /// Minutes between YurtHub's cache collections: accepted, not used (see --cache-gc-after).
     #[arg(long, value_name = "MINUTES")]
@@ -137,8 +138,9 @@ pub struct YurtHubArgs {
           default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enable_pool_service_topology: Option<bool>,
 
-    /// Port where YurtHub's leader hub serves its pool's followers: accepted, not used
-    /// (edgegate's multiplexer serves this node only).
+    /// Port where a leader hub serves its pool's followers (HTTPS on --node-ip, node client
+    /// certificates of the pool only), and where a follower reaches its pool's leaders
+    /// [default: 10269].
     #[arg(long, value_name = "PORT")]
     pub multiplexer_port: Option<u16>,
 
@@ -163,11 +165,6 @@ impl YurtHubArgs {
                 warnings.push(format!("{flags}: {instead}"));
             }
         };
-        note(
-            self.multiplexer_port.is_some() || self.node_ip.is_some(),
-            "--multiplexer-port, --node-ip ignored",
-            "edgegate has no leader hub; the multiplexer serves this node's clients only",
-        );
         note(
             self.enable_node_pool.is_some() || self.enable_pool_service_topology.is_some(),
             "--enable-node-pool, --enable-pool-service-topology ignored",

@@ -50,6 +50,12 @@ impl PeerCertificate {
         Some(PeerCertificate { user, groups })
     }
 
+    /// The node this certificate is the identity of, if it is a node's.
+    pub fn node(&self) -> Option<String> {
+        let node = self.user.strip_prefix("system:node:")?;
+        (!node.is_empty() && self.groups.iter().any(|g| g == NODES_GROUP)).then(|| node.to_owned())
+    }
+
     fn is_node(&self, node: &str) -> bool {
         self.user.strip_prefix("system:node:") == Some(node)
             && self.groups.iter().any(|g| g == NODES_GROUP)

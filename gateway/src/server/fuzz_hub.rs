@@ -85,6 +85,10 @@ impl HubFixture {
             filters,
             informers: None,
             multiplexer: None,
+            pool: crate::pool::Pool {
+                name: tokio::sync::watch::channel(None).1,
+                leaders: Arc::default(),
+            },
             late_answer: Duration::from_secs(1),
             in_flight: InFlightLimit::new(100),
             known: KnownCredentials::default(),

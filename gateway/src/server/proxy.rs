@@ -136,6 +136,10 @@ async fn forward(
     if let Some(answer) = shared(state, request.headers(), context, caller).await {
         return answer;
     }
+    // Before the cloud's health: a follower's feeds go to its leaders through a WAN cut.
+    if let Some(answer) = super::leader_feed::from_leader(state, &request, context, caller).await {
+        return answer;
+    }
     if !state.balancer.any_healthy() {
         offline()?;
         return Ok(state.local.serve(context, request).await?);
@@ -264,7 +268,7 @@ async fn shared(
 
 /// The upstream's answer to `send`, or `None` once `server` is found unhealthy first. An
 /// answer later than `late` makes the health checker probe the server at once.
-async fn unless_lost<T>(
+pub(super) async fn unless_lost<T>(
     server: &Server,
     late: Duration,
     send: impl Future<Output = T>,

@@ -12,6 +12,7 @@ use crate::informer::Informers;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::multiplexer::Multiplexer;
+use crate::pool::Pool;
 use crate::upstream::{Balancer, Transport};
 
 /// What every request is served with.
@@ -25,6 +26,8 @@ pub(crate) struct State {
     pub(crate) informers: Option<Arc<Informers>>,
     /// The shared states of the pool-scope resources, if any are.
     pub(crate) multiplexer: Option<Arc<Multiplexer>>,
+    /// This node's pool and the leaders the multiplexer's feeds follow.
+    pub(crate) pool: Pool,
     pub(crate) local: Local,
     /// An upstream answer later than this (the heartbeat's timeout) has the health checker
     /// probe that server at once.

@@ -42,6 +42,15 @@ pub enum ProxyError {
         "the gateway's HTTPS proxy cannot pass on the identity of client certificate {0:?}: send a bearer token (a service account's) instead"
     )]
     CertificateNotPassedOn(String),
+    /// On the pool port, a client that is no node of this node's pool.
+    #[error("{}", match .0 {
+        Some(node) => format!("node {node:?} is not of this node's pool: only its pool's nodes feed from this gateway"),
+        None => "the pool port serves node client certificates only (system:node:<name>, group system:nodes)".to_owned(),
+    })]
+    NotOfThePool(Option<String>),
+    /// On the pool port, a request other than a list or watch of a pool-scope resource.
+    #[error("the pool port answers only lists and watches of the pool-scope resources")]
+    NotPoolScope,
     /// A single object's answer could not be read, a filter failed on it, or hides it.
     #[error(transparent)]
     Object(#[from] ObjectError),
@@ -111,6 +120,18 @@ impl Refusal for ProxyError {
                 "Forbidden",
                 Fault::Client,
                 "certificate_not_passed_on",
+            ),
+            ProxyError::NotOfThePool(_) => (
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                Fault::Client,
+                "not_of_the_pool",
+            ),
+            ProxyError::NotPoolScope => (
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                Fault::Client,
+                "not_pool_scope",
             ),
             ProxyError::Object(ObjectError::Unreadable(_)) => (
                 StatusCode::BAD_GATEWAY,

@@ -1,0 +1,134 @@
+//! Following the pool's leaders: the ConfigMap of the node's pool, the leaders it names for
+//! this node health-checked as the cloud's servers are (`GET /readyz` on the gateway's
+//! identity), the set swapped whole at each change.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use tokio::sync::watch;
+
+use super::{LeaderHubs, config_map_name};
+use crate::informer::follow_config_map;
+use crate::metrics::Metrics;
+use crate::upstream::{Balancer, HealthSettings, LbMode, Transport, health};
+
+/// The leaders this node's multiplexer feeds from, when it follows some.
+#[derive(Debug, Default)]
+pub struct Leaders {
+    current: ArcSwapOption<Balancer>,
+}
+
+impl Leaders {
+    /// The leaders now (`None`: the feeds go to the cloud).
+    pub fn current(&self) -> Option<Arc<Balancer>> {
+        self.current.load_full()
+    }
+}
+
+/// Aborts the health checker of a set of leaders once the set is replaced.
+struct Checker(tokio::task::JoinHandle<()>);
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What following needs besides the ConfigMap.
+pub struct Following {
+    /// The gateway's proxy, which the ConfigMap is watched through.
+    pub proxy: SocketAddr,
+    /// This node's name.
+    pub node: String,
+    /// The leaders' pool port.
+    pub port: u16,
+    /// The gateway's identity, which the leaders are reached on.
+    pub transport: Transport,
+    /// The heartbeat knobs (probes ask `/readyz`).
+    pub health: HealthSettings,
+    /// Where the leaders' health is shown (`edgegate_upstream_healthy{server}`).
+    pub metrics: Arc<Metrics>,
+}
+
+/// Follows the leaders of the pool `pool` names (re-read when it changes) into `leaders`,
+/// for as long as the gateway runs.
+pub async fn follow(
+    leaders: Arc<Leaders>,
+    following: Following,
+    mut pool: watch::Receiver<Option<String>>,
+) {
+    let health = HealthSettings {
+        node_name: None,
+        ..following.health.clone()
+    };
+    loop {
+        let name = pool.borrow_and_update().clone();
+        let followed = async {
+            match name {
+                Some(name) => follow_pool(&leaders, &following, &health, &name).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = followed => return,
+            changed = pool.changed() => if changed.is_err() { return },
+        }
+        leaders.current.store(None);
+    }
+}
+
+/// Follows `leader-hub-<pool>`.
+async fn follow_pool(
+    leaders: &Leaders,
+    following: &Following,
+    health: &HealthSettings,
+    pool: &str,
+) {
+    let name = config_map_name(pool);
+    let (mut seen, watching) = match follow_config_map(following.proxy, "leader-hub", &name) {
+        Ok(followed) => followed,
+        Err(error) => {
+            tracing::warn!(%error, "cannot follow the pool's leaders: the multiplexer feeds from the cloud");
+            return std::future::pending().await;
+        }
+    };
+    let applying = async {
+        let mut followed: Vec<IpAddr> = Vec::new();
+        let mut _checker: Option<Checker> = None;
+        while seen.changed().await.is_ok() {
+            let hubs = LeaderHubs::from_data(seen.borrow_and_update().as_ref());
+            let addresses = hubs.followed_by(&following.node);
+            if addresses == followed {
+                continue;
+            }
+            tracing::info!(%pool, leaders = ?addresses, "the multiplexer feeds from {}", if addresses.is_empty() { "the cloud" } else { "the pool's leaders" });
+            _checker = None;
+            if addresses.is_empty() {
+                leaders.current.store(None);
+            } else {
+                let urls = addresses
+                    .iter()
+                    .filter_map(|ip| {
+                        format!("https://{}", SocketAddr::new(*ip, following.port))
+                            .parse()
+                            .ok()
+                    })
+                    .collect();
+                let balancer = Arc::new(Balancer::new(urls, LbMode::Rr));
+                let (transport, metrics) = (&following.transport, &following.metrics);
+                health::first_verdicts(&balancer, transport, health, metrics).await;
+                leaders.current.store(Some(balancer.clone()));
+                _checker = Some(Checker(tokio::spawn(health::run(
+                    balancer,
+                    transport.clone(),
+                    health.clone(),
+                    metrics.clone(),
+                    watch::channel(false).0,
+                ))));
+            }
+            followed = addresses;
+        }
+    };
+    tokio::join!(watching, applying);
+}

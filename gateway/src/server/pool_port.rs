@@ -1,0 +1,93 @@
+//! The pool port (`--node-ip`:`--multiplexer-port`, HTTPS): where the pool's followers feed
+//! from this gateway when it leads. It answers the lists and watches of the multiplexer's
+//! resources from their shared state, unfiltered (each follower filters for its own
+//! clients), and `/readyz` for the followers' health checks; nothing else. Only nodes of
+//! this node's pool are served: a client certificate of the cluster's CA (the TLS
+//! handshake requires one) for `system:node:<name>` in group `system:nodes`, whose node
+//! carries this pool's label. Nothing there reaches the cloud on this node's identity.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::caller::PeerCertificate;
+use super::plan::Plan;
+use super::respond;
+use super::state::State;
+use super::status::ProxyError;
+use crate::multiplexer::Answer;
+use crate::pool::NODEPOOL_LABEL;
+use crate::reply::ResponseBody;
+use crate::request::RequestContext;
+
+/// Serves one request of a follower.
+pub async fn handle(
+    state: Arc<State>,
+    request: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<ResponseBody> {
+    let answer = match member(&state, request.extensions().get::<Arc<PeerCertificate>>()) {
+        Ok(node) => {
+            tracing::trace!(%node, %peer, path = %request.uri().path(), "pool request");
+            serve(&state, request).await
+        }
+        Err(refused) => Err(refused),
+    };
+    answer.unwrap_or_else(|refused| refused.into_response(&state.metrics))
+}
+
+/// The node a follower's certificate names, if it is of this node's pool.
+fn member(state: &State, certificate: Option<&Arc<PeerCertificate>>) -> Result<String, ProxyError> {
+    let node = certificate
+        .and_then(|certificate| certificate.node())
+        .ok_or(ProxyError::NotOfThePool(None))?;
+    let pool = state.pool.name.borrow().clone();
+    let theirs = state
+        .informers
+        .as_ref()
+        .and_then(|informers| informers.node_label(&node, NODEPOOL_LABEL));
+    match (pool, theirs) {
+        (Some(pool), Some(theirs)) if pool == theirs => Ok(node),
+        _ => Err(ProxyError::NotOfThePool(Some(node))),
+    }
+}
+
+async fn serve(
+    state: &Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    if request.method() == Method::GET && request.uri().path() == "/readyz" {
+        return Ok(crate::reply::text(StatusCode::OK, "ok".to_owned()));
+    }
+    let context = RequestContext::parse(request.method(), request.uri(), request.headers());
+    let multiplexer = state.multiplexer.as_ref().ok_or(ProxyError::NotPoolScope)?;
+    // Unfiltered, uncached: the follower filters and caches what it is sent.
+    let mut plan = Plan::of(
+        &context,
+        request.headers(),
+        &state.filters,
+        &state.cache.policy(),
+    )
+    .and_then(Plan::served)
+    .ok_or(ProxyError::NotPoolScope)?;
+    plan.session = None;
+    if let Some(ready) = multiplexer.until_ready(&context) {
+        ready.await;
+    }
+    let online = state.balancer.any_healthy();
+    match multiplexer.answer(&context, online, state.local.min_request_timeout, None) {
+        Answer::Pass => Err(ProxyError::NotPoolScope),
+        Answer::Serve(response) => {
+            respond::respond(
+                &state.cache,
+                &state.watch_ends,
+                &context,
+                Some(plan),
+                response,
+            )
+            .await
+        }
+    }
+}
