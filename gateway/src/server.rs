@@ -243,6 +243,7 @@ pub async fn serve(
     } else {
         None
     };
+    let leaders = Arc::new(pool::Leaders::default());
     let multiplexer = if config.pool_scope_resources.is_empty() {
         None
     } else {
@@ -256,6 +257,7 @@ pub async fn serve(
                 Some(cache.store().clone()),
                 &config.pool_scope_resources,
                 informers.as_ref().map(|informers| informers.changes()),
+                leaders.sources(),
                 metrics.registry_mut(),
             )
             .map_err(ServerError::Informers)?,
@@ -313,7 +315,6 @@ pub async fn serve(
             health_tx,
         ))
     };
-    let leaders = Arc::new(pool::Leaders::default());
     let leader_follower = match (&config.node_name, &multiplexer) {
         (Some(node), Some(_)) if !config.cloud => Some(tokio::spawn(pool::follow(
             leaders.clone(),

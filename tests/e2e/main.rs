@@ -28,6 +28,7 @@ mod lookups;
 mod multiplexer;
 mod offline;
 mod operator;
+mod pool_leader;
 mod proxy;
 mod resilience;
 mod rotation;
@@ -73,6 +74,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "multiplexer::after_a_restart_without_the_cloud_an_open_watch_gets_what_changed",
         multiplexer::after_a_restart_without_the_cloud_an_open_watch_gets_what_changed,
+    ),
+    (
+        "pool_leader::followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone",
+        pool_leader::followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone,
     ),
     (
         "edge_link::a_framed_list_crosses_the_edge_link_gzipped",

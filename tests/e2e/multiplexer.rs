@@ -37,7 +37,7 @@ fn service(ns: &str, name: &str, tier: &str) -> String {
 
 /// The apiserver's count of open watches of `resource` (the apiserver is the test's own:
 /// they are this test's gateway's and the apiserver's own informers').
-fn upstream_watches(cluster: &Cluster, resource: &str) -> Result<u64> {
+pub fn upstream_watches(cluster: &Cluster, resource: &str) -> Result<u64> {
     let metrics = cluster.kubectl(&["get", "--raw", "/metrics"])?;
     let series = "apiserver_longrunning_gauge{";
     Ok(metrics

@@ -60,14 +60,7 @@ impl Pki {
             Ok(path)
         };
 
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.distinguished_name = name("edgegate-test-ca", None);
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
+        let ca_params = ca_params()?;
         let ca_key_pair = KeyPair::generate()?;
         let ca_key = write("ca.key", ca_key_pair.serialize_pem())?;
         let ca = CertifiedIssuer::self_signed(ca_params, ca_key_pair)?;
@@ -150,6 +143,68 @@ impl Pki {
             node,
         })
     }
+}
+
+/// A node's client certificate and its serving certificate, issued by the cluster's CA.
+#[derive(Clone, Debug)]
+pub struct NodePki {
+    /// Client certificate: CN `system:node:<node>`, group `system:nodes`.
+    pub client_cert: PathBuf,
+    /// Its key.
+    pub client_key: PathBuf,
+    /// Serving certificate for the node's addresses.
+    pub serving_cert: PathBuf,
+    /// Its key.
+    pub serving_key: PathBuf,
+}
+
+impl Pki {
+    /// Issues into `dir` node `node`'s client certificate and a serving certificate for
+    /// `ips`, signed by this PKI's CA.
+    pub fn issue_node(&self, dir: &Path, node: &str, ips: &[String]) -> Result<NodePki> {
+        fs::create_dir_all(dir)?;
+        let ca_params = ca_params()?;
+        let ca_key = KeyPair::from_pem(&fs::read_to_string(&self.ca_key)?)?;
+        let ca = rcgen::Issuer::from_params(&ca_params, ca_key);
+        let issue = |params: CertificateParams, file: &str| -> Result<(PathBuf, PathBuf)> {
+            let pair = KeyPair::generate()?;
+            let cert = params.signed_by(&pair, &ca)?;
+            let (cert_path, key_path) = (
+                dir.join(format!("{file}.crt")),
+                dir.join(format!("{file}.key")),
+            );
+            fs::write(&cert_path, cert.pem())?;
+            fs::write(&key_path, pair.serialize_pem())?;
+            Ok((cert_path, key_path))
+        };
+        let mut client = CertificateParams::new(Vec::<String>::new())?;
+        client.distinguished_name = name(&format!("system:node:{node}"), Some("system:nodes"));
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let (client_cert, client_key) = issue(client, &format!("{node}-client"))?;
+        let mut serving = CertificateParams::new(ips.to_vec())?;
+        serving.distinguished_name = name(&format!("system:node:{node}"), Some("system:nodes"));
+        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let (serving_cert, serving_key) = issue(serving, &format!("{node}-serving"))?;
+        Ok(NodePki {
+            client_cert,
+            client_key,
+            serving_cert,
+            serving_key,
+        })
+    }
+}
+
+/// The CA's parameters: the issuer of every certificate of the PKI.
+fn ca_params() -> Result<CertificateParams> {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.distinguished_name = name("edgegate-test-ca", None);
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(ca_params)
 }
 
 fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {

@@ -65,11 +65,14 @@ pub(super) struct Feed {
     pub(super) resource: Resource,
     pub(super) shared: std::sync::Arc<Shared>,
     pub(super) metrics: MultiplexerMetrics,
+    /// Changes when the feeds' source changes (the pool's leaders, or a leader back): the
+    /// watch then ends and resumes from the state's version, from the new source.
+    pub(super) sources: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Feed {
     /// Runs the feed for as long as the gateway does.
-    pub(super) async fn run(self, store: Option<std::sync::Arc<dyn Store>>) {
+    pub(super) async fn run(mut self, store: Option<std::sync::Arc<dyn Store>>) {
         let resource = self.resource.clone();
         if let Some(store) = store {
             let persisted =
@@ -105,7 +108,16 @@ impl Feed {
                 }
             }
             let since = self.shared.version().unwrap_or_default();
-            match self.watch(since).await {
+            self.sources.mark_unchanged();
+            let mut sources = self.sources.clone();
+            let watched = tokio::select! {
+                watched = self.watch(since) => watched,
+                Ok(()) = sources.changed() => {
+                    tracing::info!(resource = %self.resource, "the feed's source changed: watching again from it");
+                    Ok(Ended::Cleanly)
+                }
+            };
+            match watched {
                 Ok(Ended::Cleanly) => {
                     // A watch the gateway ended at once (it had nothing to serve it from)
                     // must not turn into a busy loop.

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::HeaderMap;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::feed;
 use super::metrics::MultiplexerMetrics;
@@ -35,6 +35,7 @@ impl Multiplexer {
         store: Option<Arc<dyn Store>>,
         resources: &[Resource],
         lookups: Option<broadcast::Receiver<LookupChange>>,
+        sources: watch::Receiver<u64>,
         registry: &mut prometheus_client::registry::Registry,
     ) -> Result<Multiplexer, kube::Error> {
         let metrics = MultiplexerMetrics::default();
@@ -53,6 +54,7 @@ impl Multiplexer {
                 resource: resource.clone(),
                 shared: state.clone(),
                 metrics: metrics.clone(),
+                sources: sources.clone(),
             };
             tasks.push(tokio::spawn(feed.run(store.clone())));
             shared.insert(resource.clone(), state);

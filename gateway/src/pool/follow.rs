@@ -14,15 +14,37 @@ use crate::metrics::Metrics;
 use crate::upstream::{Balancer, HealthSettings, LbMode, Transport, health};
 
 /// The leaders this node's multiplexer feeds from, when it follows some.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Leaders {
     current: ArcSwapOption<Balancer>,
+    /// Counts the changes of the feeds' source: another set of leaders, or one healthy again.
+    changes: watch::Sender<u64>,
+}
+
+impl Default for Leaders {
+    fn default() -> Leaders {
+        Leaders {
+            current: ArcSwapOption::empty(),
+            changes: watch::channel(0).0,
+        }
+    }
 }
 
 impl Leaders {
     /// The leaders now (`None`: the feeds go to the cloud).
     pub fn current(&self) -> Option<Arc<Balancer>> {
         self.current.load_full()
+    }
+
+    /// Changes whenever the feeds should go to their source again (a feed's watch on the
+    /// cloud is not held for minutes once a leader can answer it).
+    pub fn sources(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn set(&self, leaders: Option<Arc<Balancer>>) {
+        self.current.store(leaders);
+        self.changes.send_modify(|n| *n += 1);
     }
 }
 
@@ -74,13 +96,13 @@ pub async fn follow(
             () = followed => return,
             changed = pool.changed() => if changed.is_err() { return },
         }
-        leaders.current.store(None);
+        leaders.set(None);
     }
 }
 
 /// Follows `leader-hub-<pool>`.
 async fn follow_pool(
-    leaders: &Leaders,
+    leaders: &Arc<Leaders>,
     following: &Following,
     health: &HealthSettings,
     pool: &str,
@@ -105,7 +127,7 @@ async fn follow_pool(
             tracing::info!(%pool, leaders = ?addresses, "the multiplexer feeds from {}", if addresses.is_empty() { "the cloud" } else { "the pool's leaders" });
             _checker = None;
             if addresses.is_empty() {
-                leaders.current.store(None);
+                leaders.set(None);
             } else {
                 let urls = addresses
                     .iter()
@@ -118,14 +140,26 @@ async fn follow_pool(
                 let balancer = Arc::new(Balancer::new(urls, LbMode::Rr));
                 let (transport, metrics) = (&following.transport, &following.metrics);
                 health::first_verdicts(&balancer, transport, health, metrics).await;
-                leaders.current.store(Some(balancer.clone()));
-                _checker = Some(Checker(tokio::spawn(health::run(
+                leaders.set(Some(balancer.clone()));
+                let (any_healthy, mut healthy) = watch::channel(balancer.any_healthy());
+                let checked = health::run(
                     balancer,
                     transport.clone(),
                     health.clone(),
                     metrics.clone(),
-                    watch::channel(false).0,
-                ))));
+                    any_healthy,
+                );
+                let back = leaders.clone();
+                let turned_healthy = async move {
+                    while healthy.changed().await.is_ok() {
+                        if *healthy.borrow_and_update() {
+                            back.changes.send_modify(|n| *n += 1);
+                        }
+                    }
+                };
+                _checker = Some(Checker(tokio::spawn(async move {
+                    tokio::join!(checked, turned_healthy);
+                })));
             }
             followed = addresses;
         }

@@ -1,0 +1,217 @@
+//! A pool's leader hub against a real apiserver, as OpenYurt's yurt-manager names it in
+//! `kube-system/leader-hub-<pool>`: three gateways of one pool on loopback addresses of
+//! their own, the followers' multiplexers fed from the leader's pool port, so the cloud holds
+//! one watch per pool-scope resource for the whole pool; a node of another pool refused
+//! there; the leader killed, the followers fed from the cloud, their clients' watches going
+//! on and their lists answered throughout.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use edgegate_testkit::cluster::User;
+use edgegate_testkit::process::{free_port, wait_until};
+use edgegate_testkit::{Cluster, Gateway};
+
+use crate::multiplexer::upstream_watches;
+use crate::support::{Env, Watch, client, list_json_as, namespace, runtime};
+
+const POOL: &str = "pool-1";
+const AGENT: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
+
+fn node(name: &str, pool: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"apps.openyurt.io/nodepool": pool}},
+    })
+    .to_string()
+}
+
+fn service(ns: &str, name: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"ports": [{"port": 80}], "clusterIP": "None"},
+    })
+    .to_string()
+}
+
+/// A kubeconfig of node `name` (its own client certificate) for `server`, and its serving pair.
+fn identity(
+    cluster: &Cluster,
+    name: &str,
+    ip: &str,
+    server: &str,
+) -> Result<(std::path::PathBuf, edgegate_testkit::pki::NodePki)> {
+    let pki = cluster
+        .pki
+        .issue_node(&cluster.dir.join("pool-pki"), name, &[ip.to_owned()])?;
+    let kubeconfig = cluster
+        .dir
+        .join(format!("{name}-{}.kubeconfig", free_port()?));
+    cluster.kubeconfig_for(
+        &kubeconfig,
+        server,
+        &User::Certificate(&pki.client_cert, &pki.client_key),
+    )?;
+    Ok((kubeconfig, pki))
+}
+
+fn start(env: &Env, cluster: &Cluster, name: &str, ip: &str, port: u16) -> Result<Gateway> {
+    let (kubeconfig, pki) = identity(cluster, name, ip, &cluster.url())?;
+    let flags = [
+        format!("--node-name={name}"),
+        format!("--nodepool-name={POOL}"),
+        format!("--node-ip={ip}"),
+        format!("--multiplexer-port={port}"),
+        format!("--proxy-secure-port={}", free_port()?),
+        format!("--tls-cert-file={}", pki.serving_cert.display()),
+        format!("--tls-private-key-file={}", pki.serving_key.display()),
+        "--heartbeat-interval-seconds=1".to_owned(),
+        "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices".to_owned(),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    Gateway::start_as(&env.bin, cluster, &kubeconfig, &flags)
+}
+
+/// The cloud's watches of Services and EndpointSlices beyond the apiserver's own.
+fn held(cluster: &Cluster, own: (u64, u64)) -> Result<(u64, u64)> {
+    Ok((
+        upstream_watches(cluster, "services")? - own.0,
+        upstream_watches(cluster, "endpointslices")? - own.1,
+    ))
+}
+
+pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
+    env: &Env,
+) -> Result<()> {
+    let cluster = env.private_cluster()?;
+    let own = (
+        upstream_watches(&cluster, "services")?,
+        upstream_watches(&cluster, "endpointslices")?,
+    );
+    // What the nodes may read is RBAC's business, not this test's.
+    cluster.kubectl(&[
+        "create",
+        "clusterrolebinding",
+        "pool-nodes",
+        "--clusterrole=cluster-admin",
+        "--group=system:nodes",
+    ])?;
+    for (name, pool) in [
+        ("edge-a", POOL),
+        ("edge-b", POOL),
+        ("edge-c", POOL),
+        ("edge-x", "pool-2"),
+    ] {
+        cluster.apply(&node(name, pool))?;
+    }
+    let port = free_port()?;
+    cluster.apply(
+        &serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("leader-hub-{POOL}"), "namespace": "kube-system"},
+            "data": {"leaders": "edge-a/127.0.0.2", "enable-leader-election": "true",
+                     "pool-scoped-metadata": "/v1/services,discovery.k8s.io/v1/endpointslices"},
+        })
+        .to_string(),
+    )?;
+    let ns = namespace(&cluster, "pool")?;
+    cluster.apply(&service(&ns, "before"))?;
+
+    let mut leader = start(env, &cluster, "edge-a", "127.0.0.2", port)?;
+    let followers = [
+        start(env, &cluster, "edge-b", "127.0.0.3", port)?,
+        start(env, &cluster, "edge-c", "127.0.0.4", port)?,
+    ];
+    wait_until(
+        Duration::from_secs(60),
+        "one cloud watch per resource for the pool",
+        || held(&cluster, own).is_ok_and(|held| held == (1, 1)),
+    )
+    .with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
+    println!(
+        "3 gateways of one pool: the cloud's watches (services, endpointslices): {:?}",
+        held(&cluster, own)?
+    );
+
+    let rt = runtime();
+    let client = client();
+    let services = |gateway: &Gateway| format!("{}/api/v1/namespaces/{ns}/services", gateway.url());
+    let mut watches = Vec::new();
+    for follower in &followers {
+        let (_, items) = rt.block_on(list_json_as(&client, &services(follower), AGENT))?;
+        ensure!(
+            items.len() == 1,
+            "a follower lists {} Services",
+            items.len()
+        );
+        let mut watch = rt.block_on(Watch::open(
+            &client,
+            &format!("{}?watch=true", services(follower)),
+            AGENT,
+        ))?;
+        rt.block_on(watch.wait_for("ADDED", "before", Duration::from_secs(10)))?;
+        watches.push(watch);
+    }
+    cluster.apply(&service(&ns, "led"))?;
+    for watch in &mut watches {
+        rt.block_on(watch.wait_for("ADDED", "led", Duration::from_secs(10)))?;
+    }
+
+    // The pool port serves the pool's nodes only, and only the pool-scope resources.
+    let pool_port = format!("https://127.0.0.2:{port}");
+    let raw = |name: &str, ip: &str, path: &str| -> Result<String> {
+        let (kubeconfig, _) = identity(&cluster, name, ip, &pool_port)?;
+        edgegate_testkit::cluster::kubectl(cluster.tools(), &kubeconfig, &["get", "--raw", path])
+    };
+    let member = raw("edge-b", "127.0.0.3", "/api/v1/services")?;
+    ensure!(member.contains("\"before\""), "a member's list: {member}");
+    let outsider = raw("edge-x", "127.0.0.9", "/api/v1/services");
+    let refused = format!("{outsider:?}");
+    ensure!(
+        outsider.is_err() && refused.contains("not of this node's pool"),
+        "an outsider: {refused}"
+    );
+    let secrets = raw("edge-b", "127.0.0.3", "/api/v1/secrets");
+    ensure!(
+        format!("{secrets:?}").contains("only lists and watches of the pool-scope"),
+        "secrets: {secrets:?}"
+    );
+
+    // The leader gone: the followers feed from the cloud; their clients notice nothing.
+    let killed = Instant::now();
+    leader.kill();
+    let mut failed = 0;
+    let mut lists = 0;
+    let fed = wait_until(
+        Duration::from_secs(30),
+        "the followers' feeds on the cloud",
+        || {
+            for follower in &followers {
+                lists += 1;
+                if rt
+                    .block_on(list_json_as(&client, &services(follower), AGENT))
+                    .is_err()
+                {
+                    failed += 1;
+                }
+            }
+            held(&cluster, own).is_ok_and(|held| held == (2, 2))
+        },
+    );
+    let failover = killed.elapsed();
+    fed.with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
+    println!(
+        "leader killed: both followers' feeds on the cloud after {failover:?}; {failed} of {lists} client lists failed meanwhile"
+    );
+    ensure!(
+        failed == 0,
+        "{failed} of {lists} lists through the followers failed"
+    );
+    cluster.apply(&service(&ns, "after"))?;
+    for watch in &mut watches {
+        rt.block_on(watch.wait_for("ADDED", "after", Duration::from_secs(10)))
+            .context("a follower's client watch, opened while the leader fed it")?;
+    }
+    Ok(())
+}
