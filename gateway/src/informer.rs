@@ -27,48 +27,16 @@ use crate::cache::Store as CacheStore;
 use crate::filter::{LabelSelector, Lookup, LookupChange};
 
 mod backoff;
+mod client;
 mod config_map;
 mod encoded;
 mod resume;
 
 pub(crate) use backoff::ListBackoff;
+pub(crate) use client::{client_through, config_through};
 pub(crate) use config_map::{NAMESPACE as CONFIG_MAP_NAMESPACE, follow_config_map};
 use encoded::Encoded;
 pub(crate) use resume::own_listing;
-
-/// A client of the cluster through the gateway's proxy at `proxy`, as component `edgegate`
-/// (`edgegate/VERSION PURPOSE`).
-pub(crate) fn client_through(
-    proxy: SocketAddr,
-    purpose: &str,
-) -> Result<kube::Client, kube::Error> {
-    kube::Client::try_from(config_through(proxy, purpose)?)
-}
-
-/// The configuration of [`client_through`].
-pub(crate) fn config_through(
-    proxy: SocketAddr,
-    purpose: &str,
-) -> Result<kube::Config, kube::Error> {
-    let host = if proxy.ip().is_unspecified() {
-        SocketAddr::from(([127, 0, 0, 1], proxy.port()))
-    } else {
-        proxy
-    };
-    let uri: http::Uri = format!("http://{host}")
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
-    let mut config = kube::Config::new(uri);
-    // Plain HTTP on loopback: no roots to trust (else the system's are loaded, and a node's
-    // image may have none).
-    config.root_cert = Some(Vec::new());
-    let agent = format!("edgegate/{} {purpose}", env!("CARGO_PKG_VERSION"));
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_str(&agent).map_err(|e| kube::Error::Service(Box::new(e)))?,
-    ));
-    Ok(config)
-}
 
 /// One kind the informers keep.
 struct Kind {

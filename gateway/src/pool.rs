@@ -20,7 +20,6 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 pub use follow::{Following, Leaders, follow};
-pub use leaders::LeaderHubs;
 
 use crate::filter::Filters;
 use crate::informer::Informers;
@@ -57,9 +56,4 @@ pub async fn follow_node_label(
             return;
         }
     }
-}
-
-/// The name of the ConfigMap that names `pool`'s leaders.
-pub fn config_map_name(pool: &str) -> String {
-    format!("leader-hub-{pool}")
 }

@@ -10,6 +10,7 @@ mod hub;
 mod leader_feed;
 mod limit;
 mod listener;
+mod lost;
 mod metered;
 mod plan;
 mod pool_port;
@@ -18,12 +19,12 @@ mod respond;
 mod state;
 mod status;
 mod upgrade;
+mod upkeep;
 mod watch_end;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hyper_util::server::graceful::GracefulShutdown;
 use thiserror::Error;
@@ -32,22 +33,17 @@ use tokio::sync::watch;
 
 use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
 use crate::config::Config;
-use crate::filter::{FilterError, FilterSettings, Filters, Limits, Lookup, NoLookup};
+use crate::filter::{FilterError, Filters, Lookup, NoLookup};
 use crate::informer::Informers;
 use crate::interface::HubInterface;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::multiplexer::Multiplexer;
 use crate::pool;
-use crate::upstream::{Balancer, HealthWatch, Transport, health};
+use crate::upstream::{Balancer, Transport, health};
 use state::State;
 
-/// How long start-up waits for the informers behind filter lookups to sync before it is
-/// over anyway ([`Config::after_start`]): without the cloud they cannot.
-pub const START_UP_SYNC: Duration = Duration::from_secs(30);
-
-/// How often the memory the process freed is handed back ([`Config::return_freed_memory`]).
-pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
+pub use upkeep::{RETURN_FREED_EVERY, START_UP_SYNC};
 
 pub use crate::reply::ResponseBody;
 #[cfg(feature = "fuzzing")]
@@ -77,9 +73,6 @@ pub enum ServerError {
     #[error("cannot start the informers (filter lookups, yurt-hub-cfg)")]
     Informers(#[source] kube::Error),
 }
-
-/// How often unused components' caches are looked for.
-const GC_EVERY: Duration = Duration::from_secs(3600);
 
 /// The bound listeners; bind them first to learn the ports (tests bind port 0).
 pub struct Listeners {
@@ -267,7 +260,8 @@ pub async fn serve(
         Some(informers) => informers.clone(),
         None => Arc::new(NoLookup),
     };
-    let filters = Arc::new(Filters::start(filter_settings(&config), lookup, &mut metrics).await?);
+    let filters =
+        Arc::new(Filters::start(upkeep::filter_settings(&config), lookup, &mut metrics).await?);
     let (pool_names, pool_name) = watch::channel(config.nodepool_name.clone());
     let pool_follower = match (&informers, &config.node_name, &config.nodepool_name) {
         (Some(informers), Some(node), None) => Some(tokio::spawn(pool::follow_node_label(
@@ -330,7 +324,7 @@ pub async fn serve(
         ))),
         _ => None,
     };
-    let collector = tokio::spawn(collect_garbage(
+    let collector = tokio::spawn(upkeep::collect_garbage(
         cache.clone(),
         config.cache_gc_after,
         health_rx.clone(),
@@ -384,7 +378,7 @@ pub async fn serve(
         servers = ?config.servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "edgegate is serving"
     );
-    let upkeep = spawn_upkeep(&config, state.informers.clone());
+    let upkeep = upkeep::spawn_upkeep(&config, state.informers.clone());
     // Dropped at exit, which leaves the link in place.
     let hub_interface = listeners.hub_interface.map(|hub| tokio::spawn(hub.keep()));
     let renewals: Vec<_> = config
@@ -458,65 +452,6 @@ pub async fn serve(
     drop(state);
     let _ = tokio::task::spawn_blocking(move || cache.close()).await;
     Ok(())
-}
-
-/// The process's own upkeep, as the binary asks for it: the code only start-up ran given
-/// back once start-up is over, and freed memory handed back every [`RETURN_FREED_EVERY`].
-fn spawn_upkeep(
-    config: &Config,
-    informers: Option<Arc<Informers>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let start_up = config.after_start.map(|after_start| {
-        tokio::spawn(async move {
-            if let Some(informers) = informers {
-                let _ = tokio::time::timeout(START_UP_SYNC, informers.synced()).await;
-            }
-            let _ = tokio::task::spawn_blocking(after_start).await;
-        })
-    });
-    let hand_back = config.return_freed_memory.map(|hand_back| {
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(RETURN_FREED_EVERY);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                every.tick().await;
-                let _ = tokio::task::spawn_blocking(hand_back).await;
-            }
-        })
-    });
-    [start_up, hand_back].into_iter().flatten().collect()
-}
-
-fn filter_settings(config: &Config) -> FilterSettings {
-    FilterSettings {
-        dir: config.filter_dir.clone(),
-        config_file: config.filter_config.clone(),
-        compiled_cache_dir: config
-            .disk_cache_path
-            .join(crate::filter::COMPILED_CACHE_DIR),
-        helper: config.filter_helper.clone(),
-        after_load: config.return_freed_memory,
-        node_name: config.node_name.clone().unwrap_or_default(),
-        node_pool: config.nodepool_name.clone(),
-        limits: Limits::default(),
-        debounce: crate::filter::DEFAULT_DEBOUNCE,
-        disabled: config.disabled_filters.clone(),
-    }
-}
-
-/// Removes unused components' caches, at start and then every [`GC_EVERY`], while some
-/// apiserver is healthy.
-async fn collect_garbage(cache: Arc<Cache>, after: Duration, health: HealthWatch) {
-    let mut every = tokio::time::interval(GC_EVERY);
-    loop {
-        every.tick().await;
-        let cache = cache.clone();
-        let reachable = *health.borrow();
-        let _ = tokio::task::spawn_blocking(move || {
-            crate::cache::collect_garbage(&cache, after, reachable)
-        })
-        .await;
-    }
 }
 
 fn display_addr(addr: std::io::Result<SocketAddr>) -> String {

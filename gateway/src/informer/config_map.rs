@@ -10,7 +10,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
-use super::client_through;
+use super::client::client_through;
 
 /// A ConfigMap's `data`; `None` while there is no such ConfigMap.
 pub type Data = Option<BTreeMap<String, String>>;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use tokio::sync::watch;
 
-use super::{LeaderHubs, config_map_name};
+use super::leaders::LeaderHubs;
 use crate::informer::follow_config_map;
 use crate::metrics::Metrics;
 use crate::upstream::{Balancer, HealthSettings, LbMode, Transport, health};
@@ -98,6 +98,11 @@ pub async fn follow(
         }
         leaders.set(None);
     }
+}
+
+/// The name of the ConfigMap that names `pool`'s leaders.
+fn config_map_name(pool: &str) -> String {
+    format!("leader-hub-{pool}")
 }
 
 /// Follows `leader-hub-<pool>`.

@@ -10,8 +10,8 @@ use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Empty};
 
 use super::caller::Caller;
+use super::lost::unless_lost;
 use super::plan::{self, Plan};
-use super::proxy::unless_lost;
 use super::state::State;
 use super::status::ProxyError;
 use super::{headers, respond};

@@ -1,16 +1,15 @@
 //! The proxy handler: one request from a node component to an apiserver and back, the
 //! response body streamed through as it arrives.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{Method, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::caller::{Caller, PeerCertificate};
+use super::lost::unless_lost;
 use super::metered::{InFlight, Metered};
 use super::plan::{self, Plan};
 use super::state::State;
@@ -20,7 +19,7 @@ use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
 use crate::multiplexer::{self, Answer};
 use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
-use crate::upstream::{CallerOnly, RequestBody, Server, TransportError};
+use crate::upstream::{CallerOnly, RequestBody, TransportError};
 
 /// The component the gateway's own clients are (`edgegate/VERSION PURPOSE`).
 const OWN_COMPONENT: &str = "edgegate";
@@ -266,31 +265,6 @@ async fn shared(
     }
 }
 
-/// The upstream's answer to `send`, or `None` once `server` is found unhealthy first. An
-/// answer later than `late` makes the health checker probe the server at once.
-pub(super) async fn unless_lost<T>(
-    server: &Server,
-    late: Duration,
-    send: impl Future<Output = T>,
-) -> Option<T> {
-    let lost = async {
-        let late_notice = async {
-            tokio::time::sleep(late).await;
-            server.suspect();
-            std::future::pending::<()>().await
-        };
-        tokio::select! {
-            () = server.lost() => {}
-            () = late_notice => {}
-        }
-    };
-    tokio::select! {
-        biased;
-        answer = send => Some(answer),
-        () = lost => None,
-    }
-}
-
 /// Wraps the response body so its bytes are counted and the request stays in flight until
 /// the body ends: a watch counts as long as it streams.
 fn meter(
@@ -300,46 +274,4 @@ fn meter(
     in_flight: InFlight,
 ) -> Response<ResponseBody> {
     response.map(|body| Metered::new(body, metrics, labels, in_flight).boxed_unsync())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::upstream::{Balancer, LbMode};
-
-    fn balancer() -> Balancer {
-        let balancer = Balancer::new(vec!["https://a:6443".parse().unwrap()], LbMode::Rr);
-        balancer.servers()[0].set_healthy(true);
-        balancer
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_late_answer_has_the_server_probed_and_its_loss_ends_the_wait() {
-        let balancer = balancer();
-        let server = &balancer.servers()[0];
-        let late = Duration::from_secs(2);
-        let waiting = unless_lost(server, late, std::future::pending::<()>());
-        tokio::pin!(waiting);
-        let probed = async {
-            // The checker's side: a suspicion comes once the answer is late, not before.
-            let suspected = tokio::time::timeout(late / 2, server.suspected()).await;
-            assert!(suspected.is_err(), "suspected before the answer was late");
-            server.suspected().await;
-            server.set_healthy(false);
-        };
-        let (answer, ()) = tokio::join!(&mut waiting, probed);
-        assert_eq!(answer, None, "the wait ends with the server's loss");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_answer_that_comes_is_taken_even_late() {
-        let balancer = balancer();
-        let server = &balancer.servers()[0];
-        let answer = unless_lost(server, Duration::from_secs(2), async {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            7
-        })
-        .await;
-        assert_eq!(answer, Some(7));
-    }
 }

@@ -1,0 +1,81 @@
+//! The gateway's own upkeep around the requests it serves: the start-up code given back,
+//! freed memory handed back, unused components' caches removed, and the filter settings
+//! made from the configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cache::Cache;
+use crate::config::Config;
+use crate::filter::{FilterSettings, Limits};
+use crate::informer::Informers;
+use crate::upstream::HealthWatch;
+
+/// How long start-up waits for the informers behind filter lookups to sync before it is
+/// over anyway ([`Config::after_start`]): without the cloud they cannot.
+pub const START_UP_SYNC: Duration = Duration::from_secs(30);
+
+/// How often the memory the process freed is handed back ([`Config::return_freed_memory`]).
+pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
+
+/// How often unused components' caches are looked for.
+const GC_EVERY: Duration = Duration::from_secs(3600);
+
+/// The process's own upkeep, as the binary asks for it: the code only start-up ran given
+/// back once start-up is over, and freed memory handed back every [`RETURN_FREED_EVERY`].
+pub(super) fn spawn_upkeep(
+    config: &Config,
+    informers: Option<Arc<Informers>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let start_up = config.after_start.map(|after_start| {
+        tokio::spawn(async move {
+            if let Some(informers) = informers {
+                let _ = tokio::time::timeout(START_UP_SYNC, informers.synced()).await;
+            }
+            let _ = tokio::task::spawn_blocking(after_start).await;
+        })
+    });
+    let hand_back = config.return_freed_memory.map(|hand_back| {
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(RETURN_FREED_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let _ = tokio::task::spawn_blocking(hand_back).await;
+            }
+        })
+    });
+    [start_up, hand_back].into_iter().flatten().collect()
+}
+
+pub(super) fn filter_settings(config: &Config) -> FilterSettings {
+    FilterSettings {
+        dir: config.filter_dir.clone(),
+        config_file: config.filter_config.clone(),
+        compiled_cache_dir: config
+            .disk_cache_path
+            .join(crate::filter::COMPILED_CACHE_DIR),
+        helper: config.filter_helper.clone(),
+        after_load: config.return_freed_memory,
+        node_name: config.node_name.clone().unwrap_or_default(),
+        node_pool: config.nodepool_name.clone(),
+        limits: Limits::default(),
+        debounce: crate::filter::DEFAULT_DEBOUNCE,
+        disabled: config.disabled_filters.clone(),
+    }
+}
+
+/// Removes unused components' caches, at start and then every [`GC_EVERY`], while some
+/// apiserver is healthy.
+pub(super) async fn collect_garbage(cache: Arc<Cache>, after: Duration, health: HealthWatch) {
+    let mut every = tokio::time::interval(GC_EVERY);
+    loop {
+        every.tick().await;
+        let cache = cache.clone();
+        let reachable = *health.borrow();
+        let _ = tokio::task::spawn_blocking(move || {
+            crate::cache::collect_garbage(&cache, after, reachable)
+        })
+        .await;
+    }
+}
