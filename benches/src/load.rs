@@ -17,12 +17,15 @@
 //!   `kube` (a client-go-like client), `reflector` (the simulated agents) and `churn` (the
 //!   cloud's objects and their updates); `soak`, the same workload for an hour with the
 //!   gateway's use sampled, plotted and judged for upward trends (`edgegate-load soak`).
+//! - `pool`: the cloud's bytes for a node pool with and without a leader hub
+//!   (`edgegate-load pool`).
 
 pub mod apiserver;
 pub mod churn;
 pub mod kube;
 pub mod measure;
 pub mod node;
+pub mod pool;
 pub mod probes;
 pub mod reflector;
 pub mod report;

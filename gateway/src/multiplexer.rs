@@ -23,7 +23,7 @@ mod state;
 mod states;
 mod watch;
 
-pub use answer::Answer;
+pub use answer::{Answer, READY_WITHIN};
 pub use refilter::Refilter;
 pub use resource::{Resource, ResourceError};
 pub use states::{Multiplexer, is_feed};

@@ -322,7 +322,10 @@ pub async fn serve(
             },
             pool_name.clone(),
         ))),
-        _ => None,
+        _ => {
+            leaders.settle();
+            None
+        }
     };
     let collector = tokio::spawn(upkeep::collect_garbage(
         cache.clone(),

@@ -64,6 +64,17 @@ impl Gateway {
         Gateway::launch(bin, cluster, &cluster.url(), Some(kubeconfig), extra)
     }
 
+    /// [`Gateway::start_as`] with `server` as its apiserver URL (e.g. a [`crate::Relay`]).
+    pub fn start_as_to(
+        bin: &Path,
+        cluster: &Cluster,
+        server: &str,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> Result<Gateway> {
+        Gateway::launch(bin, cluster, server, Some(kubeconfig), extra)
+    }
+
     /// [`Gateway::start`] without a kubeconfig: `extra` gives it its identity (e.g. a
     /// bootstrap token for its certificate manager).
     pub fn start_without_kubeconfig(

@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand};
 use edgegate_benches::load::apiserver::ApiServer;
 use edgegate_benches::load::run::{self, Settings};
 use edgegate_benches::load::targets::Binaries;
-use edgegate_benches::load::{node, reflector, report, soak, traffic, upstream, watch};
+use edgegate_benches::load::{node, pool, reflector, report, soak, traffic, upstream, watch};
 
 #[derive(Parser)]
 #[command(about = "edgegate's side-by-side load harness")]
@@ -110,6 +110,32 @@ enum Command {
         seconds: u64,
         /// Where the report is written besides stdout.
         #[arg(long, default_value = "target/load/traffic.md")]
+        out: PathBuf,
+    },
+    /// A node pool's gateways on loopback behind one counting relay (the pool's WAN link):
+    /// the cloud's bytes for one node, for the pool's nodes each fed from the cloud, and for
+    /// its followers fed from a leader hub; then the leader killed (Markdown).
+    Pool {
+        /// The edgegate binary (a release build).
+        #[arg(long)]
+        edgegate: PathBuf,
+        /// The pool's nodes.
+        #[arg(long, default_value_t = 5)]
+        nodes: usize,
+        /// Services (and EndpointSlices) in the cloud.
+        #[arg(long, default_value_t = 1000)]
+        services: usize,
+        /// Updates a second during the churn.
+        #[arg(long, default_value_t = 20)]
+        churn: u32,
+        /// Seconds of warm-up (initial lists, no churn).
+        #[arg(long, default_value_t = 30)]
+        warm_up: u64,
+        /// Seconds of churn measured.
+        #[arg(long, default_value_t = 120)]
+        seconds: u64,
+        /// Where the report is written besides stdout.
+        #[arg(long, default_value = "target/load/pool.md")]
         out: PathBuf,
     },
     /// The node workload of `traffic` through the gateway with the churn running the whole
@@ -259,6 +285,31 @@ fn main() -> Result<()> {
                 duration: Duration::from_secs(seconds),
             };
             let text = traffic::markdown(&settings, &traffic::run(&settings)?);
+            if let Some(dir) = out.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(out, &text)?;
+            print!("{text}");
+            Ok(())
+        }
+        Command::Pool {
+            edgegate,
+            nodes,
+            services,
+            churn,
+            warm_up,
+            seconds,
+            out,
+        } => {
+            let settings = pool::Settings {
+                edgegate,
+                nodes: nodes.max(2),
+                services,
+                churn,
+                warm_up: Duration::from_secs(warm_up),
+                duration: Duration::from_secs(seconds),
+            };
+            let text = pool::markdown(&settings, &pool::run(&settings)?);
             if let Some(dir) = out.parent() {
                 std::fs::create_dir_all(dir)?;
             }

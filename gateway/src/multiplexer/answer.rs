@@ -28,8 +28,9 @@ use super::watch::{self, Sight, Watching};
 use crate::cache::Selectors;
 use crate::request::{RequestContext, Verb};
 
-/// How long a request waits for a state's first list.
-const READY_WITHIN: Duration = Duration::from_secs(3);
+/// How long a node client's request waits for a state's first list (kube-apiserver's watch
+/// cache makes lists wait so while it initializes).
+pub const READY_WITHIN: Duration = Duration::from_secs(3);
 
 /// Whether, and how, the multiplexer answers a request.
 pub enum Answer {
@@ -113,12 +114,13 @@ impl Multiplexer {
     }
 
     /// For a request the multiplexer would answer once its state holds a list, a wait of at
-    /// most 3 s for that list (kube-apiserver's watch cache makes lists wait so while it
-    /// initializes): the node's clients that start with the gateway then share its watch,
-    /// rather than each holding its own upstream. Owns what it waits on.
+    /// most `within` for that list ([`READY_WITHIN`] for the node's clients): the clients
+    /// that start with the gateway then share its watch, rather than each holding its own
+    /// upstream. Owns what it waits on.
     pub fn until_ready(
         &self,
         context: &RequestContext,
+        within: Duration,
     ) -> Option<impl Future<Output = ()> + Send + 'static> {
         let (shared, _) = self.answers(context)?;
         if shared.version().is_some() {
@@ -129,7 +131,7 @@ impl Multiplexer {
             let listed = async move {
                 let _ = versions.wait_for(Option::is_some).await.is_ok();
             };
-            let _ = tokio::time::timeout(READY_WITHIN, listed).await;
+            let _ = tokio::time::timeout(within, listed).await;
         })
     }
 

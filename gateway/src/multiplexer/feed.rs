@@ -28,6 +28,9 @@ use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, W
 /// cluster may bring it).
 const ABSENT_RETRY: Duration = Duration::from_secs(300);
 
+/// How long the first list waits for its source to be known (see [`Feed::sources`]).
+const SOURCE_WAIT: Duration = Duration::from_secs(10);
+
 /// Items per page of the feed's list.
 const PAGE: u32 = 500;
 
@@ -66,7 +69,8 @@ pub(super) struct Feed {
     pub(super) shared: std::sync::Arc<Shared>,
     pub(super) metrics: MultiplexerMetrics,
     /// Changes when the feeds' source changes (the pool's leaders, or a leader back): the
-    /// watch then ends and resumes from the state's version, from the new source.
+    /// watch then ends and resumes from the state's version, from the new source. Above 0
+    /// once the source is known.
     pub(super) sources: tokio::sync::watch::Receiver<u64>,
 }
 
@@ -83,6 +87,11 @@ impl Feed {
                 self.held();
             }
         }
+        // A follower's first list goes to its pool's leader, not the cloud: it waits until
+        // the source is known (the pool's leaders read), or a while without.
+        let mut first = self.sources.clone();
+        let known = first.wait_for(|changes| *changes > 0);
+        let _ = tokio::time::timeout(SOURCE_WAIT, known).await;
         let mut backoff = ListBackoff::default();
         let mut listed = self.shared.version().is_some();
         let mut told_absent = false;

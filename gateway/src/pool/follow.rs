@@ -42,6 +42,15 @@ impl Leaders {
         self.changes.subscribe()
     }
 
+    /// Announces the source known, unless it was: no leaders will be followed.
+    pub fn settle(&self) {
+        self.changes.send_if_modified(|n| {
+            let first = *n == 0;
+            *n = (*n).max(1);
+            first
+        });
+    }
+
     fn set(&self, leaders: Option<Arc<Balancer>>) {
         self.current.store(leaders);
         self.changes.send_modify(|n| *n += 1);
@@ -89,7 +98,10 @@ pub async fn follow(
         let followed = async {
             match name {
                 Some(name) => follow_pool(&leaders, &following, &health, &name).await,
-                None => std::future::pending().await,
+                None => {
+                    leaders.settle();
+                    std::future::pending().await
+                }
             }
         };
         tokio::select! {
@@ -117,6 +129,7 @@ async fn follow_pool(
         Ok(followed) => followed,
         Err(error) => {
             tracing::warn!(%error, "cannot follow the pool's leaders: the multiplexer feeds from the cloud");
+            leaders.settle();
             return std::future::pending().await;
         }
     };
@@ -127,6 +140,7 @@ async fn follow_pool(
             let hubs = LeaderHubs::from_data(seen.borrow_and_update().as_ref());
             let addresses = hubs.followed_by(&following.node);
             if addresses == followed {
+                leaders.settle();
                 continue;
             }
             tracing::info!(%pool, leaders = ?addresses, "the multiplexer feeds from {}", if addresses.is_empty() { "the cloud" } else { "the pool's leaders" });

@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -21,6 +22,10 @@ use crate::multiplexer::Answer;
 use crate::pool::NODEPOOL_LABEL;
 use crate::reply::ResponseBody;
 use crate::request::RequestContext;
+
+/// How long a follower's request waits for the leader's state to hold its first list: a
+/// follower turned away goes to the cloud, the traffic the leader is there to save.
+const LEADER_READY_WITHIN: Duration = Duration::from_secs(30);
 
 /// Serves one request of a follower.
 pub async fn handle(
@@ -73,7 +78,7 @@ async fn serve(
     .and_then(Plan::served)
     .ok_or(ProxyError::NotPoolScope)?;
     plan.session = None;
-    if let Some(ready) = multiplexer.until_ready(&context) {
+    if let Some(ready) = multiplexer.until_ready(&context, LEADER_READY_WITHIN) {
         ready.await;
     }
     let online = state.balancer.any_healthy();

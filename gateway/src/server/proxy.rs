@@ -234,7 +234,7 @@ async fn shared(
         return None;
     }
     let plan = Plan::of(context, headers, &state.filters, &state.cache.policy())?.served()?;
-    if let Some(ready) = multiplexer.until_ready(context) {
+    if let Some(ready) = multiplexer.until_ready(context, multiplexer::READY_WITHIN) {
         ready.await;
     }
     let online = state.balancer.any_healthy();
