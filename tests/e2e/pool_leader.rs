@@ -2,15 +2,16 @@
 //! `kube-system/leader-hub-<pool>`: three gateways of one pool on loopback addresses of
 //! their own, the followers' multiplexers fed from the leader's pool port, so the cloud holds
 //! one watch per pool-scope resource for the whole pool; a node of another pool refused
-//! there; the leader killed, the followers fed from the cloud, their clients' watches going
-//! on and their lists answered throughout.
+//! there; the pool's WAN link cut and back, the followers' clients answered throughout and
+//! the followers still on the leader; the leader killed, the followers fed from the cloud,
+//! their clients' watches going on and their lists answered throughout.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::cluster::User;
 use edgegate_testkit::process::{free_port, wait_until};
-use edgegate_testkit::{Cluster, Gateway};
+use edgegate_testkit::{Cluster, Gateway, Relay};
 
 use crate::multiplexer::upstream_watches;
 use crate::support::{Env, Watch, client, list_json_as, namespace, runtime};
@@ -56,8 +57,15 @@ fn identity(
     Ok((kubeconfig, pki))
 }
 
-fn start(env: &Env, cluster: &Cluster, name: &str, ip: &str, port: u16) -> Result<Gateway> {
-    let (kubeconfig, pki) = identity(cluster, name, ip, &cluster.url())?;
+fn start(
+    env: &Env,
+    cluster: &Cluster,
+    wan: &Relay,
+    name: &str,
+    ip: &str,
+    port: u16,
+) -> Result<Gateway> {
+    let (kubeconfig, pki) = identity(cluster, name, ip, &wan.url())?;
     let flags = [
         format!("--node-name={name}"),
         format!("--nodepool-name={POOL}"),
@@ -70,7 +78,7 @@ fn start(env: &Env, cluster: &Cluster, name: &str, ip: &str, port: u16) -> Resul
         "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices".to_owned(),
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    Gateway::start_as(&env.bin, cluster, &kubeconfig, &flags)
+    Gateway::start_as_to(&env.bin, cluster, &wan.url(), &kubeconfig, &flags)
 }
 
 /// The cloud's watches of Services and EndpointSlices beyond the apiserver's own.
@@ -118,10 +126,12 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
     let ns = namespace(&cluster, "pool")?;
     cluster.apply(&service(&ns, "before"))?;
 
-    let mut leader = start(env, &cluster, "edge-a", "127.0.0.2", port)?;
+    // The pool's one WAN link.
+    let wan = Relay::start(cluster.url().trim_start_matches("https://").parse()?)?;
+    let mut leader = start(env, &cluster, &wan, "edge-a", "127.0.0.2", port)?;
     let followers = [
-        start(env, &cluster, "edge-b", "127.0.0.3", port)?,
-        start(env, &cluster, "edge-c", "127.0.0.4", port)?,
+        start(env, &cluster, &wan, "edge-b", "127.0.0.3", port)?,
+        start(env, &cluster, &wan, "edge-c", "127.0.0.4", port)?,
     ];
     wait_until(
         Duration::from_secs(60),
@@ -177,6 +187,38 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         format!("{secrets:?}").contains("only lists and watches of the pool-scope"),
         "secrets: {secrets:?}"
     );
+
+    // The WAN cut: the followers' clients are answered throughout, and once it is back the
+    // followers still feed from the leader.
+    wan.cut();
+    let mut failed = 0;
+    for _ in 0..20 {
+        for follower in &followers {
+            if rt
+                .block_on(list_json_as(&client, &services(follower), AGENT))
+                .is_err()
+            {
+                failed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    wan.restore();
+    ensure!(
+        failed == 0,
+        "{failed} of 40 lists through the followers failed with the WAN cut"
+    );
+    cluster.apply(&service(&ns, "healed"))?;
+    for watch in &mut watches {
+        rt.block_on(watch.wait_for("ADDED", "healed", Duration::from_secs(30)))
+            .context("a follower's client watch after the WAN cut")?;
+    }
+    wait_until(
+        Duration::from_secs(30),
+        "the pool's one cloud watch per resource again",
+        || held(&cluster, own).is_ok_and(|held| held == (1, 1)),
+    )
+    .with_context(|| format!("cloud watches after the WAN cut {:?}", held(&cluster, own)))?;
 
     // The leader gone: the followers feed from the cloud; their clients notice nothing.
     let killed = Instant::now();

@@ -67,6 +67,10 @@ async fn serve(
         return Ok(crate::reply::text(StatusCode::OK, "ok".to_owned()));
     }
     let context = RequestContext::parse(request.method(), request.uri(), request.headers());
+    // Whatever --pool-scope-resources names, no node reads another's Secrets here.
+    if context.info.api_group.is_empty() && context.info.resource == "secrets" {
+        return Err(ProxyError::NotPoolScope);
+    }
     let multiplexer = state.multiplexer.as_ref().ok_or(ProxyError::NotPoolScope)?;
     // Unfiltered, uncached: the follower filters and caches what it is sent.
     let mut plan = Plan::of(
