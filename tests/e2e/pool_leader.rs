@@ -9,7 +9,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::cluster::User;
+use edgegate_testkit::pool::{
+    PoolNode, leader_config_map, let_nodes_in, node_identity, node_object, start_member,
+};
 use edgegate_testkit::process::{free_port, wait_until};
 use edgegate_testkit::{Cluster, Gateway, Relay};
 
@@ -18,14 +20,6 @@ use crate::support::{Env, Watch, client, list_json_as, namespace, runtime};
 
 const POOL: &str = "pool-1";
 const AGENT: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
-
-fn node(name: &str, pool: &str) -> String {
-    serde_json::json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"apps.openyurt.io/nodepool": pool}},
-    })
-    .to_string()
-}
 
 fn service(ns: &str, name: &str) -> String {
     serde_json::json!({
@@ -36,49 +30,27 @@ fn service(ns: &str, name: &str) -> String {
     .to_string()
 }
 
-/// A kubeconfig of node `name` (its own client certificate) for `server`, and its serving pair.
-fn identity(
-    cluster: &Cluster,
-    name: &str,
-    ip: &str,
-    server: &str,
-) -> Result<(std::path::PathBuf, edgegate_testkit::pki::NodePki)> {
-    let pki = cluster
-        .pki
-        .issue_node(&cluster.dir.join("pool-pki"), name, &[ip.to_owned()])?;
-    let kubeconfig = cluster
-        .dir
-        .join(format!("{name}-{}.kubeconfig", free_port()?));
-    cluster.kubeconfig_for(
-        &kubeconfig,
-        server,
-        &User::Certificate(&pki.client_cert, &pki.client_key),
-    )?;
-    Ok((kubeconfig, pki))
-}
-
 fn start(
     env: &Env,
-    cluster: &Cluster,
     wan: &Relay,
+    cluster: &Cluster,
     name: &str,
     ip: &str,
     port: u16,
 ) -> Result<Gateway> {
-    let (kubeconfig, pki) = identity(cluster, name, ip, &wan.url())?;
-    let flags = [
-        format!("--node-name={name}"),
-        format!("--nodepool-name={POOL}"),
-        format!("--node-ip={ip}"),
-        format!("--multiplexer-port={port}"),
-        format!("--proxy-secure-port={}", free_port()?),
-        format!("--tls-cert-file={}", pki.serving_cert.display()),
-        format!("--tls-private-key-file={}", pki.serving_key.display()),
-        "--heartbeat-interval-seconds=1".to_owned(),
-        "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices".to_owned(),
-    ];
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    Gateway::start_as_to(&env.bin, cluster, &wan.url(), &kubeconfig, &flags)
+    let node = PoolNode {
+        name,
+        pool: POOL,
+        ip,
+        port,
+    };
+    start_member(
+        &env.bin,
+        cluster,
+        &wan.url(),
+        &node,
+        &["--heartbeat-interval-seconds=1"],
+    )
 }
 
 /// The cloud's watches of Services and EndpointSlices beyond the apiserver's own.
@@ -97,41 +69,26 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         upstream_watches(&cluster, "services")?,
         upstream_watches(&cluster, "endpointslices")?,
     );
-    // What the nodes may read is RBAC's business, not this test's.
-    cluster.kubectl(&[
-        "create",
-        "clusterrolebinding",
-        "pool-nodes",
-        "--clusterrole=cluster-admin",
-        "--group=system:nodes",
-    ])?;
+    let_nodes_in(&cluster)?;
     for (name, pool) in [
         ("edge-a", POOL),
         ("edge-b", POOL),
         ("edge-c", POOL),
         ("edge-x", "pool-2"),
     ] {
-        cluster.apply(&node(name, pool))?;
+        cluster.apply(&node_object(name, pool))?;
     }
     let port = free_port()?;
-    cluster.apply(
-        &serde_json::json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("leader-hub-{POOL}"), "namespace": "kube-system"},
-            "data": {"leaders": "edge-a/127.0.0.2", "enable-leader-election": "true",
-                     "pool-scoped-metadata": "/v1/services,discovery.k8s.io/v1/endpointslices"},
-        })
-        .to_string(),
-    )?;
+    cluster.apply(&leader_config_map(POOL, "edge-a/127.0.0.2"))?;
     let ns = namespace(&cluster, "pool")?;
     cluster.apply(&service(&ns, "before"))?;
 
     // The pool's one WAN link.
     let wan = Relay::start(cluster.url().trim_start_matches("https://").parse()?)?;
-    let mut leader = start(env, &cluster, &wan, "edge-a", "127.0.0.2", port)?;
+    let mut leader = start(env, &wan, &cluster, "edge-a", "127.0.0.2", port)?;
     let followers = [
-        start(env, &cluster, &wan, "edge-b", "127.0.0.3", port)?,
-        start(env, &cluster, &wan, "edge-c", "127.0.0.4", port)?,
+        start(env, &wan, &cluster, "edge-b", "127.0.0.3", port)?,
+        start(env, &wan, &cluster, "edge-c", "127.0.0.4", port)?,
     ];
     wait_until(
         Duration::from_secs(60),
@@ -171,7 +128,7 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
     // The pool port serves the pool's nodes only, and only the pool-scope resources.
     let pool_port = format!("https://127.0.0.2:{port}");
     let raw = |name: &str, ip: &str, path: &str| -> Result<String> {
-        let (kubeconfig, _) = identity(&cluster, name, ip, &pool_port)?;
+        let (kubeconfig, _) = node_identity(&cluster, name, ip, &pool_port)?;
         edgegate_testkit::cluster::kubectl(cluster.tools(), &kubeconfig, &["get", "--raw", path])
     };
     let member = raw("edge-b", "127.0.0.3", "/api/v1/services")?;

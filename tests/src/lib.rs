@@ -40,6 +40,7 @@ pub mod image;
 pub mod netns;
 pub mod node;
 pub mod pki;
+pub mod pool;
 pub mod process;
 pub mod relay;
 pub mod scenario;

@@ -96,18 +96,9 @@ enum Command {
         /// Where the node's components go (repeatable; run in the order given).
         #[arg(long, value_enum, default_values = ["direct", "edgegate", "multiplexer"])]
         mode: Vec<traffic::Mode>,
-        /// Services (and EndpointSlices) in the cloud.
-        #[arg(long, default_value_t = 1000)]
-        services: usize,
-        /// Updates a second during the churn.
-        #[arg(long, default_value_t = 20)]
-        churn: u32,
-        /// Seconds of warm-up (initial lists, no churn).
-        #[arg(long, default_value_t = 30)]
-        warm_up: u64,
-        /// Seconds of churn measured.
-        #[arg(long, default_value_t = 120)]
-        seconds: u64,
+        /// The cloud and its churn.
+        #[command(flatten)]
+        cloud: CloudArgs,
         /// Where the report is written besides stdout.
         #[arg(long, default_value = "target/load/traffic.md")]
         out: PathBuf,
@@ -122,18 +113,9 @@ enum Command {
         /// The pool's nodes.
         #[arg(long, default_value_t = 5)]
         nodes: usize,
-        /// Services (and EndpointSlices) in the cloud.
-        #[arg(long, default_value_t = 1000)]
-        services: usize,
-        /// Updates a second during the churn.
-        #[arg(long, default_value_t = 20)]
-        churn: u32,
-        /// Seconds of warm-up (initial lists, no churn).
-        #[arg(long, default_value_t = 30)]
-        warm_up: u64,
-        /// Seconds of churn measured.
-        #[arg(long, default_value_t = 120)]
-        seconds: u64,
+        /// The cloud and its churn.
+        #[command(flatten)]
+        cloud: CloudArgs,
         /// Where the report is written besides stdout.
         #[arg(long, default_value = "target/load/pool.md")]
         out: PathBuf,
@@ -269,10 +251,13 @@ fn main() -> Result<()> {
             edgegate,
             gateway_flag,
             mode,
-            services,
-            churn,
-            warm_up,
-            seconds,
+            cloud:
+                CloudArgs {
+                    services,
+                    churn,
+                    warm_up,
+                    seconds,
+                },
             out,
         } => {
             let settings = traffic::Settings {
@@ -285,20 +270,18 @@ fn main() -> Result<()> {
                 duration: Duration::from_secs(seconds),
             };
             let text = traffic::markdown(&settings, &traffic::run(&settings)?);
-            if let Some(dir) = out.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            std::fs::write(out, &text)?;
-            print!("{text}");
-            Ok(())
+            write_report(&out, &text)
         }
         Command::Pool {
             edgegate,
             nodes,
-            services,
-            churn,
-            warm_up,
-            seconds,
+            cloud:
+                CloudArgs {
+                    services,
+                    churn,
+                    warm_up,
+                    seconds,
+                },
             out,
         } => {
             let settings = pool::Settings {
@@ -310,12 +293,7 @@ fn main() -> Result<()> {
                 duration: Duration::from_secs(seconds),
             };
             let text = pool::markdown(&settings, &pool::run(&settings)?);
-            if let Some(dir) = out.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            std::fs::write(out, &text)?;
-            print!("{text}");
-            Ok(())
+            write_report(&out, &text)
         }
         Command::Soak {
             edgegate,
@@ -444,5 +422,32 @@ fn soak_run(settings: &soak::Settings, out: &std::path::Path) -> Result<()> {
         out.display()
     );
     eprintln!("edgegate-load soak: no upward trend; {}", out.display());
+    Ok(())
+}
+
+/// The cloud of `traffic` and `pool`: its Services and EndpointSlices, and their churn.
+#[derive(clap::Args)]
+struct CloudArgs {
+    /// Services (and EndpointSlices) in the cloud.
+    #[arg(long, default_value_t = 1000)]
+    services: usize,
+    /// Updates a second during the churn.
+    #[arg(long, default_value_t = 20)]
+    churn: u32,
+    /// Seconds of warm-up (initial lists, no churn).
+    #[arg(long, default_value_t = 30)]
+    warm_up: u64,
+    /// Seconds of churn measured.
+    #[arg(long, default_value_t = 120)]
+    seconds: u64,
+}
+
+/// Writes a report to `out` (making its directory) and prints it.
+fn write_report(out: &std::path::Path, text: &str) -> Result<()> {
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(out, text)?;
+    print!("{text}");
     Ok(())
 }

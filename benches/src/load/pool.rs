@@ -16,8 +16,11 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use edgegate_testkit::pool::{
+    PoolNode, leader_config_map, let_nodes_in, node_object, start_member,
+};
 use edgegate_testkit::process::{Process, free_port};
-use edgegate_testkit::{ADMIN_TOKEN, Cluster, Etcd, Gateway, Relay, Toolchain, User};
+use edgegate_testkit::{ADMIN_TOKEN, Cluster, Etcd, Gateway, Relay, Toolchain};
 
 use super::churn;
 use super::kube::{self, Client};
@@ -81,14 +84,6 @@ pub fn run(settings: &Settings) -> Result<Vec<Figures>> {
         .collect()
 }
 
-fn node(name: &str) -> String {
-    serde_json::json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "labels": {"apps.openyurt.io/nodepool": POOL}},
-    })
-    .to_string()
-}
-
 /// A node of the pool: its gateway and the agents on its proxy.
 struct Member {
     gateway: Gateway,
@@ -106,34 +101,14 @@ impl Member {
     ) -> Result<Member> {
         let name = format!("edge-{index}");
         let ip = format!("127.0.0.{}", index + 2);
-        let dir = cluster.dir.join("pool");
-        let pki = cluster.pki.issue_node(&dir, &name, &[ip.clone()])?;
-        let kubeconfig = dir.join(format!("{name}.kubeconfig"));
-        cluster.kubeconfig_for(
-            &kubeconfig,
-            &relay.url(),
-            &User::Certificate(&pki.client_cert, &pki.client_key),
-        )?;
-        let flags = [
-            format!("--node-name={name}"),
-            format!("--nodepool-name={POOL}"),
-            format!("--node-ip={ip}"),
-            format!("--multiplexer-port={port}"),
-            format!("--proxy-secure-port={}", free_port()?),
-            format!("--tls-cert-file={}", pki.serving_cert.display()),
-            format!("--tls-private-key-file={}", pki.serving_key.display()),
-            "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices"
-                .to_owned(),
-        ];
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let gateway = Gateway::start_as_to(
-            &settings.edgegate,
-            cluster,
-            &relay.url(),
-            &kubeconfig,
-            &flags,
-        )?;
-        let log = dir.join(format!("{name}-agents.log"));
+        let node = PoolNode {
+            name: &name,
+            pool: POOL,
+            ip: &ip,
+            port,
+        };
+        let gateway = start_member(&settings.edgegate, cluster, &relay.url(), &node, &[])?;
+        let log = cluster.dir.join(format!("{name}-agents.log"));
         let args = vec![
             "traffic-agents".to_owned(),
             format!("--server={}", gateway.url()),
@@ -186,31 +161,17 @@ fn run_layout(
         settings.services
     ));
     rt.block_on(churn::populate(&admin, settings.services))?;
-    // What the nodes may read is RBAC's business, not this measurement's.
-    cluster.kubectl(&[
-        "create",
-        "clusterrolebinding",
-        "pool-nodes",
-        "--clusterrole=cluster-admin",
-        "--group=system:nodes",
-    ])?;
+    let_nodes_in(&cluster)?;
     let nodes = if layout == Layout::One {
         1
     } else {
         settings.nodes
     };
     for index in 0..nodes {
-        cluster.apply(&node(&format!("edge-{index}")))?;
+        cluster.apply(&node_object(&format!("edge-{index}"), POOL))?;
     }
     if layout == Layout::Leader {
-        cluster.apply(
-            &serde_json::json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": format!("leader-hub-{POOL}"), "namespace": "kube-system"},
-                "data": {"leaders": "edge-0/127.0.0.2", "enable-leader-election": "true"},
-            })
-            .to_string(),
-        )?;
+        cluster.apply(&leader_config_map(POOL, "edge-0/127.0.0.2"))?;
     }
     let own = rt.block_on(watches(&admin))?;
     let baseline = relay.bytes_down();
