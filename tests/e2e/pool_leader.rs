@@ -16,7 +16,7 @@ use edgegate_testkit::process::{free_port, wait_until};
 use edgegate_testkit::{Cluster, Gateway, Relay};
 
 use crate::multiplexer::upstream_watches;
-use crate::support::{Env, Watch, client, list_json_as, namespace, runtime};
+use crate::support::{Env, Watch, client, list_json_as, metric_sample, namespace, runtime};
 
 const POOL: &str = "pool-1";
 const AGENT: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
@@ -143,6 +143,23 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
     ensure!(
         format!("{secrets:?}").contains("only lists and watches of the pool-scope"),
         "secrets: {secrets:?}"
+    );
+
+    // The leader counts what it served its followers, and what it refused.
+    let served = |code: &str| {
+        let series = format!(
+            "edgegate_requests_total{{component=\"pool-followers\",verb=\"{{}}\",resource=\"services\",code=\"{code}\"}}"
+        );
+        ["list", "watch"]
+            .iter()
+            .map(|verb| metric_sample(leader.hub, &series.replace("{}", verb)).unwrap_or(0.0))
+            .sum::<f64>()
+    };
+    ensure!(
+        served("200") >= 2.0 && served("403") >= 1.0,
+        "the leader's counts: 200 {}, 403 {}",
+        served("200"),
+        served("403")
     );
 
     // The WAN cut: the followers' clients are answered throughout, and once it is back the

@@ -118,7 +118,10 @@ pub fn is_feed(headers: &HeaderMap) -> bool {
         .get(http::header::USER_AGENT)
         .and_then(|agent| agent.to_str().ok())
         .is_some_and(|agent| {
-            agent.starts_with("edgegate/") && agent.ends_with(&format!(" {FEED_PURPOSE}"))
+            agent.starts_with("edgegate/")
+                && agent
+                    .strip_suffix(FEED_PURPOSE)
+                    .is_some_and(|rest| rest.ends_with(' '))
         })
 }
 

@@ -29,13 +29,13 @@ pub async fn from_leader<B>(
     caller: &Caller,
 ) -> Option<Result<Response<ResponseBody>, ProxyError>> {
     // Only the node's own feed: the HTTPS proxy's callers never travel on its identity.
-    if !matches!(caller, Caller::Node)
-        || request.method() != Method::GET
-        || !multiplexer::is_feed(request.headers())
-    {
+    if !matches!(caller, Caller::Node) || request.method() != Method::GET {
         return None;
     }
     let leaders = state.pool.leaders.current()?;
+    if !multiplexer::is_feed(request.headers()) {
+        return None;
+    }
     let leader = leaders.pick()?;
     let plan = Plan::of(
         context,

@@ -18,10 +18,14 @@ use super::plan::Plan;
 use super::respond;
 use super::state::State;
 use super::status::ProxyError;
+use crate::metrics::ResponseLabels;
 use crate::multiplexer::Answer;
 use crate::pool::NODEPOOL_LABEL;
 use crate::reply::ResponseBody;
 use crate::request::RequestContext;
+
+/// The component the pool port's requests are counted as (`edgegate_requests_total`).
+const FOLLOWERS: &str = "pool-followers";
 
 /// How long a follower's request waits for the leader's state to hold its first list: a
 /// follower turned away goes to the cloud, the traffic the leader is there to save.
@@ -33,14 +37,30 @@ pub async fn handle(
     request: Request<Incoming>,
     peer: SocketAddr,
 ) -> Response<ResponseBody> {
+    let context = RequestContext::parse(request.method(), request.uri(), request.headers());
     let answer = match member(&state, request.extensions().get::<Arc<PeerCertificate>>()) {
         Ok(node) => {
             tracing::trace!(%node, %peer, path = %request.uri().path(), "pool request");
-            serve(&state, request).await
+            serve(&state, request, &context).await
         }
         Err(refused) => Err(refused),
     };
-    answer.unwrap_or_else(|refused| refused.into_response(&state.metrics))
+    let response = answer.unwrap_or_else(|refused| refused.into_response(&state.metrics));
+    let info = &context.info;
+    let labels = state
+        .metrics
+        .request_labels(FOLLOWERS, info.verb.as_str(), &info.resource);
+    state
+        .metrics
+        .requests
+        .get_or_create(&ResponseLabels {
+            component: labels.component,
+            verb: labels.verb,
+            resource: labels.resource,
+            code: response.status().as_str().to_owned(),
+        })
+        .inc();
+    response
 }
 
 /// The node a follower's certificate names, if it is of this node's pool.
@@ -62,11 +82,11 @@ fn member(state: &State, certificate: Option<&Arc<PeerCertificate>>) -> Result<S
 async fn serve(
     state: &Arc<State>,
     request: Request<Incoming>,
+    context: &RequestContext,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     if request.method() == Method::GET && request.uri().path() == "/readyz" {
         return Ok(crate::reply::text(StatusCode::OK, "ok".to_owned()));
     }
-    let context = RequestContext::parse(request.method(), request.uri(), request.headers());
     // Whatever --pool-scope-resources names, no node reads another's Secrets here.
     if context.info.api_group.is_empty() && context.info.resource == "secrets" {
         return Err(ProxyError::NotPoolScope);
@@ -74,7 +94,7 @@ async fn serve(
     let multiplexer = state.multiplexer.as_ref().ok_or(ProxyError::NotPoolScope)?;
     // Unfiltered, uncached: the follower filters and caches what it is sent.
     let mut plan = Plan::of(
-        &context,
+        context,
         request.headers(),
         &state.filters,
         &state.cache.policy(),
@@ -82,17 +102,17 @@ async fn serve(
     .and_then(Plan::served)
     .ok_or(ProxyError::NotPoolScope)?;
     plan.session = None;
-    if let Some(ready) = multiplexer.until_ready(&context, LEADER_READY_WITHIN) {
+    if let Some(ready) = multiplexer.until_ready(context, LEADER_READY_WITHIN) {
         ready.await;
     }
     let online = state.balancer.any_healthy();
-    match multiplexer.answer(&context, online, state.local.min_request_timeout, None) {
+    match multiplexer.answer(context, online, state.local.min_request_timeout, None) {
         Answer::Pass => Err(ProxyError::NotPoolScope),
         Answer::Serve(response) => {
             respond::respond(
                 &state.cache,
                 &state.watch_ends,
-                &context,
+                context,
                 Some(plan),
                 response,
             )
