@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::ADMIN_TOKEN;
-use edgegate_testkit::flapping::{AGENTS, Reflectors, Usage, cloud, flap, flapping_for};
+use edgegate_testkit::flapping::{
+    AGENTS, Reflectors, SETTLED_WITHIN, Usage, cloud, flap, flapping_for,
+};
 
 use crate::support::{Env, namespace, runtime};
 
@@ -92,7 +94,7 @@ fn flapping_link(env: &Env, flags: &[&str], token: Option<&str>) -> Result<()> {
         &backwards[..backwards.len().min(5)]
     );
     // Measured with the reflectors still watching, as before the flapping.
-    let (after, settling) = Usage::settle(pid, &metrics, &before, Duration::from_secs(60))?;
+    let (after, settling) = Usage::settle(pid, &metrics, &before, SETTLED_WITHIN)?;
     let relists = reflectors.relists();
     println!(
         "{cuts} cuts in {flapping:?}, {changes} changes in the cloud, {REFLECTORS} reflectors ({relists} lists): every store equal to the cloud {convergence:?} after the last restore, no resourceVersion backwards; gateway before → after: {before} → {after} ({settling:.1?} later)"

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::flapping::cloud::{self, Plain};
-use edgegate_testkit::flapping::{AGENTS, Reflectors, Usage, flap, flapping_for};
+use edgegate_testkit::flapping::{AGENTS, Reflectors, SETTLED_WITHIN, Usage, flap, flapping_for};
 use edgegate_testkit::node::GATEWAY_URL;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::{destinations, service, slice, time_arrivals};
@@ -219,7 +219,7 @@ pub fn the_node_rides_a_flapping_link(testbed: &mut Testbed) -> Result<()> {
         pid,
         &|| Ok(testbed.node.hub("/metrics")?.1),
         &before,
-        Duration::from_secs(60),
+        SETTLED_WITHIN,
     )?;
     println!(
         "{cuts} cuts in {flapping:?}, {changes} changes and {moves} endpoint moves in the cloud, {REFLECTORS} reflectors ({} lists); after the last restore: every store equal to the cloud at {:.1?}, kube-proxy's rules at {:.1?}, the Lease renewed at {:.1?}; no resourceVersion backwards, the pods' processes kept; gateway before → after: {before} → {after} ({settling:.1?} later)",

@@ -318,6 +318,10 @@ pub struct Usage {
 /// Reads a gateway's `/metrics` text.
 pub type Metrics<'a> = &'a dyn Fn() -> Result<String>;
 
+/// What a flapping link leaves idle is gone by then: the longest of the timeouts that close
+/// it is the upstream pool's idle timeout, 90 s.
+pub const SETTLED_WITHIN: Duration = Duration::from_secs(120);
+
 /// How far a usage may be above its baseline and still be back: 16 descriptors, 4 threads,
 /// 32 MiB, 32 tasks.
 const MARGIN: Usage = Usage {
@@ -364,11 +368,12 @@ impl Usage {
         .collect()
     }
 
-    /// Waits (up to `timeout`) until the gateway's usage is back within the margin of
-    /// `before`: what a flapping link leaves idle goes by itself, not at once (the
-    /// keep-alive connections opened meanwhile when the gateway's header read timeout,
-    /// 30 s, closes them; tokio's idle blocking threads after 10 s), and a leak never
-    /// settles. The usage then and the time it took; an error if it did not settle.
+    /// Waits (up to `timeout`, which must outlast [`SETTLED_WITHIN`]) until the gateway's
+    /// usage is back within the margin of `before`: what a flapping link leaves idle goes
+    /// by itself, not at once (the keep-alive connections opened meanwhile when the
+    /// gateway's header read timeout, 30 s, closes them; the upstream connections the
+    /// re-lists left in the client's pool after its idle timeout, 90 s; tokio's idle
+    /// blocking threads after 10 s), and a leak never settles. The usage then and the time it took; an error if it did not settle.
     pub fn settle(
         pid: u32,
         metrics: Metrics<'_>,
