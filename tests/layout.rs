@@ -5,7 +5,8 @@
 //!
 //! A file imports another when it names an item by a path (`use`, or a path in code or a
 //! type) that resolves into that file: `crate::…`, `super::…`, `self::…`, a child module's
-//! name, or a name a `use` brought in. Test code (`tests.rs`, `tests/`, `#[cfg(test)]` items)
+//! name, or a name a `use` brought in; a `#[macro_export]` macro, which the language places
+//! at the crate root, is named where its file defines it. Test code (`tests.rs`, `tests/`, `#[cfg(test)]` items)
 //! is left out: tests may reach anywhere. A parent that re-exports its children and a child
 //! that imports through the parent make a circle; children import each other directly.
 
@@ -229,13 +230,37 @@ impl<'ast> Visit<'ast> for Paths {
     }
 }
 
+/// The `#[macro_export]` macros defined at the top of a file, by name.
+fn exported_macros(syntax: &syn::File) -> impl Iterator<Item = String> + '_ {
+    syntax.items.iter().filter_map(|item| match item {
+        syn::Item::Macro(item) if item.attrs.iter().any(|a| a.path().is_ident("macro_export")) => {
+            item.ident.as_ref().map(|ident| ident.to_string())
+        }
+        _ => None,
+    })
+}
+
 /// Every module of the crate under `src` with the module paths it names.
 fn read_crate(src: &Path) -> BTreeMap<Vec<String>, Module> {
     let files = module_files(src);
+    let parsed: Vec<(&Vec<String>, syn::File)> = files
+        .iter()
+        .map(|(module, file)| {
+            let text = fs::read_to_string(file).expect("read a source file");
+            let syntax =
+                syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            (module, syntax)
+        })
+        .collect();
+    // `crate::name!` of an exported macro names the module whose file defines it.
+    let macro_homes: HashMap<Vec<String>, Vec<String>> = parsed
+        .iter()
+        .flat_map(|(module, syntax)| {
+            exported_macros(syntax).map(|name| (vec![name], (*module).clone()))
+        })
+        .collect();
     let mut modules = BTreeMap::new();
-    for (module, file) in &files {
-        let text = fs::read_to_string(file).expect("read a source file");
-        let syntax = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    for (module, syntax) in &parsed {
         let children = syntax
             .items
             .iter()
@@ -245,7 +270,7 @@ fn read_crate(src: &Path) -> BTreeMap<Vec<String>, Module> {
             })
             .collect();
         let mut paths = Paths {
-            module: module.clone(),
+            module: (*module).clone(),
             children,
             aliases: HashMap::new(),
             found: BTreeSet::new(),
@@ -256,13 +281,13 @@ fn read_crate(src: &Path) -> BTreeMap<Vec<String>, Module> {
                 paths.visit_item_use(item);
             }
         }
-        paths.visit_file(&syntax);
-        modules.insert(
-            module.clone(),
-            Module {
-                imports: paths.found,
-            },
-        );
+        paths.visit_file(syntax);
+        let imports = paths
+            .found
+            .into_iter()
+            .map(|path| macro_homes.get(&path).cloned().unwrap_or(path))
+            .collect();
+        modules.insert((*module).clone(), Module { imports });
     }
     modules
 }

@@ -12,7 +12,7 @@ use edgegate::filter::{Generation, LabelSelector, Lookup, NodeFacts, Session};
 use edgegate::request::RequestInfo;
 use edgegate::stream::Verdict;
 use edgegate_filter_sdk::testing::{Harness, Output};
-use edgegate_filter_sdk::{Context, Filter, Level, Verb};
+use edgegate_filter_sdk::{Context, Filter, Level, Resource, Verb};
 use masterservice::MasterService;
 use serde_json::{Value, json};
 use servicetopology::ServiceTopology;
@@ -184,7 +184,12 @@ impl Seed {
     /// The filter context the SDK harness gives the filter: a LIST on [`NODE`].
     pub fn context(&self) -> Context {
         let (group, version, resource) = self.gvr;
-        Context::new(self.component, Verb::List, group, version, resource).node_name(NODE)
+        Context::new(
+            self.component,
+            Verb::List,
+            Resource::new(group, version, resource),
+        )
+        .node_name(NODE)
     }
 
     /// The filter compiled natively, run through the SDK's test harness with the Services
@@ -253,7 +258,7 @@ fn native<F: Filter + 'static>(
     // As the gateway's log at its default level: debug lines are not enabled, in both builds.
     harness.log_level(Level::Info);
     for service in looked_up_services() {
-        harness.add_object("", "v1", "services", service);
+        harness.add_object(Resource::new("", "v1", "services"), service);
     }
     Ok(Box::new(Native { harness, ctx }))
 }

@@ -4,7 +4,7 @@
 
 use crate::adapter::{Output, Slot};
 use crate::filter::Filter;
-use crate::types::{Context, Level, Manifest, Verb};
+use crate::types::{Context, Level, Manifest};
 
 pub use wit_bindgen;
 
@@ -13,36 +13,12 @@ use crate::host::wasm as imports;
 
 pub use crate::bindings::Guest;
 
-fn verb_to_wit(verb: Verb) -> wit::Verb {
-    match verb {
-        Verb::Get => wit::Verb::Get,
-        Verb::List => wit::Verb::List,
-        Verb::Watch => wit::Verb::Watch,
-        Verb::Create => wit::Verb::Create,
-        Verb::Update => wit::Verb::Update,
-        Verb::Patch => wit::Verb::Patch,
-        Verb::Delete => wit::Verb::Delete,
-        Verb::DeleteCollection => wit::Verb::DeleteCollection,
-    }
-}
-
-fn verb_from_wit(verb: wit::Verb) -> Verb {
-    match verb {
-        wit::Verb::Get => Verb::Get,
-        wit::Verb::List => Verb::List,
-        wit::Verb::Watch => Verb::Watch,
-        wit::Verb::Create => Verb::Create,
-        wit::Verb::Update => Verb::Update,
-        wit::Verb::Patch => Verb::Patch,
-        wit::Verb::Delete => Verb::Delete,
-        wit::Verb::DeleteCollection => Verb::DeleteCollection,
-    }
-}
+crate::__wit_verb_conversions!(wit::Verb);
 
 fn context_from_wit(ctx: wit::Context) -> Context {
     Context {
         component: ctx.component,
-        verb: verb_from_wit(ctx.verb),
+        verb: ctx.verb.into(),
         group: ctx.group,
         version: ctx.version,
         resource: ctx.resource,
@@ -72,7 +48,7 @@ pub fn manifest<F: Filter>() -> wit::Manifest {
             .map(|m| wit::ResourceMatch {
                 group: m.group,
                 resources: m.resources,
-                verbs: m.verbs.into_iter().map(verb_to_wit).collect(),
+                verbs: m.verbs.into_iter().map(wit::Verb::from).collect(),
             })
             .collect(),
         components: manifest.components,

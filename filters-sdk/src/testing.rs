@@ -6,8 +6,8 @@
 //!
 //! ```text
 //! let harness = Harness::<MyFilter>::configure(json!({"key": "value"}))?;
-//! harness.add_object("", "v1", "services", json!({...}));
-//! let ctx = Context::new("kube-proxy", Verb::List, "", "v1", "services").node_name("n1");
+//! harness.add_object(Resource::new("", "v1", "services"), json!({...}));
+//! let ctx = Context::new("kube-proxy", Verb::List, Resource::new("", "v1", "services")).node_name("n1");
 //! assert_eq!(harness.filter(&ctx, &json!({...})), Output::Keep);
 //! ```
 
@@ -21,7 +21,7 @@ pub use crate::adapter::Output;
 use crate::adapter::Slot;
 use crate::filter::Filter;
 use crate::host::fake::{FakeHost, HOST, Known};
-use crate::types::{Context, Level, Manifest};
+use crate::types::{Context, Level, Manifest, Resource};
 
 /// The fake host alone, serving [`crate::host`] on this thread: for testing code that makes
 /// lookups outside a filter (a [`Harness`] has one of its own).
@@ -39,11 +39,15 @@ impl Host {
 
     /// Makes an object known to the host's `get` and `list` (by its `metadata.namespace` and
     /// `metadata.name`).
-    pub fn add_object(&self, group: &str, version: &str, resource: &str, object: Value) {
+    pub fn add_object(&self, resource: Resource<'_>, object: Value) {
         self.host
             .borrow_mut()
             .objects
-            .entry((group.to_owned(), version.to_owned(), resource.to_owned()))
+            .entry((
+                resource.group.to_owned(),
+                resource.version.to_owned(),
+                resource.resource.to_owned(),
+            ))
             .or_default()
             .push(Known {
                 json: object.to_string().into_bytes(),
@@ -91,8 +95,8 @@ impl<F: Filter> Harness<F> {
 
     /// Makes an object known to the host's `get` and `list` (by its `metadata.namespace` and
     /// `metadata.name`).
-    pub fn add_object(&self, group: &str, version: &str, resource: &str, object: Value) {
-        self.host.add_object(group, version, resource, object);
+    pub fn add_object(&self, resource: Resource<'_>, object: Value) {
+        self.host.add_object(resource, object);
     }
 
     /// Sets the lowest level the host's log shows ([`Host::log_level`]).
@@ -221,14 +225,12 @@ mod tests {
     fn the_fake_host_serves_lookups_and_records_logs_and_counters() {
         let harness = Harness::<Lookups>::configure(json!({})).unwrap();
         harness.add_object(
-            "",
-            "v1",
-            "services",
+            Resource::new("", "v1", "services"),
             json!({"metadata": {"name": "web", "namespace": "default"}}),
         );
-        harness.add_object("", "v1", "pods", pod("web-1", "web"));
-        harness.add_object("", "v1", "pods", pod("db-1", "db"));
-        let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");
+        harness.add_object(Resource::new("", "v1", "pods"), pod("web-1", "web"));
+        harness.add_object(Resource::new("", "v1", "pods"), pod("db-1", "db"));
+        let ctx = Context::new("kubelet", Verb::List, Resource::new("", "v1", "pods"));
 
         let out = harness.filter(&ctx, &pod("web-2", "web"));
         assert_eq!(out.json().unwrap()["metadata"]["annotations"]["peers"], "1");
@@ -244,7 +246,10 @@ mod tests {
     #[test]
     fn a_host_alone_serves_lookups_outside_a_filter() {
         let fake = Host::install();
-        fake.add_object("", "v1", "nodes", json!({"metadata": {"name": "n1"}}));
+        fake.add_object(
+            Resource::new("", "v1", "nodes"),
+            json!({"metadata": {"name": "n1"}}),
+        );
         assert_eq!(
             host::get(NODES, None, "n1").and_then(|n| n.name().map(str::to_owned)),
             Some("n1".to_owned())
@@ -307,7 +312,7 @@ mod tests {
     #[test]
     fn keep_after_an_edit_forwards_the_edit_and_keep_without_one_the_original() {
         let harness = Harness::<KeepAfterEdit>::configure(json!({})).unwrap();
-        let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");
+        let ctx = Context::new("kubelet", Verb::List, Resource::new("", "v1", "pods"));
         let pod = |labels: Value| {
             json!({"metadata": {"name": "p", "labels": labels},
                                          "spec": {"nodeName": "n1"}})
@@ -354,7 +359,7 @@ mod tests {
     #[should_panic(expected = "not a Kubernetes object")]
     fn non_objects_trap_as_in_the_gateway() {
         let harness = Harness::<Lookups>::configure(json!({})).unwrap();
-        let ctx = Context::new("kubelet", Verb::List, "", "v1", "pods");
+        let ctx = Context::new("kubelet", Verb::List, Resource::new("", "v1", "pods"));
         harness.filter(&ctx, &json!([1, 2]));
     }
 }

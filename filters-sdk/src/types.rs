@@ -59,6 +59,45 @@ impl Verb {
     }
 }
 
+/// Writes the conversions both ways between [`Verb`] and the `verb` enum of a binding
+/// generated from the `edgegate:filter` WIT world (the guest's `wit-bindgen` one, the
+/// gateway's `wasmtime` one), so that both sides share this one table.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wit_verb_conversions {
+    ($($wit:ident)::+) => {
+        impl ::core::convert::From<$crate::Verb> for $($wit)::+ {
+            fn from(verb: $crate::Verb) -> Self {
+                match verb {
+                    $crate::Verb::Get => $($wit)::+::Get,
+                    $crate::Verb::List => $($wit)::+::List,
+                    $crate::Verb::Watch => $($wit)::+::Watch,
+                    $crate::Verb::Create => $($wit)::+::Create,
+                    $crate::Verb::Update => $($wit)::+::Update,
+                    $crate::Verb::Patch => $($wit)::+::Patch,
+                    $crate::Verb::Delete => $($wit)::+::Delete,
+                    $crate::Verb::DeleteCollection => $($wit)::+::DeleteCollection,
+                }
+            }
+        }
+
+        impl ::core::convert::From<$($wit)::+> for $crate::Verb {
+            fn from(verb: $($wit)::+) -> Self {
+                match verb {
+                    $($wit)::+::Get => $crate::Verb::Get,
+                    $($wit)::+::List => $crate::Verb::List,
+                    $($wit)::+::Watch => $crate::Verb::Watch,
+                    $($wit)::+::Create => $crate::Verb::Create,
+                    $($wit)::+::Update => $crate::Verb::Update,
+                    $($wit)::+::Patch => $crate::Verb::Patch,
+                    $($wit)::+::Delete => $crate::Verb::Delete,
+                    $($wit)::+::DeleteCollection => $crate::Verb::DeleteCollection,
+                }
+            }
+        }
+    };
+}
+
 /// A Kubernetes resource by API group (empty for the core group), version and plural,
 /// lowercase name: what a lookup ([`crate::host::get`], [`crate::host::list`]) names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -104,14 +143,14 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context for a request of `component` with `verb` on a resource; node name empty.
-    pub fn new(component: &str, verb: Verb, group: &str, version: &str, resource: &str) -> Context {
+    /// A context for a request of `component` with `verb` on `resource`; node name empty.
+    pub fn new(component: &str, verb: Verb, resource: Resource<'_>) -> Context {
         Context {
             component: component.to_owned(),
             verb,
-            group: group.to_owned(),
-            version: version.to_owned(),
-            resource: resource.to_owned(),
+            group: resource.group.to_owned(),
+            version: resource.version.to_owned(),
+            resource: resource.resource.to_owned(),
             namespace: None,
             node_name: String::new(),
             node_pool: None,

@@ -5,7 +5,7 @@
 //! parses to the same RequestInfo.
 #![no_main]
 
-use edgegate::request::{ListQuery, RequestContext, RequestInfo, Verb};
+use edgegate::request::{ListQuery, RequestContext, RequestInfo, RequestVerb, Verb};
 use http::{HeaderMap, Method, Uri};
 use libfuzzer_sys::fuzz_target;
 
@@ -49,9 +49,9 @@ fuzz_target!(|data: &[u8]| {
 
 fn check(method: &Method, path: &str, info: &RequestInfo, query: &ListQuery) {
     let reads = *method == Method::GET || *method == Method::HEAD;
-    match info.verb {
-        Verb::List | Verb::Watch => assert!(reads || info.verb == Verb::Watch, "{info:?}"),
-        Verb::DeleteCollection => assert_eq!(*method, Method::DELETE),
+    match info.verb.api() {
+        Some(Verb::List | Verb::Watch) => assert!(reads || info.verb == Verb::Watch, "{info:?}"),
+        Some(Verb::DeleteCollection) => assert_eq!(*method, Method::DELETE),
         _ => {}
     }
     if info.verb == Verb::List {
@@ -96,7 +96,7 @@ fn round_trip(method: &Method, info: &RequestInfo, query: &ListQuery) {
     let special = ["namespaces", "status", "finalize", "watch", "proxy"];
     if query.exact_name.is_some()
         || query.watch
-        || matches!(info.verb, Verb::Watch | Verb::Proxy)
+        || matches!(info.verb, RequestVerb::Api(Verb::Watch) | RequestVerb::Proxy)
         || !plain(&info.api_version)
         || !plain(&info.resource)
         || special.contains(&info.resource.as_str())

@@ -103,9 +103,9 @@ impl Local {
         };
         is_kubelet_lease(info, component)
             && info.namespace == NODE_LEASE_NAMESPACE
-            && match info.verb {
-                Verb::Create => info.name.is_empty(),
-                Verb::Update => info.name == *node,
+            && match info.verb.api() {
+                Some(Verb::Create) => info.name.is_empty(),
+                Some(Verb::Update) => info.name == *node,
                 _ => false,
             }
     }
@@ -138,7 +138,10 @@ impl Local {
         context: &RequestContext,
         request: Request<Incoming>,
     ) -> Result<Response<ResponseBody>, LocalError> {
-        match context.info.verb {
+        let Some(verb) = context.info.verb.api() else {
+            return Err(unanswerable("proxy requests need the cloud"));
+        };
+        match verb {
             Verb::Get | Verb::List | Verb::Watch => self.read(context).await,
             _ if !self.answers(context) => Err(unanswerable(
                 "this request cannot be answered from the local cache",
@@ -151,7 +154,6 @@ impl Local {
             }
             Verb::Update | Verb::Patch => self.get(context),
             Verb::Delete | Verb::DeleteCollection => Err(LocalError::Delete),
-            Verb::Proxy | Verb::Unknown => Err(unanswerable("proxy requests need the cloud")),
         }
     }
 
@@ -165,18 +167,18 @@ impl Local {
                 "this request cannot be answered from the local cache",
             ));
         }
-        match context.info.verb {
-            Verb::Get => self.get(context),
+        match context.info.verb.api() {
+            Some(Verb::Get) => self.get(context),
             // An empty name in the path (`pods//log`) makes, as kube-apiserver derives it, a
             // collection's subresource: no read the apiserver serves, so not its list.
-            Verb::List | Verb::Watch if !context.info.subresource.is_empty() => {
+            Some(Verb::List | Verb::Watch) if !context.info.subresource.is_empty() => {
                 Err(unanswerable(&format!(
                     "the {} subresource of {} cannot be answered offline",
                     context.info.subresource, context.info.resource
                 )))
             }
-            Verb::List => self.list(context).await,
-            Verb::Watch => self.watch(context).await,
+            Some(Verb::List) => self.list(context).await,
+            Some(Verb::Watch) => self.watch(context).await,
             _ => Err(unanswerable("only reads are answered here")),
         }
     }

@@ -9,5 +9,5 @@ mod list_query;
 
 pub use component::component_of;
 pub use context::RequestContext;
-pub use info::{RequestInfo, Verb};
+pub use info::{RequestInfo, RequestVerb, Verb};
 pub use list_query::ListQuery;

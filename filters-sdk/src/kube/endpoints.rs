@@ -156,10 +156,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::types::Verb;
+    use crate::types::{Resource, Verb};
 
     fn ctx(group: &str, version: &str, resource: &str) -> Context {
-        Context::new("kube-proxy", Verb::List, group, version, resource)
+        Context::new(
+            "kube-proxy",
+            Verb::List,
+            Resource::new(group, version, resource),
+        )
     }
 
     fn object(value: Value) -> Object {

@@ -83,32 +83,22 @@ mod tests {
     #[test]
     fn the_nodepool_status_lists_the_members() {
         let host = Host::install();
-        host.add_object(
-            NODE_POOLS.group,
-            NODE_POOLS.version,
-            NODE_POOLS.resource,
-            nodepool("hangzhou", json!(["n1", "n2"])),
-        );
-        host.add_object("", "v1", "nodes", node("n3", Some("hangzhou")));
+        host.add_object(NODE_POOLS, nodepool("hangzhou", json!(["n1", "n2"])));
+        host.add_object(NODES, node("n3", Some("hangzhou")));
         assert_eq!(members("hangzhou"), set(&["n1", "n2"]), "the NodePool wins");
     }
 
     #[test]
     fn labelled_nodes_stand_in_for_a_missing_or_empty_nodepool() {
         let host = Host::install();
-        host.add_object(
-            NODE_POOLS.group,
-            NODE_POOLS.version,
-            NODE_POOLS.resource,
-            nodepool("shanghai", json!([])),
-        );
+        host.add_object(NODE_POOLS, nodepool("shanghai", json!([])));
         for (name, pool) in [
             ("n1", Some("hangzhou")),
             ("n2", Some("shanghai")),
             ("n3", Some("hangzhou")),
             ("n4", None),
         ] {
-            host.add_object("", "v1", "nodes", node(name, pool));
+            host.add_object(NODES, node(name, pool));
         }
         assert_eq!(members("hangzhou"), set(&["n1", "n3"]));
         assert_eq!(members("shanghai"), set(&["n2"]));
@@ -117,7 +107,7 @@ mod tests {
     #[test]
     fn unknown_pools_have_no_members_and_bad_names_make_no_selector() {
         let host = Host::install();
-        host.add_object("", "v1", "nodes", node("n1", Some("hangzhou")));
+        host.add_object(NODES, node("n1", Some("hangzhou")));
         assert_eq!(members("beijing"), None);
         assert_eq!(
             members("a,b=c"),

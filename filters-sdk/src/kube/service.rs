@@ -95,8 +95,8 @@ mod tests {
         let host = Host::install();
         let service =
             |namespace: &str| json!({"metadata": {"name": "web", "namespace": namespace}});
-        host.add_object("", "v1", "services", service("default"));
-        host.add_object("", "v1", "services", service("prod"));
+        host.add_object(SERVICES, service("default"));
+        host.add_object(SERVICES, service("prod"));
         let slice = |namespace: &str, service: &str| {
             object(json!({"metadata": {"name": "s", "namespace": namespace,
                                        "labels": {SERVICE_NAME_LABEL: service}}}))

@@ -1,5 +1,6 @@
 //! YurtHub's discardcloudservice cases on kube-apiserver's JSON.
 
+use edgegate_filter_sdk::Resource;
 use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item, list_items};
 use serde_json::{Value, json};
@@ -10,7 +11,12 @@ const SERVICES: &str = include_str!("../fixtures/services.json");
 
 fn decide(service: &Value) -> Output {
     let harness = Harness::<DiscardCloudService>::configure(json!({})).unwrap();
-    let ctx = Context::new("kube-proxy", Verb::List, "", "v1", "services").node_name("edge-1");
+    let ctx = Context::new(
+        "kube-proxy",
+        Verb::List,
+        Resource::new("", "v1", "services"),
+    )
+    .node_name("edge-1");
     harness.filter(&ctx, service)
 }
 
@@ -54,7 +60,11 @@ fn the_annotation_counts_only_on_load_balancers_and_only_when_true() {
 #[test]
 fn a_list_loses_exactly_the_cloud_services() {
     let harness = Harness::<DiscardCloudService>::configure(json!({})).unwrap();
-    let ctx = Context::new("kube-proxy", Verb::Watch, "", "v1", "services");
+    let ctx = Context::new(
+        "kube-proxy",
+        Verb::Watch,
+        Resource::new("", "v1", "services"),
+    );
     let outs = harness.filter_batch(&ctx, &list_items(SERVICES));
     assert_eq!(outs, [Output::Drop, Output::Drop, Output::Keep]);
     assert_eq!(harness.counters().get("discarded"), Some(&2));
@@ -71,7 +81,11 @@ fn a_list_loses_exactly_the_cloud_services() {
 #[test]
 fn a_service_without_the_annotation_is_kept_on_its_metadata_alone() {
     let harness = Harness::<DiscardCloudService>::configure(json!({})).unwrap();
-    let ctx = Context::new("kube-proxy", Verb::Watch, "", "v1", "services");
+    let ctx = Context::new(
+        "kube-proxy",
+        Verb::Watch,
+        Resource::new("", "v1", "services"),
+    );
     // Nothing after the metadata is read: a body that would not parse is never reached.
     let unread = br#"{"metadata": {"name": "web", "namespace": "shop", "annotations": {"a": "b"}}, "spec": [}"#;
     assert_eq!(harness.filter_bytes(&ctx, unread), Output::Keep);

@@ -1,5 +1,6 @@
 //! YurtHub's forwardkubesvctraffic cases on kube-apiserver's JSON, for v1 and v1beta1.
 
+use edgegate_filter_sdk::Resource;
 use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
@@ -16,9 +17,7 @@ fn ctx(version: &str) -> Context {
     Context::new(
         "kube-proxy",
         Verb::Watch,
-        "discovery.k8s.io",
-        version,
-        "endpointslices",
+        Resource::new("discovery.k8s.io", version, "endpointslices"),
     )
     .node_name("edge-1")
 }
@@ -75,7 +74,11 @@ fn other_slices_are_kept() {
     ] {
         assert_eq!(harness.filter(&ctx("v1"), &other), Output::Keep);
     }
-    let endpoints = Context::new("kube-proxy", Verb::Watch, "", "v1", "endpoints");
+    let endpoints = Context::new(
+        "kube-proxy",
+        Verb::Watch,
+        Resource::new("", "v1", "endpoints"),
+    );
     assert_eq!(
         harness.filter(&endpoints, &slice("default", "kubernetes")),
         Output::Keep,

@@ -1,5 +1,6 @@
 //! YurtHub's inclusterconfig cases on the ConfigMap kubeadm 1.20 writes.
 
+use edgegate_filter_sdk::Resource;
 use edgegate_filter_sdk::testing::Harness;
 use edgegate_filter_sdk::testing::Output;
 use serde_json::{Value, json};
@@ -14,7 +15,8 @@ fn configmap() -> Value {
 
 fn decide(configmap: &Value) -> Output {
     let harness = Harness::<InClusterConfig>::configure(json!({})).unwrap();
-    let ctx = Context::new("kubelet", Verb::Get, "", "v1", "configmaps").namespace("kube-system");
+    let ctx = Context::new("kubelet", Verb::Get, Resource::new("", "v1", "configmaps"))
+        .namespace("kube-system");
     harness.filter(&ctx.node_name("edge-1"), configmap)
 }
 

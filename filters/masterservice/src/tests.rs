@@ -1,6 +1,7 @@
 //! YurtHub's masterservice cases on kube-apiserver's JSON: only `default/kubernetes`, only
 //! its `https` port, and nothing re-encoded when nothing changes.
 
+use edgegate_filter_sdk::Resource;
 use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ fn service(namespace: &str, name: &str) -> Value {
 }
 
 fn ctx() -> Context {
-    Context::new("kubelet", Verb::Watch, "", "v1", "services").node_name("edge-1")
+    Context::new("kubelet", Verb::Watch, Resource::new("", "v1", "services")).node_name("edge-1")
 }
 
 #[test]

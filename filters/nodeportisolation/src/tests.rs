@@ -1,6 +1,7 @@
 //! YurtHub's nodeportisolation cases on kube-apiserver's JSON: every annotation form, on
 //! nodes in pool `foo`, in pool `bar` and in no pool.
 
+use edgegate_filter_sdk::Resource;
 use edgegate_filter_sdk::kube::listen::NODEPORT_LISTEN;
 use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_items};
@@ -24,7 +25,12 @@ fn node_port(listen: Option<&str>) -> Value {
 /// Whether kube-proxy on a node of `pool` sees `service`.
 fn seen_in(pool: Option<&str>, service: &Value) -> bool {
     let harness = Harness::<NodePortIsolation>::configure(json!({})).unwrap();
-    let ctx = Context::new("kube-proxy", Verb::List, "", "v1", "services").node_name("edge-1");
+    let ctx = Context::new(
+        "kube-proxy",
+        Verb::List,
+        Resource::new("", "v1", "services"),
+    )
+    .node_name("edge-1");
     let ctx = match pool {
         Some(pool) => ctx.node_pool(pool),
         None => ctx,
@@ -90,7 +96,12 @@ fn services_without_node_ports_or_without_the_annotation_are_kept() {
 #[test]
 fn drops_are_counted_and_the_manifest_targets_kube_proxy() {
     let harness = Harness::<NodePortIsolation>::configure(json!({})).unwrap();
-    let ctx = Context::new("kube-proxy", Verb::Watch, "", "v1", "services").node_pool("bar");
+    let ctx = Context::new(
+        "kube-proxy",
+        Verb::Watch,
+        Resource::new("", "v1", "services"),
+    )
+    .node_pool("bar");
     let outs = harness.filter_batch(&ctx, &list_items(SERVICES));
     assert_eq!(outs, [Output::Drop, Output::Keep, Output::Keep]);
     assert_eq!(harness.counters().get("isolated"), Some(&1));

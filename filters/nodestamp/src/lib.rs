@@ -94,6 +94,7 @@ export_filter!(NodeStamp);
 
 #[cfg(test)]
 mod tests {
+    use edgegate_filter_sdk::Resource;
     use edgegate_filter_sdk::testing::Harness;
     use edgegate_filter_sdk::testing::Output;
 
@@ -102,7 +103,7 @@ mod tests {
     use super::*;
 
     fn ctx(resource: &str) -> Context {
-        Context::new("kubectl", Verb::List, "", "v1", resource).node_name("edge-1")
+        Context::new("kubectl", Verb::List, Resource::new("", "v1", resource)).node_name("edge-1")
     }
 
     fn pod(annotations: Value) -> Value {

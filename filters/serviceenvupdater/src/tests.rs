@@ -1,5 +1,6 @@
 //! YurtHub's serviceenvupdater cases on kube-apiserver's JSON, plus init containers.
 
+use edgegate_filter_sdk::Resource;
 use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_item};
 use serde_json::{Value, json};
@@ -13,7 +14,7 @@ fn harness(config: Value) -> Harness<ServiceEnvUpdater> {
 }
 
 fn ctx() -> Context {
-    Context::new("kubelet", Verb::Watch, "", "v1", "pods").node_name("edge-1")
+    Context::new("kubelet", Verb::Watch, Resource::new("", "v1", "pods")).node_name("edge-1")
 }
 
 /// The env of the container at `pointer`, as `(name, value)` pairs.

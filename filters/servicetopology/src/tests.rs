@@ -1,5 +1,6 @@
 //! The cases of YurtHub's servicetopology tests, on kube-apiserver's JSON, plus v1 Endpoints.
 
+use edgegate_filter_sdk::Resource;
 use edgegate_filter_sdk::testing::Output;
 use edgegate_filter_sdk::testing::{Harness, list_items as items};
 use serde_json::{Value, json};
@@ -46,7 +47,12 @@ impl Shape {
             V1 => ("discovery.k8s.io", "v1", "endpointslices"),
             Endpoints => ("", "v1", "endpoints"),
         };
-        Context::new("kube-proxy", Verb::Watch, group, version, resource).node_name("edge-1")
+        Context::new(
+            "kube-proxy",
+            Verb::Watch,
+            Resource::new(group, version, resource),
+        )
+        .node_name("edge-1")
     }
 
     /// The fixture object, made to belong to `service` (`None`: to no Service).
@@ -113,13 +119,16 @@ fn sorted(addresses: &[&str]) -> Vec<String> {
 fn harness(pools: bool, nodes: bool) -> Harness<ServiceTopology> {
     let harness = Harness::<ServiceTopology>::configure(json!({})).unwrap();
     for service in items(SERVICES) {
-        harness.add_object("", "v1", "services", service);
+        harness.add_object(Resource::new("", "v1", "services"), service);
     }
     for pool in items(NODEPOOLS).into_iter().filter(|_| pools) {
-        harness.add_object("apps.openyurt.io", "v1beta1", "nodepools", pool);
+        harness.add_object(
+            Resource::new("apps.openyurt.io", "v1beta1", "nodepools"),
+            pool,
+        );
     }
     for node in items(NODES).into_iter().filter(|_| nodes) {
-        harness.add_object("", "v1", "nodes", node);
+        harness.add_object(Resource::new("", "v1", "nodes"), node);
     }
     harness
 }
@@ -235,9 +244,7 @@ fn a_node_in_no_pool_falls_back_to_the_hostname_rule() {
 fn this_node_counts_as_a_member_before_the_nodepool_lists_it() {
     let harness = harness(false, false);
     harness.add_object(
-        "apps.openyurt.io",
-        "v1beta1",
-        "nodepools",
+        Resource::new("apps.openyurt.io", "v1beta1", "nodepools"),
         json!({"metadata": {"name": "hangzhou"}, "status": {"nodes": ["edge-2"]}}),
     );
     let kept = kept(&harness, V1, "web-pool", Some("hangzhou"));
@@ -266,7 +273,7 @@ fn no_endpoints_left_still_sends_the_object_empty() {
     // edge-9 has no endpoints, and neither has its pool, beijing.
     let edge_9 = json!({"metadata": {"name": "edge-9",
                                      "labels": {"apps.openyurt.io/nodepool": "beijing"}}});
-    harness.add_object("", "v1", "nodes", edge_9);
+    harness.add_object(Resource::new("", "v1", "nodes"), edge_9);
     for shape in SHAPES {
         let object = shape.object_of(Some("web-pool"));
         let alone = Context {
@@ -285,9 +292,7 @@ fn no_endpoints_left_still_sends_the_object_empty() {
 fn services_without_a_known_topology_keep_their_endpoints() {
     let harness = harness(true, true);
     harness.add_object(
-        "",
-        "v1",
-        "services",
+        Resource::new("", "v1", "services"),
         json!({"metadata": {"name": "web-region", "namespace": "default",
                "annotations": {"openyurt.io/topologyKeys": "topology.kubernetes.io/region"}}}),
     );
@@ -358,11 +363,9 @@ fn other_versions_and_resources_are_kept() {
     let alpha = Context::new(
         "kube-proxy",
         Verb::List,
-        "discovery.k8s.io",
-        "v1alpha1",
-        "endpointslices",
+        Resource::new("discovery.k8s.io", "v1alpha1", "endpointslices"),
     );
-    let pods = Context::new("kube-proxy", Verb::List, "", "v1", "pods");
+    let pods = Context::new("kube-proxy", Verb::List, Resource::new("", "v1", "pods"));
     for ctx in [alpha, pods] {
         assert_eq!(
             harness.filter(&ctx.node_name("edge-1"), &slice),

@@ -118,7 +118,7 @@ impl CachePolicy {
             version: info.api_version.clone(),
             group: info.api_group.clone(),
         };
-        match info.verb {
+        match info.verb.api()? {
             Verb::Get | Verb::Create | Verb::Update | Verb::Patch => {
                 Some(CacheTarget::Object(resource))
             }
@@ -133,7 +133,7 @@ impl CachePolicy {
                     }
                 })
             }
-            Verb::Delete | Verb::DeleteCollection | Verb::Proxy | Verb::Unknown => None,
+            Verb::Delete | Verb::DeleteCollection => None,
         }
     }
 }

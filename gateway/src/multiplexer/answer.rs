@@ -98,7 +98,7 @@ impl Multiplexer {
         let Some(current) = shared.version() else {
             return Answer::Pass;
         };
-        if let (Some(wanted), Verb::List) = (since, context.info.verb) {
+        if let (Some(wanted), Some(Verb::List)) = (since, context.info.verb.api()) {
             let exact = context.query.resource_version_match.as_deref() == Some("Exact");
             let fresh = if exact {
                 current == wanted
@@ -144,7 +144,7 @@ impl Multiplexer {
             || !info.subresource.is_empty()
             // A name from the path (`/watch/…/name`), not from a field selector.
             || (!info.name.is_empty() && query.exact_name.as_deref() != Some(info.name.as_str()))
-            || !matches!(info.verb, Verb::List | Verb::Watch)
+            || !matches!(info.verb.api(), Some(Verb::List | Verb::Watch))
             || query.continue_token.is_some()
             || query.send_initial_events.is_some()
             || !supported_fields(&query.fields)

@@ -10,62 +10,65 @@ use percent_encoding::percent_decode_str;
 
 use super::list_query::ListQuery;
 
-/// The Kubernetes verb of a request.
+pub use edgegate_filter_sdk::Verb;
+
+/// What a request asks for, as kube-apiserver's RequestInfo names it: an API verb (the one
+/// type filters know verbs by too), a proxy, or nothing the apiserver names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Verb {
-    /// Read one named object.
-    Get,
-    /// Read a collection.
-    List,
-    /// Stream changes of a collection (or of one object by field selector).
-    Watch,
-    /// POST.
-    Create,
-    /// PUT.
-    Update,
-    /// PATCH.
-    Patch,
-    /// DELETE of one named object.
-    Delete,
-    /// DELETE of a collection.
-    DeleteCollection,
+pub enum RequestVerb {
+    /// An API verb: get, list, watch, create, update, patch, delete, deletecollection.
+    Api(Verb),
     /// `/proxy/` requests, passed to a node, pod or service.
     Proxy,
     /// A method the apiserver gives no verb (OPTIONS, CONNECT, …).
     Unknown,
 }
 
-impl Verb {
-    /// The verb as Kubernetes spells it (`deletecollection`, `watch`, …).
+impl RequestVerb {
+    /// The verb as Kubernetes spells it (`deletecollection`, `proxy`, …); empty if unknown.
     pub fn as_str(self) -> &'static str {
         match self {
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Watch => "watch",
-            Verb::Create => "create",
-            Verb::Update => "update",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
-            Verb::DeleteCollection => "deletecollection",
-            Verb::Proxy => "proxy",
-            Verb::Unknown => "",
+            RequestVerb::Api(verb) => verb.as_str(),
+            RequestVerb::Proxy => "proxy",
+            RequestVerb::Unknown => "",
+        }
+    }
+
+    /// The API verb, if the request has one: what filters see.
+    pub fn api(self) -> Option<Verb> {
+        match self {
+            RequestVerb::Api(verb) => Some(verb),
+            RequestVerb::Proxy | RequestVerb::Unknown => None,
         }
     }
 
     /// The verb kube-apiserver gives a method before the path refines it.
-    fn of_method(method: &Method) -> Verb {
-        match *method {
+    fn of_method(method: &Method) -> RequestVerb {
+        RequestVerb::Api(match *method {
             Method::GET | Method::HEAD => Verb::Get,
             Method::POST => Verb::Create,
             Method::PUT => Verb::Update,
             Method::PATCH => Verb::Patch,
             Method::DELETE => Verb::Delete,
-            _ => Verb::Unknown,
-        }
+            _ => return RequestVerb::Unknown,
+        })
     }
 }
 
-impl fmt::Display for Verb {
+impl From<Verb> for RequestVerb {
+    fn from(verb: Verb) -> RequestVerb {
+        RequestVerb::Api(verb)
+    }
+}
+
+/// `info.verb == Verb::Watch`: whether the request has that API verb.
+impl PartialEq<Verb> for RequestVerb {
+    fn eq(&self, verb: &Verb) -> bool {
+        *self == RequestVerb::Api(*verb)
+    }
+}
+
+impl fmt::Display for RequestVerb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -78,7 +81,7 @@ pub struct RequestInfo {
     /// `/healthz`, `/version`, discovery documents and the like.
     pub is_resource_request: bool,
     /// The verb; for a non-resource request, the verb of its method.
-    pub verb: Verb,
+    pub verb: RequestVerb,
     /// `api` for the core group, `apis` for the others; empty for non-resource requests.
     pub api_prefix: &'static str,
     /// API group; empty for the core group.
@@ -101,7 +104,7 @@ const SPECIAL_VERBS: [&str; 2] = ["proxy", "watch"];
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
 
 impl RequestInfo {
-    fn non_resource(verb: Verb) -> RequestInfo {
+    fn non_resource(verb: RequestVerb) -> RequestInfo {
         RequestInfo {
             is_resource_request: false,
             verb,
@@ -122,7 +125,7 @@ impl RequestInfo {
 
     /// Derives the RequestInfo of a method, a path and the request's parsed list options.
     pub fn of(method: &Method, path: &str, query: &ListQuery) -> RequestInfo {
-        let verb = Verb::of_method(method);
+        let verb = RequestVerb::of_method(method);
         let segments: Vec<Cow<'_, str>> = path
             .trim_matches('/')
             .split('/')
@@ -157,9 +160,9 @@ impl RequestInfo {
                 return RequestInfo::non_resource(verb);
             }
             info.verb = if parts[0] == "watch" {
-                Verb::Watch
+                RequestVerb::Api(Verb::Watch)
             } else {
-                Verb::Proxy
+                RequestVerb::Proxy
             };
             parts = &parts[1..];
         }
@@ -171,7 +174,7 @@ impl RequestInfo {
             }
         }
 
-        if parts.len() >= 3 && info.verb != Verb::Proxy {
+        if parts.len() >= 3 && info.verb != RequestVerb::Proxy {
             info.subresource = parts[2].to_string();
         }
         if parts.len() >= 2 {
@@ -180,13 +183,13 @@ impl RequestInfo {
         info.resource = parts[0].to_string();
 
         if info.name.is_empty() && info.verb == Verb::Get {
-            info.verb = if query.watch { Verb::Watch } else { Verb::List };
+            info.verb = RequestVerb::Api(if query.watch { Verb::Watch } else { Verb::List });
             if let Some(name) = &query.exact_name {
                 info.name = name.clone();
             }
         }
         if info.name.is_empty() && info.verb == Verb::Delete {
-            info.verb = Verb::DeleteCollection;
+            info.verb = RequestVerb::Api(Verb::DeleteCollection);
         }
         info
     }

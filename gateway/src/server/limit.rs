@@ -13,7 +13,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::metrics::Metrics;
 use crate::refusal::{Fault, Refusal, Verdict, refuse};
 use crate::reply::ResponseBody;
-use crate::request::{RequestInfo, Verb};
+use crate::request::{RequestInfo, RequestVerb, Verb};
 
 /// Seconds a refused client is asked to wait, as kube-apiserver asks.
 const RETRY_AFTER_SECONDS: &str = "1";
@@ -64,8 +64,10 @@ pub(crate) fn hold(response: Response<ResponseBody>, slot: Slot) -> Response<Res
 
 /// Whether `info` may stream for as long as the client wants.
 fn is_long_running(info: &RequestInfo) -> bool {
-    matches!(info.verb, Verb::Watch | Verb::Proxy)
-        || LONG_RUNNING_SUBRESOURCES.contains(&info.subresource.as_str())
+    matches!(
+        info.verb,
+        RequestVerb::Api(Verb::Watch) | RequestVerb::Proxy
+    ) || LONG_RUNNING_SUBRESOURCES.contains(&info.subresource.as_str())
 }
 
 /// Every slot is taken.

@@ -179,7 +179,7 @@ async fn forward(
     }
     let request: Request<RequestBody> = request.map(|body| body.map_err(Into::into).boxed_unsync());
 
-    let reads = matches!(info.verb, Verb::Get | Verb::List | Verb::Watch);
+    let reads = matches!(info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch));
     let sent = state.transport.send(&server.url, request);
     let response = match unless_lost(server, state.late_answer, sent).await {
         Some(Ok(response)) => {

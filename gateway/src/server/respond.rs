@@ -47,9 +47,9 @@ impl Kind {
         let verb = context.info.verb;
         match plan {
             Some(plan) if success && plan.frames() && plan::is_plain_json(response.headers()) => {
-                let framed = match verb {
-                    Verb::List => Framed::List,
-                    Verb::Watch => Framed::Watch,
+                let framed = match verb.api() {
+                    Some(Verb::List) => Framed::List,
+                    Some(Verb::Watch) => Framed::Watch,
                     _ => Framed::Object,
                 };
                 Kind::Framed(framed, plan)

@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::Arc;
 
-use edgegate_filter_sdk::Verb as SdkVerb;
+use edgegate_filter_sdk::Verb;
 
 use super::session::Session;
 use crate::filter::error::FilterError;
@@ -108,7 +108,7 @@ impl Generation {
 
     /// The filtering of one response, or `None` when no filter applies to it.
     pub fn session(&self, info: &RequestInfo, component: &str) -> Option<Session> {
-        let verb = sdk_verb(info)?;
+        let verb = filtered_verb(info)?;
         let steps: Vec<Arc<LoadedFilter>> =
             self.applicable(info, verb, component).cloned().collect();
         if steps.is_empty() {
@@ -132,7 +132,7 @@ impl Generation {
     /// generation or a new node pool changes its filtering.
     pub fn fingerprint(&self, info: &RequestInfo, component: &str) -> u64 {
         let mut hasher = std::hash::DefaultHasher::new();
-        if let Some(verb) = sdk_verb(info) {
+        if let Some(verb) = filtered_verb(info) {
             let mut any = false;
             for filter in self.applicable(info, verb, component) {
                 filter.identity.hash(&mut hasher);
@@ -148,7 +148,7 @@ impl Generation {
     fn applicable<'a>(
         &'a self,
         info: &'a RequestInfo,
-        verb: SdkVerb,
+        verb: Verb,
         component: &'a str,
     ) -> impl Iterator<Item = &'a Arc<LoadedFilter>> {
         self.filters
@@ -159,9 +159,9 @@ impl Generation {
 
 /// The verb filters know a request by; `None` for requests whose bodies are not the
 /// resource's objects (non-resource paths, subresources such as `log` or `exec`, proxying).
-fn sdk_verb(info: &RequestInfo) -> Option<SdkVerb> {
+fn filtered_verb(info: &RequestInfo) -> Option<Verb> {
     if !info.is_resource_request || !info.subresource.is_empty() {
         return None;
     }
-    SdkVerb::try_from(info.verb).ok()
+    info.verb.api()
 }

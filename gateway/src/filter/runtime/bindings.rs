@@ -1,10 +1,6 @@
 //! The host side of the `edgegate:filter` world, generated from the one WIT file the SDK's
-//! guest bindings come from too, and the conversions between the WIT world's verb, the
-//! SDK's and the request's.
-
-use edgegate_filter_sdk::Verb as SdkVerb;
-
-use crate::request::Verb as RequestVerb;
+//! guest bindings come from too, and the conversions between the WIT world's verb and the
+//! SDK's.
 
 wasmtime::component::bindgen!({
     path: "../filters-sdk/wit",
@@ -51,73 +47,9 @@ pub(crate) fn imported_world_version(
         })
 }
 
-/// The verb the WIT world names for one the SDK names (the two list the same verbs).
-impl From<SdkVerb> for Verb {
-    fn from(verb: SdkVerb) -> Verb {
-        match verb {
-            SdkVerb::Get => Verb::Get,
-            SdkVerb::List => Verb::List,
-            SdkVerb::Watch => Verb::Watch,
-            SdkVerb::Create => Verb::Create,
-            SdkVerb::Update => Verb::Update,
-            SdkVerb::Patch => Verb::Patch,
-            SdkVerb::Delete => Verb::Delete,
-            SdkVerb::DeleteCollection => Verb::DeleteCollection,
-        }
-    }
-}
-
-/// The verb the SDK names for one a component's manifest gives through the WIT world.
-impl From<Verb> for SdkVerb {
-    fn from(verb: Verb) -> SdkVerb {
-        match verb {
-            Verb::Get => SdkVerb::Get,
-            Verb::List => SdkVerb::List,
-            Verb::Watch => SdkVerb::Watch,
-            Verb::Create => SdkVerb::Create,
-            Verb::Update => SdkVerb::Update,
-            Verb::Patch => SdkVerb::Patch,
-            Verb::Delete => SdkVerb::Delete,
-            Verb::DeleteCollection => SdkVerb::DeleteCollection,
-        }
-    }
-}
-
-/// The verb filters know a request's verb by; proxying and unknown verbs have none (the
-/// error gives the verb back).
-impl TryFrom<RequestVerb> for SdkVerb {
-    type Error = RequestVerb;
-
-    fn try_from(verb: RequestVerb) -> Result<SdkVerb, RequestVerb> {
-        Ok(match verb {
-            RequestVerb::Get => SdkVerb::Get,
-            RequestVerb::List => SdkVerb::List,
-            RequestVerb::Watch => SdkVerb::Watch,
-            RequestVerb::Create => SdkVerb::Create,
-            RequestVerb::Update => SdkVerb::Update,
-            RequestVerb::Patch => SdkVerb::Patch,
-            RequestVerb::Delete => SdkVerb::Delete,
-            RequestVerb::DeleteCollection => SdkVerb::DeleteCollection,
-            RequestVerb::Proxy | RequestVerb::Unknown => return Err(verb),
-        })
-    }
-}
-
-/// The request verb of a verb a filter knows (`edgegate filter test` builds requests so).
-impl From<SdkVerb> for RequestVerb {
-    fn from(verb: SdkVerb) -> RequestVerb {
-        match verb {
-            SdkVerb::Get => RequestVerb::Get,
-            SdkVerb::List => RequestVerb::List,
-            SdkVerb::Watch => RequestVerb::Watch,
-            SdkVerb::Create => RequestVerb::Create,
-            SdkVerb::Update => RequestVerb::Update,
-            SdkVerb::Patch => RequestVerb::Patch,
-            SdkVerb::Delete => RequestVerb::Delete,
-            SdkVerb::DeleteCollection => RequestVerb::DeleteCollection,
-        }
-    }
-}
+// The verb conversions between the WIT world's enum and the SDK's `Verb`, the one type the
+// gateway's requests, the SDK and this binding share (written once, in the SDK).
+edgegate_filter_sdk::__wit_verb_conversions!(Verb);
 
 #[cfg(test)]
 mod tests {

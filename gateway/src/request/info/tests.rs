@@ -6,7 +6,7 @@ struct Case {
     path: &'static str,
     query: Option<&'static str>,
     resource_request: bool,
-    verb: Verb,
+    verb: RequestVerb,
     group: &'static str,
     version: &'static str,
     namespace: &'static str,
@@ -21,7 +21,7 @@ fn case(method: Method, path: &'static str, query: Option<&'static str>) -> Case
         path,
         query,
         resource_request: true,
-        verb: Verb::Unknown,
+        verb: RequestVerb::Unknown,
         group: "",
         version: "v1",
         namespace: "",
@@ -32,8 +32,8 @@ fn case(method: Method, path: &'static str, query: Option<&'static str>) -> Case
 }
 
 impl Case {
-    fn verb(mut self, verb: Verb) -> Self {
-        self.verb = verb;
+    fn verb(mut self, verb: impl Into<RequestVerb>) -> Self {
+        self.verb = verb.into();
         self
     }
     fn gv(mut self, group: &'static str, version: &'static str) -> Self {
@@ -57,9 +57,9 @@ impl Case {
         self.name = name;
         self
     }
-    fn non_resource(mut self, verb: Verb) -> Self {
+    fn non_resource(mut self, verb: impl Into<RequestVerb>) -> Self {
         self.resource_request = false;
-        self.verb = verb;
+        self.verb = verb.into();
         self.version = "";
         self
     }
@@ -156,7 +156,7 @@ fn cases() -> Vec<Case> {
             .name("web:http")
             .sub("proxy"),
         case(GET, "/api/v1/proxy/namespaces/default/pods/p1/a/b", None)
-            .verb(Verb::Proxy)
+            .verb(RequestVerb::Proxy)
             .ns("default")
             .res("pods")
             .name("p1"),
@@ -209,7 +209,7 @@ fn cases() -> Vec<Case> {
         case(GET, "/openapi/v2", None).non_resource(Verb::Get),
         case(GET, "/api/v1/watch", None).non_resource(Verb::Get),
         case(GET, "/", None).non_resource(Verb::Get),
-        case(Method::OPTIONS, "/healthz", None).non_resource(Verb::Unknown),
+        case(Method::OPTIONS, "/healthz", None).non_resource(RequestVerb::Unknown),
         case(GET, "//%%%/../", None).non_resource(Verb::Get),
     ]
 }

@@ -84,6 +84,7 @@ export_filter!(Bloater);
 
 #[cfg(test)]
 mod tests {
+    use edgegate_filter_sdk::Resource;
     use edgegate_filter_sdk::testing::Harness;
     use edgegate_filter_sdk::testing::Output;
 
@@ -91,7 +92,7 @@ mod tests {
 
     fn replace(config: Value) -> Vec<u8> {
         let harness = Harness::<Bloater>::configure(config).unwrap();
-        let ctx = Context::new("test", Verb::Get, "", "v1", "configmaps");
+        let ctx = Context::new("test", Verb::Get, Resource::new("", "v1", "configmaps"));
         let object = json!({"metadata": {"name": "cm", "resourceVersion": "3"}});
         let Output::Replace(bytes) = harness.filter(&ctx, &object) else {
             panic!("expected a replacement");

@@ -65,6 +65,7 @@ export_filter!(StdProbe);
 
 #[cfg(test)]
 mod tests {
+    use edgegate_filter_sdk::Resource;
     use edgegate_filter_sdk::testing::Harness;
     use serde_json::json;
 
@@ -73,7 +74,7 @@ mod tests {
     #[test]
     fn natively_it_reads_the_machines_clock() {
         let harness = Harness::<StdProbe>::configure(json!({})).unwrap();
-        let ctx = Context::new("test", Verb::List, "", "v1", "configmaps");
+        let ctx = Context::new("test", Verb::List, Resource::new("", "v1", "configmaps"));
         let out = harness
             .filter(&ctx, &json!({"metadata": {"name": "c"}}))
             .json()

@@ -52,6 +52,7 @@ export_filter!(Tagger);
 
 #[cfg(test)]
 mod tests {
+    use edgegate_filter_sdk::Resource;
     use edgegate_filter_sdk::testing::Harness;
     use edgegate_filter_sdk::testing::Output;
 
@@ -60,7 +61,7 @@ mod tests {
     #[test]
     fn appends_its_tag_and_drops_what_is_marked_for_it() {
         let harness = Harness::<Tagger>::configure(json!({"tag": "b"})).unwrap();
-        let ctx = Context::new("test", Verb::List, "", "v1", "configmaps");
+        let ctx = Context::new("test", Verb::List, Resource::new("", "v1", "configmaps"));
         let tagged = json!({"metadata": {"annotations": {TRAIL: "a"}}});
         let out = harness.filter(&ctx, &tagged).json().unwrap();
         assert_eq!(out["metadata"]["annotations"][TRAIL], "a,b");

@@ -32,6 +32,7 @@ export_filter!(Trapper);
 
 #[cfg(test)]
 mod tests {
+    use edgegate_filter_sdk::Resource;
     use edgegate_filter_sdk::testing::Harness;
     use edgegate_filter_sdk::testing::Output;
     use serde_json::json;
@@ -39,7 +40,7 @@ mod tests {
     use super::*;
 
     fn ctx() -> Context {
-        Context::new("test", Verb::List, "", "v1", "configmaps")
+        Context::new("test", Verb::List, Resource::new("", "v1", "configmaps"))
     }
 
     #[test]
