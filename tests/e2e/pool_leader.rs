@@ -4,7 +4,8 @@
 //! one watch per pool-scope resource for the whole pool; a node of another pool refused
 //! there; the pool's WAN link cut and back, the followers' clients answered throughout and
 //! the followers still on the leader; the leader killed, the followers fed from the cloud,
-//! their clients' watches going on and their lists answered throughout.
+//! their clients' watches going on and their lists answered throughout; then no leaders
+//! named, the old leader's health no longer shown.
 
 use std::time::{Duration, Instant};
 
@@ -229,5 +230,27 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         rt.block_on(watch.wait_for("ADDED", "after", Duration::from_secs(10)))
             .context("a follower's client watch, opened while the leader fed it")?;
     }
+
+    // No leaders named any more: the followers stop checking the old leader, and its health
+    // series is gone from their metrics rather than showing a server no longer followed.
+    let series = format!("edgegate_upstream_healthy{{server=\"https://127.0.0.2:{port}\"}}");
+    let shown = |gateway: &Gateway| {
+        edgegate_testkit::http::get(gateway.hub, "/metrics").map(|r| r.body.contains(&series))
+    };
+    for follower in &followers {
+        ensure!(shown(follower)?, "a follower shows no health of its leader");
+    }
+    cluster.apply(&leader_config_map(POOL, ""))?;
+    wait_until(
+        Duration::from_secs(30),
+        "the old leader's health series gone from the followers",
+        || followers.iter().all(|f| shown(f).is_ok_and(|shown| !shown)),
+    )?;
+    wait_until(
+        Duration::from_secs(30),
+        "each follower feeding from the cloud once no leaders are named",
+        || held(&cluster, own).is_ok_and(|held| held == (2, 2)),
+    )
+    .with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
     Ok(())
 }

@@ -57,12 +57,26 @@ impl Leaders {
     }
 }
 
-/// Aborts the health checker of a set of leaders once the set is replaced.
-struct Checker(tokio::task::JoinHandle<()>);
+/// The health checker of a set of leaders, aborted once the set is replaced.
+struct Checker {
+    task: tokio::task::JoinHandle<()>,
+    leaders: Arc<Balancer>,
+    metrics: Arc<Metrics>,
+}
+
+impl Checker {
+    /// Stops checking, then takes the leaders out of `edgegate_upstream_healthy`.
+    async fn stop(mut self) {
+        self.task.abort();
+        // Ended, the task can no longer set a verdict after the series are gone.
+        let _ = (&mut self.task).await;
+        health::forget(&self.leaders, &self.metrics);
+    }
+}
 
 impl Drop for Checker {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -135,7 +149,7 @@ async fn follow_pool(
     };
     let applying = async {
         let mut followed: Vec<IpAddr> = Vec::new();
-        let mut _checker: Option<Checker> = None;
+        let mut checker: Option<Checker> = None;
         while seen.changed().await.is_ok() {
             let hubs = LeaderHubs::from_data(seen.borrow_and_update().as_ref());
             let addresses = hubs.followed_by(&following.node);
@@ -144,7 +158,9 @@ async fn follow_pool(
                 continue;
             }
             tracing::info!(%pool, leaders = ?addresses, "the multiplexer feeds from {}", if addresses.is_empty() { "the cloud" } else { "the pool's leaders" });
-            _checker = None;
+            if let Some(checker) = checker.take() {
+                checker.stop().await;
+            }
             if addresses.is_empty() {
                 leaders.set(None);
             } else {
@@ -162,7 +178,7 @@ async fn follow_pool(
                 leaders.set(Some(balancer.clone()));
                 let (any_healthy, mut healthy) = watch::channel(balancer.any_healthy());
                 let checked = health::run(
-                    balancer,
+                    balancer.clone(),
                     transport.clone(),
                     health.clone(),
                     metrics.clone(),
@@ -176,9 +192,13 @@ async fn follow_pool(
                         }
                     }
                 };
-                _checker = Some(Checker(tokio::spawn(async move {
-                    tokio::join!(checked, turned_healthy);
-                })));
+                checker = Some(Checker {
+                    task: tokio::spawn(async move {
+                        tokio::join!(checked, turned_healthy);
+                    }),
+                    leaders: balancer,
+                    metrics: metrics.clone(),
+                });
             }
             followed = addresses;
         }

@@ -168,6 +168,14 @@ async fn readyz(transport: &Transport, server: &Server) -> bool {
     exchange.await == Some(true)
 }
 
+/// Takes `balancer`'s servers out of the health series, once they are no longer checked (a
+/// pool's replaced leaders), so that no stale verdict of a server gone stays on show.
+pub fn forget(balancer: &Balancer, metrics: &Metrics) {
+    for server in balancer.servers() {
+        metrics.upstream_healthy.remove(&labels(server));
+    }
+}
+
 fn labels(server: &Server) -> ServerLabels {
     ServerLabels {
         server: server.name.clone(),
