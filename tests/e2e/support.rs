@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -52,15 +51,7 @@ impl Env {
     }
 }
 
-/// A name no other test of this run uses.
-pub fn unique(prefix: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use edgegate_testkit::process::unique;
 
 /// Creates a namespace of the test's own through the apiserver directly.
 pub fn namespace(cluster: &Cluster, prefix: &str) -> Result<String> {

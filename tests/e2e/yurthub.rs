@@ -11,7 +11,7 @@ use anyhow::{Context, Result, ensure};
 use edgegate_testkit::process::{Process, free_port, wait_until};
 use edgegate_testkit::{ADMIN_TOKEN, User, http};
 
-use crate::support::{Env, client, get_as, runtime};
+use crate::support::{Env, client, get_as, runtime, unique};
 
 const KUBELET: &str = "kubelet/v1.31.0 (linux/amd64) kubernetes/9bfc1c2";
 
@@ -102,10 +102,7 @@ fn cached_rows(env: &Env, hub: &Hub) -> Result<Vec<String>> {
 /// YurtHub's meaning; with the cloud template's `--working-mode=cloud` it serves and
 /// caches nothing.
 pub fn yurthubs_own_arguments_start_edgegate(env: &Env) -> Result<()> {
-    let dir = env
-        .cluster
-        .dir
-        .join(format!("yurthub-args-{}", free_port()?));
+    let dir = env.cluster.dir.join(unique("yurthub-args"));
     for mode in ["edge", "cloud"] {
         let mut hub = start(env, mode, &dir.join(mode))?;
         let proxy = format!("http://127.0.0.1:{}", hub.proxy);
@@ -197,7 +194,7 @@ fn held_apiserver() -> Result<(u16, std::sync::mpsc::Receiver<(String, TcpStream
 /// the stand-in (in edge mode its probes would come first).
 pub fn requests_beyond_max_in_flight_get_429(env: &Env) -> Result<()> {
     let (upstream, requests) = held_apiserver()?;
-    let dir = env.cluster.dir.join(format!("in-flight-{}", free_port()?));
+    let dir = env.cluster.dir.join(unique("in-flight"));
     std::fs::create_dir_all(&dir)?;
     let (proxy, hub) = (free_port()?, free_port()?);
     let args = [

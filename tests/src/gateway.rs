@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use crate::cluster::{ADMIN_TOKEN, Cluster, User, kubectl};
 use crate::http;
-use crate::process::{Process, free_port, wait_until};
+use crate::process::{Process, free_port, unique, wait_until};
 use crate::toolchain::Toolchain;
 
 /// A running gateway and the kubeconfigs that reach the cluster through it.
@@ -92,7 +92,7 @@ impl Gateway {
         kubeconfig: Option<&Path>,
         extra: &[&str],
     ) -> Result<Gateway> {
-        let dir = cluster.dir.join(format!("gateway-{}", free_port()?));
+        let dir = cluster.dir.join(unique("gateway"));
         std::fs::create_dir_all(&dir)?;
         let (proxy_port, hub_port) = (free_port()?, free_port()?);
         let mut args = vec![
