@@ -7,6 +7,8 @@
 //! The objects of one batch share its reads (a filter looks each thing up once per call),
 //! so each is counted as reading all of them, and the reads are held once per batch: a
 //! list's 32-object batches cost one entry per read and one per object, not their product.
+//! A key read is one shared string however many batches read it, and the batches reading a
+//! thing are a short list, not a set of their own.
 //! An object leaves its batch each time it is filtered again for the same view, and every
 //! batch when it is deleted; a batch left without objects is forgotten with its reads.
 //!
@@ -18,6 +20,8 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
+
+use smallvec::SmallVec;
 
 use crate::filter::lookup::{CallReads, LookupChange};
 use crate::filter::runtime::bindings::{Context, Decision};
@@ -32,8 +36,8 @@ const MAX_OBJECTS: usize = 1 << 17;
 enum Read {
     /// A whole feed (`list`).
     Feed(u32),
-    /// One object of a feed (`get`), by key.
-    Key(u32, Box<str>),
+    /// One object of a feed (`get`), by key (shared by every batch that read it).
+    Key(u32, Arc<str>),
 }
 
 impl Read {
@@ -86,12 +90,16 @@ type Seen = (u64, Arc<str>);
 /// A call that filtered objects, numbered as recorded.
 type BatchId = u64;
 
-/// What one call read, and the objects (by view) whose last filtering it still is.
+/// What one call read, and the objects (by view) whose last filtering it still is: a call
+/// filters at most a few dozen objects, so a list serves as well as a set, in less room.
 #[derive(Debug)]
 struct Batch {
     reads: Box<[Read]>,
-    members: HashSet<Seen>,
+    members: Vec<Seen>,
 }
+
+/// The batches that read one thing: most things are read by one or two.
+type Readers = SmallVec<[BatchId; 2]>;
 
 /// An object's last filtering in one view.
 #[derive(Debug)]
@@ -110,7 +118,7 @@ struct Reads {
     /// Read outside any object's call (`configure`, `begin`): may shape every object.
     general: HashSet<Read>,
     /// The batches that read each thing.
-    readers: HashMap<Read, HashSet<BatchId>>,
+    readers: HashMap<Read, Readers>,
     /// The batches some object's last filtering still is.
     batches: HashMap<BatchId, Batch>,
     /// Each object's last filtering, by view: those that read something, or did before.
@@ -215,7 +223,7 @@ impl LookupsRead {
             return Touched::All;
         }
         let mut objects: HashSet<Arc<str>> = HashSet::new();
-        let mut add = |batches: &HashSet<BatchId>| {
+        let mut add = |batches: &Readers| {
             let members = batches
                 .iter()
                 .filter_map(|batch| index.batches.get(batch))
@@ -225,10 +233,7 @@ impl LookupsRead {
         match &change.key {
             // A read of that object or of its whole feed.
             Some(key) => {
-                for read in [
-                    Read::Key(change.feed, (**key).into()),
-                    Read::Feed(change.feed),
-                ] {
+                for read in [Read::Key(change.feed, key.clone()), Read::Feed(change.feed)] {
                     index.readers.get(&read).into_iter().for_each(&mut add);
                 }
             }
@@ -279,7 +284,7 @@ impl Reads {
             }
             self.next += 1;
         }
-        let mut members = HashSet::new();
+        let mut members: Vec<Seen> = Vec::new();
         for (key, i) in keys {
             let seen = (view, key);
             if batch.is_some() && members.contains(&seen) {
@@ -303,16 +308,24 @@ impl Reads {
             };
             self.of.entry(seen.1.clone()).or_default().push(member);
             if batch.is_some() {
-                members.insert(seen);
+                members.push(seen);
             }
         }
         let Some(id) = batch.filter(|_| !members.is_empty()) else {
             return;
         };
-        for read in &reads {
-            self.readers.entry(read.clone()).or_default().insert(id);
+        members.shrink_to_fit();
+        // Each key read is kept once: a batch's read shares the string of the readers' entry.
+        let reads: Box<[Read]> = reads
+            .into_iter()
+            .map(|read| match self.readers.get_key_value(&read) {
+                Some((known, _)) => known.clone(),
+                None => read,
+            })
+            .collect();
+        for read in reads.iter() {
+            self.readers.entry(read.clone()).or_default().push(id);
         }
-        let reads = reads.into_boxed_slice();
         self.batches.insert(id, Batch { reads, members });
     }
 
@@ -336,7 +349,9 @@ impl Reads {
         let Some(entry) = self.batches.get_mut(&batch) else {
             return;
         };
-        entry.members.remove(seen);
+        if let Some(at) = entry.members.iter().position(|member| member == seen) {
+            entry.members.swap_remove(at);
+        }
         if !entry.members.is_empty() {
             return;
         }
@@ -345,7 +360,9 @@ impl Reads {
         };
         for read in gone.reads.iter() {
             if let Some(readers) = self.readers.get_mut(read) {
-                readers.remove(&batch);
+                if let Some(at) = readers.iter().position(|id| *id == batch) {
+                    readers.swap_remove(at);
+                }
                 if readers.is_empty() {
                     self.readers.remove(read);
                 }

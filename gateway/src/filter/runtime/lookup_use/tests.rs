@@ -217,7 +217,7 @@ fn a_batch_is_held_once_and_goes_with_its_last_object() {
     {
         let index = reader.0.lock().unwrap();
         assert_eq!(index.batches.len(), 1);
-        let entries: usize = index.readers.values().map(HashSet::len).sum();
+        let entries: usize = index.readers.values().map(|readers| readers.len()).sum();
         assert_eq!(entries, 32, "one entry per read, not per read and object");
         assert_eq!(index.of.len(), 32);
     }
@@ -305,4 +305,36 @@ fn what_a_filter_makes_of_an_object_is_settled_since_it_last_changed() {
     assert_eq!(response.settled(view, "ns/a"), Some(u64::MAX));
     reader.forget("ns/a");
     assert_eq!(response.settled(view, "ns/a"), None, "deleted");
+}
+
+#[test]
+fn a_key_read_by_many_batches_is_held_once() {
+    let reader = LookupsRead::default();
+    let proxy = context("kube-proxy");
+    let call = CallReads {
+        feeds: 0,
+        keys: vec![(0, "ns/web".to_owned())],
+    };
+    for i in 0..3 {
+        let object = slice("ns", &format!("s-{i}"));
+        record(&reader, &proxy, &[object.as_slice()], &call);
+    }
+    let index = reader.0.lock().unwrap();
+    let keys: Vec<&Arc<str>> = index
+        .batches
+        .values()
+        .flat_map(|batch| batch.reads.iter())
+        .filter_map(|read| match read {
+            Read::Key(_, key) => Some(key),
+            Read::Feed(_) => None,
+        })
+        .collect();
+    assert_eq!(keys.len(), 3, "each batch names its read");
+    assert!(
+        keys.iter().all(|key| Arc::ptr_eq(key, keys[0])),
+        "one string for the three batches' reads"
+    );
+    let (known, readers) = index.readers.iter().next().expect("the read is indexed");
+    assert!(matches!(known, Read::Key(_, key) if Arc::ptr_eq(key, keys[0])));
+    assert_eq!(readers.len(), 3);
 }
