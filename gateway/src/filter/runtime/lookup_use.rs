@@ -122,7 +122,8 @@ struct Reads {
     /// The batches some object's last filtering still is.
     batches: HashMap<BatchId, Batch>,
     /// Each object's last filtering, by view: those that read something, or did before.
-    of: HashMap<Arc<str>, Vec<Member>>,
+    /// Most objects are seen in one view, kept in place (a `Vec` would allocate room for four).
+    of: HashMap<Arc<str>, SmallVec<[Member; 1]>>,
     /// The number the next batch gets.
     next: BatchId,
     /// The index outgrew [`MAX_OBJECTS`]: every change touches everything.
