@@ -1,6 +1,7 @@
 //! The node-level multiplexer: one upstream list and watch per pool-scope resource
-//! (`--pool-scope-resources`: Services and EndpointSlices by default, as YurtHub) for the
-//! whole node, and every local client's list and watch of it answered from that shared
+//! (`--pool-scope-resources`: Services and EndpointSlices by default, as YurtHub; the
+//! `pool-scoped-metadata` of the pool's `leader-hub-<pool>` ConfigMap instead, when it
+//! names them, as YurtHub v1.7) for the whole node, and every local client's list and watch of it answered from that shared
 //! state — with its own selectors, resourceVersion semantics, bookmarks and filters, online
 //! and offline alike.
 //!
@@ -26,4 +27,4 @@ mod watch;
 pub use answer::{Answer, READY_WITHIN};
 pub use refilter::Refilter;
 pub use resource::{Resource, ResourceError};
-pub use states::{Multiplexer, is_feed};
+pub use states::{Multiplexer, Sources, is_feed};

@@ -38,7 +38,7 @@ use crate::informer::Informers;
 use crate::interface::HubInterface;
 use crate::local::Local;
 use crate::metrics::Metrics;
-use crate::multiplexer::Multiplexer;
+use crate::multiplexer::{self, Multiplexer};
 use crate::pool;
 use crate::upstream::{Balancer, Transport, health};
 use state::State;
@@ -248,9 +248,12 @@ pub async fn serve(
             Multiplexer::start(
                 proxy,
                 Some(cache.store().clone()),
-                &config.pool_scope_resources,
+                multiplexer::Sources {
+                    configured: config.pool_scope_resources.clone(),
+                    named: leaders.pool_scope(),
+                    feeds: leaders.sources(),
+                },
                 informers.as_ref().map(|informers| informers.changes()),
-                leaders.sources(),
                 metrics.registry_mut(),
             )
             .map_err(ServerError::Informers)?,

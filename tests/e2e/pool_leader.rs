@@ -252,5 +252,29 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         || held(&cluster, own).is_ok_and(|held| held == (2, 2)),
     )
     .with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
+
+    // The pool names Services alone as pool-scope (NodePool `poolScopeMetadata`, which
+    // yurt-manager writes into the ConfigMap): the followers stop their EndpointSlices
+    // feeds, and their clients' Services watches go on.
+    cluster.apply(
+        &serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("leader-hub-{POOL}"), "namespace": "kube-system"},
+            "data": {"leaders": "", "enable-leader-election": "true",
+                     "pool-scoped-metadata": "/v1/services"},
+        })
+        .to_string(),
+    )?;
+    wait_until(
+        Duration::from_secs(30),
+        "the followers' EndpointSlices feeds stopped once the pool names Services alone",
+        || held(&cluster, own).is_ok_and(|held| held == (2, 0)),
+    )
+    .with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
+    cluster.apply(&service(&ns, "scoped"))?;
+    for watch in &mut watches {
+        rt.block_on(watch.wait_for("ADDED", "scoped", Duration::from_secs(10)))
+            .context("a follower's client watch of Services, which stay pool-scope")?;
+    }
     Ok(())
 }

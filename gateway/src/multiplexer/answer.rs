@@ -156,7 +156,7 @@ impl Multiplexer {
             None | Some("0") => None,
             Some(version) => Some(version.parse::<u64>().ok()?),
         };
-        Some((shared.clone(), since))
+        Some((shared, since))
     }
 }
 

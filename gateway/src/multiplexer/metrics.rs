@@ -91,4 +91,15 @@ impl MultiplexerMetrics {
         set(&self.object_bytes, bytes);
         set(&self.window, window);
     }
+
+    /// Takes out the gauges of `resource`, which is no longer pool-scope (its counters stay:
+    /// they count on if it becomes pool-scope again).
+    pub(super) fn forget(&self, resource: &str) {
+        let labels = ResourceLabels {
+            resource: resource.to_owned(),
+        };
+        for family in [&self.objects, &self.object_bytes, &self.window] {
+            family.remove(&labels);
+        }
+    }
 }

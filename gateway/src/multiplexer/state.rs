@@ -137,6 +137,8 @@ pub struct Shared {
     version: watch::Sender<Option<u64>>,
     /// The lookup changes of the window, by the state's version when they came.
     lookups: Mutex<LookupLog>,
+    /// Set once the resource is no longer pool-scope: its watches end.
+    retired: watch::Sender<bool>,
 }
 
 struct Inner {
@@ -185,6 +187,7 @@ impl Shared {
             changes,
             version: watch::channel(None).0,
             lookups: Mutex::default(),
+            retired: watch::channel(false).0,
         }
     }
 
@@ -200,6 +203,16 @@ impl Shared {
     /// The state's version, once it holds a list.
     pub fn version(&self) -> Option<u64> {
         *self.version.borrow()
+    }
+
+    /// Ends the state's watches: its resource is no longer pool-scope, and nothing feeds it.
+    pub fn retire(&self) {
+        self.retired.send_replace(true);
+    }
+
+    /// Follows whether the state was retired.
+    pub fn retired(&self) -> watch::Receiver<bool> {
+        self.retired.subscribe()
     }
 
     /// Follows the state's version.

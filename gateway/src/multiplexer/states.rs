@@ -1,12 +1,14 @@
-//! The shared states of the pool-scope resources, each fed by its own task, and which
-//! requests are the feeds' own.
+//! The shared states of the pool-scope resources, each fed by its own task; the set of
+//! them, which the pool's `leader-hub-<pool>` ConfigMap may name; and which requests are
+//! the feeds' own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use http::HeaderMap;
 use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
 
 use super::feed;
 use super::metrics::MultiplexerMetrics;
@@ -19,23 +21,36 @@ use crate::filter::LookupChange;
 /// multiplexer itself.
 const FEED_PURPOSE: &str = "multiplexer";
 
+/// The pool-scope resources' states, by resource: a set that changes while requests read it.
+type States = RwLock<HashMap<Resource, Arc<Shared>>>;
+
 /// The shared states of the pool-scope resources, each fed by its own task.
 pub struct Multiplexer {
-    shared: HashMap<Resource, Arc<Shared>>,
+    states: Arc<States>,
     pub(super) metrics: MultiplexerMetrics,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Where a multiplexer's resources and their feeds come from.
+pub struct Sources {
+    /// `--pool-scope-resources`: the resources while the pool names none.
+    pub configured: Vec<Resource>,
+    /// The resources the pool names (`pool-scoped-metadata`), `None` while it names none.
+    pub named: watch::Receiver<Option<Vec<Resource>>>,
+    /// Changes whenever the feeds should go to their source again (the pool's leaders).
+    pub feeds: watch::Receiver<u64>,
 }
 
 impl Multiplexer {
-    /// Starts one feed per resource through the gateway's proxy at `proxy`, each from what
-    /// `store` persisted of it, and notes in each state the changes to what filters look up
-    /// (`lookups`, when filters are configured).
+    /// Starts one feed per pool-scope resource through the gateway's proxy at `proxy`, each
+    /// from what `store` persisted of it, and starts and stops feeds as the set `sources`
+    /// names changes; notes in each state the changes to what filters look up (`lookups`,
+    /// when filters are configured).
     pub fn start(
         proxy: SocketAddr,
         store: Option<Arc<dyn Store>>,
-        resources: &[Resource],
+        mut sources: Sources,
         lookups: Option<broadcast::Receiver<LookupChange>>,
-        sources: watch::Receiver<u64>,
         registry: &mut prometheus_client::registry::Registry,
     ) -> Result<Multiplexer, kube::Error> {
         let metrics = MultiplexerMetrics::default();
@@ -44,27 +59,24 @@ impl Multiplexer {
         // A quiet watch sends nothing for minutes; the proxy on loopback ends it when the
         // cloud goes away.
         config.read_timeout = None;
-        let client = kube::Client::try_from(config)?;
-        let mut shared = HashMap::new();
-        let mut tasks = Vec::new();
-        for resource in resources {
-            let state = Arc::new(Shared::new());
-            let feed = feed::Feed {
-                client: client.clone(),
-                resource: resource.clone(),
-                shared: state.clone(),
-                metrics: metrics.clone(),
-                sources: sources.clone(),
-            };
-            tasks.push(tokio::spawn(feed.run(store.clone())));
-            shared.insert(resource.clone(), state);
-        }
+        let states = Arc::new(States::default());
+        let mut feeds = Feeds {
+            client: kube::Client::try_from(config)?,
+            store,
+            metrics: metrics.clone(),
+            sources: sources.feeds,
+            states: states.clone(),
+            configured: sources.configured,
+            running: HashMap::new(),
+        };
+        let named = sources.named.borrow_and_update().clone();
+        feeds.start_missing(named.as_deref());
+        let mut tasks = vec![tokio::spawn(feeds.follow(sources.named))];
         if let Some(lookups) = lookups {
-            let states = shared.values().cloned().collect();
-            tasks.push(tokio::spawn(note_lookups(lookups, states)));
+            tasks.push(tokio::spawn(note_lookups(lookups, states.clone())));
         }
         Ok(Multiplexer {
-            shared,
+            states,
             metrics,
             tasks,
         })
@@ -74,19 +86,20 @@ impl Multiplexer {
     #[cfg(test)]
     pub(crate) fn of(shared: HashMap<Resource, Arc<Shared>>) -> Multiplexer {
         Multiplexer {
-            shared,
+            states: Arc::new(RwLock::new(shared)),
             metrics: MultiplexerMetrics::default(),
             tasks: Vec::new(),
         }
     }
 
     /// The shared state of `resource`, if it is pool-scope.
-    pub(super) fn shared(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<Shared>> {
-        self.shared.get(&Resource {
+    pub(super) fn shared(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Shared>> {
+        let resource = Resource {
             group: group.to_owned(),
             version: version.to_owned(),
             plural: plural.to_owned(),
-        })
+        };
+        read(&self.states).get(&resource).cloned()
     }
 }
 
@@ -98,15 +111,111 @@ impl Drop for Multiplexer {
     }
 }
 
+fn read(states: &States) -> std::sync::RwLockReadGuard<'_, HashMap<Resource, Arc<Shared>>> {
+    // The map is whole between calls: a panic cannot leave it half-changed.
+    states.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write(states: &States) -> std::sync::RwLockWriteGuard<'_, HashMap<Resource, Arc<Shared>>> {
+    states.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The feeds of the pool-scope resources, started and stopped as the set changes.
+struct Feeds {
+    client: kube::Client,
+    store: Option<Arc<dyn Store>>,
+    metrics: MultiplexerMetrics,
+    sources: watch::Receiver<u64>,
+    states: Arc<States>,
+    configured: Vec<Resource>,
+    running: HashMap<Resource, JoinHandle<()>>,
+}
+
+impl Feeds {
+    /// The pool-scope resources: those the pool names, else the configured ones.
+    fn wanted<'a>(&'a self, named: Option<&'a [Resource]>) -> HashSet<&'a Resource> {
+        named.unwrap_or(&self.configured).iter().collect()
+    }
+
+    /// Starts a feed and a state for each wanted resource that has none.
+    fn start_missing(&mut self, named: Option<&[Resource]>) {
+        let missing: Vec<Resource> = self
+            .wanted(named)
+            .into_iter()
+            .filter(|resource| !self.running.contains_key(*resource))
+            .cloned()
+            .collect();
+        for resource in missing {
+            tracing::info!(%resource, "pool-scope: one upstream list and watch for the node");
+            let state = Arc::new(Shared::new());
+            let feed = feed::Feed {
+                client: self.client.clone(),
+                resource: resource.clone(),
+                shared: state.clone(),
+                metrics: self.metrics.clone(),
+                sources: self.sources.clone(),
+            };
+            let task = tokio::spawn(feed.run(self.store.clone()));
+            write(&self.states).insert(resource.clone(), state);
+            self.running.insert(resource, task);
+        }
+    }
+
+    /// Stops the feed of each resource no longer wanted. Its clients' requests go upstream
+    /// from now on; its open watches end (their clients list again, upstream); what its feed
+    /// cached stays in the cache.
+    async fn stop_unwanted(&mut self, named: Option<&[Resource]>) {
+        let wanted = self.wanted(named);
+        let unwanted: Vec<Resource> = self
+            .running
+            .keys()
+            .filter(|resource| !wanted.contains(resource))
+            .cloned()
+            .collect();
+        for resource in unwanted {
+            tracing::info!(%resource, "no longer pool-scope: its feed stops");
+            let Some(task) = self.running.remove(&resource) else {
+                continue;
+            };
+            task.abort();
+            // Awaited, so that the feed cannot set its gauges after they are taken out.
+            let _ = task.await;
+            if let Some(state) = write(&self.states).remove(&resource) {
+                state.retire();
+            }
+            self.metrics.forget(&resource.to_string());
+        }
+    }
+
+    /// Follows the set the pool names, for as long as the gateway runs.
+    async fn follow(mut self, mut named: watch::Receiver<Option<Vec<Resource>>>) {
+        while named.changed().await.is_ok() {
+            let now = named.borrow_and_update().clone();
+            self.stop_unwanted(now.as_deref()).await;
+            self.start_missing(now.as_deref());
+        }
+        // Nothing names the set any more: the feeds run on as they are.
+        std::future::pending::<()>().await;
+    }
+}
+
+impl Drop for Feeds {
+    fn drop(&mut self) {
+        for task in self.running.values() {
+            task.abort();
+        }
+    }
+}
+
 /// Notes each change to what filters look up in every state, for the watches resumed later.
-async fn note_lookups(mut changes: broadcast::Receiver<LookupChange>, states: Vec<Arc<Shared>>) {
+async fn note_lookups(mut changes: broadcast::Receiver<LookupChange>, states: Arc<States>) {
     loop {
         let change = match changes.recv().await {
             Ok(change) => Some(change),
             Err(broadcast::error::RecvError::Lagged(_)) => None,
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        for state in &states {
+        for state in read(&states).values() {
             state.note_lookup(change.clone());
         }
     }
@@ -127,7 +236,69 @@ pub fn is_feed(headers: &HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    fn held(multiplexer: &Multiplexer) -> Vec<String> {
+        let mut held: Vec<String> = read(&multiplexer.states)
+            .keys()
+            .map(|resource| resource.to_string())
+            .collect();
+        held.sort();
+        held
+    }
+
+    /// Waits until the multiplexer holds the states of `expected` (a hang guard, not a
+    /// deadline: the change is made at the next turn of the follower).
+    async fn settled(multiplexer: &Multiplexer, expected: &[&str]) {
+        let reached = async {
+            while held(multiplexer) != expected {
+                tokio::task::yield_now().await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(30), reached)
+            .await
+            .is_err()
+        {
+            panic!("holds {:?}, not {expected:?}", held(multiplexer));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_pool_scope_resources_follow_what_the_pool_names() {
+        let services = Resource::parse("/v1/services").unwrap();
+        let slices = Resource::parse("discovery.k8s.io/v1/endpointslices").unwrap();
+        let (name, named) = watch::channel(None);
+        let sources = Sources {
+            configured: vec![services.clone()],
+            named,
+            feeds: watch::channel(1).1,
+        };
+        // A proxy that refuses: the feeds retry in the background, which is not tested here.
+        let proxy = "127.0.0.1:1".parse().unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        let multiplexer = Multiplexer::start(proxy, None, sources, None, &mut registry).unwrap();
+        assert_eq!(held(&multiplexer), ["v1/services"]);
+        let before = multiplexer.shared("", "v1", "services").unwrap();
+        let retired = before.retired();
+
+        name.send_replace(Some(vec![slices.clone()]));
+        settled(&multiplexer, &["discovery.k8s.io/v1/endpointslices"]).await;
+        assert!(
+            *retired.borrow(),
+            "the state no longer pool-scope is retired"
+        );
+        assert!(multiplexer.shared("", "v1", "services").is_none());
+
+        // Named none: none; not named any more: the configured ones, in a new state.
+        name.send_replace(Some(vec![]));
+        settled(&multiplexer, &[]).await;
+        name.send_replace(None);
+        settled(&multiplexer, &["v1/services"]).await;
+        let after = multiplexer.shared("", "v1", "services").unwrap();
+        assert!(!Arc::ptr_eq(&before, &after) && !*after.retired().borrow());
+    }
 
     #[test]
     fn only_the_feeds_own_requests_are_the_feeds() {

@@ -111,12 +111,20 @@ fn json(body: SharedBody) -> http::Response<SharedBody> {
     response
 }
 
+/// Waits until the state is retired (or dropped).
+async fn retired(retired: &mut watch::Receiver<bool>) {
+    // An error is the state dropped: nothing feeds it either.
+    let _ = retired.wait_for(|retired| *retired).await;
+}
+
 /// Where a watch's body is.
 struct Flow {
     shared: Arc<Shared>,
     backlog: Backlog,
     changes: broadcast::Receiver<Arc<Change>>,
     versions: watch::Receiver<Option<u64>>,
+    /// Whether the state was retired (the watch then ends).
+    retired: watch::Receiver<bool>,
     sight: Sight,
     since: u64,
     /// The newest version the client has been sent.
@@ -146,6 +154,7 @@ fn events(
         Start::Changes(changes) => (Backlog::Changes(changes.into_iter()), watching.since),
     };
     let mut flow = Flow {
+        retired: watching.shared.retired(),
         shared: watching.shared,
         backlog,
         changes: watching.changes,
@@ -247,6 +256,12 @@ impl Flow {
                 () = tokio::time::sleep_until(self.deadline) => {
                     self.done = true;
                     return self.bookmark();
+                }
+                // Retired, or the state dropped: nothing feeds it any more.
+                () = retired(&mut self.retired) => {
+                    tracing::debug!("the resource is no longer pool-scope: ending a watch of it");
+                    self.done = true;
+                    return None;
                 }
                 () = tokio::time::sleep_until(self.next_bookmark), if bookmark_due => {
                     self.next_bookmark += BOOKMARK_EVERY;

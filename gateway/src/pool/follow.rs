@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use super::leaders::LeaderHubs;
 use crate::informer::follow_config_map;
 use crate::metrics::Metrics;
+use crate::multiplexer::Resource;
 use crate::upstream::{Balancer, HealthSettings, LbMode, Transport, health};
 
 /// The leaders this node's multiplexer feeds from, when it follows some.
@@ -19,6 +20,8 @@ pub struct Leaders {
     current: ArcSwapOption<Balancer>,
     /// Counts the changes of the feeds' source: another set of leaders, or one healthy again.
     changes: watch::Sender<u64>,
+    /// The pool-scope resources the pool's ConfigMap names (`None`: it names none).
+    pool_scope: watch::Sender<Option<Vec<Resource>>>,
 }
 
 impl Default for Leaders {
@@ -26,6 +29,7 @@ impl Default for Leaders {
         Leaders {
             current: ArcSwapOption::empty(),
             changes: watch::channel(0).0,
+            pool_scope: watch::channel(None).0,
         }
     }
 }
@@ -40,6 +44,11 @@ impl Leaders {
     /// cloud is not held for minutes once a leader can answer it).
     pub fn sources(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// Follows the pool-scope resources the pool names (`pool-scoped-metadata`).
+    pub fn pool_scope(&self) -> watch::Receiver<Option<Vec<Resource>>> {
+        self.pool_scope.subscribe()
     }
 
     /// Announces the source known, unless it was: no leaders will be followed.
@@ -152,6 +161,14 @@ async fn follow_pool(
         let mut checker: Option<Checker> = None;
         while seen.changed().await.is_ok() {
             let hubs = LeaderHubs::from_data(seen.borrow_and_update().as_ref());
+            leaders.pool_scope.send_if_modified(|named| {
+                let changed = *named != hubs.pool_scope;
+                if changed {
+                    tracing::info!(%pool, resources = ?hubs.pool_scope, "the pool names its pool-scope resources");
+                    named.clone_from(&hubs.pool_scope);
+                }
+                changed
+            });
             let addresses = hubs.followed_by(&following.node);
             if addresses == followed {
                 leaders.settle();

@@ -3,10 +3,15 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use crate::multiplexer::Resource;
+
 /// The key of the leaders (`node/address`, comma-separated).
 const LEADERS: &str = "leaders";
 /// The key that turns following the leaders on (`"true"`).
 const ENABLED: &str = "enable-leader-election";
+/// The key of the pool's pool-scope resources (`group/version/resource`, comma-separated;
+/// the core group empty: `/v1/services`).
+const POOL_SCOPE: &str = "pool-scoped-metadata";
 
 /// A pool's leader hubs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -15,6 +20,8 @@ pub struct LeaderHubs {
     pub enabled: bool,
     /// The leaders: node name and address, in the ConfigMap's order.
     pub leaders: Vec<(String, IpAddr)>,
+    /// The pool's pool-scope resources, when the ConfigMap names them (the key is there).
+    pub pool_scope: Option<Vec<Resource>>,
 }
 
 impl LeaderHubs {
@@ -34,9 +41,18 @@ impl LeaderHubs {
                 (!node.is_empty()).then(|| (node.to_owned(), address))
             })
             .collect();
+        // As YurtHub reads it: three parts or skipped; an empty value names none.
+        let pool_scope = data.get(POOL_SCOPE).map(|value| {
+            value
+                .split(',')
+                .filter(|entry| entry.split('/').count() == 3)
+                .filter_map(|entry| Resource::parse(entry).ok())
+                .collect()
+        });
         LeaderHubs {
             enabled: data.get(ENABLED).is_some_and(|v| v == "true"),
             leaders,
+            pool_scope,
         }
     }
 
@@ -94,5 +110,25 @@ mod tests {
         assert!(LeaderHubs::from_data(None).followed_by("edge-z").is_empty());
         let none = hubs(&[("enable-leader-election", "true")]);
         assert!(none.followed_by("edge-z").is_empty());
+    }
+
+    #[test]
+    fn the_pool_names_its_pool_scope_resources_as_yurthub_reads_them() {
+        let named = hubs(&[(
+            "pool-scoped-metadata",
+            "/v1/services,discovery.k8s.io/v1/endpointslices,v1/pods,bad,/v1/Bad",
+        )]);
+        let expected = vec![
+            Resource::parse("/v1/services").unwrap(),
+            Resource::parse("discovery.k8s.io/v1/endpointslices").unwrap(),
+        ];
+        assert_eq!(named.pool_scope, Some(expected));
+        // Named empty: none; not named (or no ConfigMap): the node's own flag decides.
+        assert_eq!(
+            hubs(&[("pool-scoped-metadata", "")]).pool_scope,
+            Some(vec![])
+        );
+        assert_eq!(hubs(&[("leaders", "")]).pool_scope, None);
+        assert_eq!(LeaderHubs::from_data(None).pool_scope, None);
     }
 }

@@ -216,3 +216,28 @@ async fn a_resume_from_before_a_lookup_change_is_sent_again_what_it_touched() {
         [event("MODIFIED", "a", "11"), event("MODIFIED", "b", "11")]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_of_a_retired_state_ends_without_waiting_for_its_timeout() {
+    let shared = state();
+    let lasts = Duration::from_secs(1800);
+    let watch = watching(&shared, None, "", lasts);
+    let began = tokio::time::Instant::now();
+    let reading = tokio::spawn(read(watch));
+    tokio::task::yield_now().await;
+    shared.apply(EventType::Modified, service("a", "x", 11));
+    tokio::task::yield_now().await;
+    shared.retire();
+    let events = reading.await.unwrap();
+    assert_eq!(
+        events,
+        vec![
+            event("ADDED", "a", "5"),
+            event("ADDED", "b", "6"),
+            event("MODIFIED", "a", "11"),
+        ]
+    );
+    // The paused clock moves only when every task waits on it: the watch ended at its
+    // retirement, not at its timeout.
+    assert!(began.elapsed() < lasts, "ended after {:?}", began.elapsed());
+}
