@@ -62,6 +62,20 @@ fn held(cluster: &Cluster, own: (u64, u64)) -> Result<(u64, u64)> {
     ))
 }
 
+/// Waits (up to `within`) until the cloud holds `expected` watches beyond its own.
+fn cloud_holds(
+    cluster: &Cluster,
+    own: (u64, u64),
+    expected: (u64, u64),
+    within: Duration,
+    what: &str,
+) -> Result<()> {
+    wait_until(within, what, || {
+        held(cluster, own).is_ok_and(|held| held == expected)
+    })
+    .with_context(|| format!("cloud watches {:?}", held(cluster, own)))
+}
+
 pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
     env: &Env,
 ) -> Result<()> {
@@ -91,12 +105,13 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         start(env, &wan, &cluster, "edge-b", "127.0.0.3", port)?,
         start(env, &wan, &cluster, "edge-c", "127.0.0.4", port)?,
     ];
-    wait_until(
+    cloud_holds(
+        &cluster,
+        own,
+        (1, 1),
         Duration::from_secs(60),
         "one cloud watch per resource for the pool",
-        || held(&cluster, own).is_ok_and(|held| held == (1, 1)),
-    )
-    .with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
+    )?;
     println!(
         "3 gateways of one pool: the cloud's watches (services, endpointslices): {:?}",
         held(&cluster, own)?
@@ -188,12 +203,13 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         rt.block_on(watch.wait_for("ADDED", "healed", Duration::from_secs(30)))
             .context("a follower's client watch after the WAN cut")?;
     }
-    wait_until(
+    cloud_holds(
+        &cluster,
+        own,
+        (1, 1),
         Duration::from_secs(30),
         "the pool's one cloud watch per resource again",
-        || held(&cluster, own).is_ok_and(|held| held == (1, 1)),
-    )
-    .with_context(|| format!("cloud watches after the WAN cut {:?}", held(&cluster, own)))?;
+    )?;
 
     // The leader gone: the followers feed from the cloud; their clients notice nothing.
     let killed = Instant::now();
@@ -246,12 +262,13 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         "the old leader's health series gone from the followers",
         || followers.iter().all(|f| shown(f).is_ok_and(|shown| !shown)),
     )?;
-    wait_until(
+    cloud_holds(
+        &cluster,
+        own,
+        (2, 2),
         Duration::from_secs(30),
         "each follower feeding from the cloud once no leaders are named",
-        || held(&cluster, own).is_ok_and(|held| held == (2, 2)),
-    )
-    .with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
+    )?;
 
     // The pool names Services alone as pool-scope (NodePool `poolScopeMetadata`, which
     // yurt-manager writes into the ConfigMap): the followers stop their EndpointSlices
@@ -265,12 +282,13 @@ pub fn followers_feed_from_their_leader_and_from_the_cloud_once_it_is_gone(
         })
         .to_string(),
     )?;
-    wait_until(
+    cloud_holds(
+        &cluster,
+        own,
+        (2, 0),
         Duration::from_secs(30),
         "the followers' EndpointSlices feeds stopped once the pool names Services alone",
-        || held(&cluster, own).is_ok_and(|held| held == (2, 0)),
-    )
-    .with_context(|| format!("cloud watches {:?}", held(&cluster, own)))?;
+    )?;
     cluster.apply(&service(&ns, "scoped"))?;
     for watch in &mut watches {
         rt.block_on(watch.wait_for("ADDED", "scoped", Duration::from_secs(10)))
