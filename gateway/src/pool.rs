@@ -11,6 +11,9 @@
 //!   multiplexer's resources, unfiltered, to client certificates of the nodes of its own
 //!   pool (`system:node:<name>`, group `system:nodes`, the node labelled with this pool),
 //!   and `/readyz` for the followers' health checks.
+//! - The ConfigMap's `pool-scoped-metadata` (the NodePool's `poolScopeMetadata`), when
+//!   there, names the multiplexer's resources on every node of the pool, in place of
+//!   `--pool-scope-resources`.
 
 mod follow;
 mod leaders;

@@ -1,6 +1,7 @@
 //! Following the pool's leaders: the ConfigMap of the node's pool, the leaders it names for
 //! this node health-checked as the cloud's servers are (`GET /readyz` on the gateway's
-//! identity), the set swapped whole at each change.
+//! identity), the set swapped whole at each change; and the pool-scope resources it names,
+//! handed on to the multiplexer.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
