@@ -69,6 +69,22 @@ pub fn wait_until(timeout: Duration, what: &str, mut ready: impl FnMut() -> bool
     bail!("timed out after {timeout:?} waiting for {what}")
 }
 
+/// Polls `done` from async code, letting the runtime run between polls, until it holds;
+/// panics after 30 s, a guard against a hang rather than a deadline.
+pub async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let poll = async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(30), poll)
+        .await
+        .is_err()
+    {
+        panic!("{what} never happened");
+    }
+}
+
 /// A child process with its output in a log file; killed when dropped.
 #[derive(Debug)]
 pub struct Process {

@@ -1,5 +1,5 @@
+use edgegate_testkit::process::eventually;
 use std::process::Command;
-use std::time::Duration;
 
 use super::*;
 use crate::cli::DEFAULT_HUB_INTERFACE as DEFAULT_NAME;
@@ -62,19 +62,6 @@ fn in_new_netns(test: impl AsyncFnOnce() + Send + 'static) {
     })
     .join()
     .unwrap();
-}
-
-/// Polls `done` (letting the keeper run between polls) until it holds; the bound is only a
-/// hang guard.
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let poll = async {
-        while !done() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), poll)
-        .await
-        .unwrap_or_else(|_| panic!("{what} never happened"));
 }
 
 #[test]

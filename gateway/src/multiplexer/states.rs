@@ -236,7 +236,7 @@ pub fn is_feed(headers: &HeaderMap) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use edgegate_testkit::process::eventually;
 
     use super::*;
 
@@ -247,22 +247,6 @@ mod tests {
             .collect();
         held.sort();
         held
-    }
-
-    /// Waits until the multiplexer holds the states of `expected` (a hang guard, not a
-    /// deadline: the change is made at the next turn of the follower).
-    async fn settled(multiplexer: &Multiplexer, expected: &[&str]) {
-        let reached = async {
-            while held(multiplexer) != expected {
-                tokio::task::yield_now().await;
-            }
-        };
-        if tokio::time::timeout(Duration::from_secs(30), reached)
-            .await
-            .is_err()
-        {
-            panic!("holds {:?}, not {expected:?}", held(multiplexer));
-        }
     }
 
     #[tokio::test]
@@ -284,7 +268,10 @@ mod tests {
         let retired = before.retired();
 
         name.send_replace(Some(vec![slices.clone()]));
-        settled(&multiplexer, &["discovery.k8s.io/v1/endpointslices"]).await;
+        eventually("the EndpointSlices alone", || {
+            held(&multiplexer) == ["discovery.k8s.io/v1/endpointslices"]
+        })
+        .await;
         assert!(
             *retired.borrow(),
             "the state no longer pool-scope is retired"
@@ -293,9 +280,12 @@ mod tests {
 
         // Named none: none; not named any more: the configured ones, in a new state.
         name.send_replace(Some(vec![]));
-        settled(&multiplexer, &[]).await;
+        eventually("no states", || held(&multiplexer).is_empty()).await;
         name.send_replace(None);
-        settled(&multiplexer, &["v1/services"]).await;
+        eventually("the Services again", || {
+            held(&multiplexer) == ["v1/services"]
+        })
+        .await;
         let after = multiplexer.shared("", "v1", "services").unwrap();
         assert!(!Arc::ptr_eq(&before, &after) && !*after.retired().borrow());
     }
