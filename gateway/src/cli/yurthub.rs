@@ -147,6 +147,8 @@ pub struct YurtHubArgs {
     /// The resources whose lists and watches the node's clients share: one upstream list and
     /// watch each, every client answered from it (`[group]/version/resource`, comma-separated;
     /// default, as YurtHub: `/v1/services,discovery.k8s.io/v1/endpointslices`; empty: none).
+    /// The pool's `leader-hub-<pool>` ConfigMap, when it names `pool-scoped-metadata`, names
+    /// them instead (unless this is empty).
     #[arg(long, value_delimiter = ',', value_name = "GROUP/VERSION/RESOURCE")]
     pub pool_scope_resources: Option<Vec<String>>,
 
