@@ -29,6 +29,7 @@ mod multiplexer;
 mod offline;
 mod operator;
 mod pool_leader;
+mod protobuf_watch;
 mod proxy;
 mod resilience;
 mod rotation;
@@ -82,6 +83,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "edge_link::a_framed_list_crosses_the_edge_link_gzipped",
         edge_link::a_framed_list_crosses_the_edge_link_gzipped,
+    ),
+    (
+        "protobuf_watch::watches_cross_the_edge_link_in_protobuf_and_reach_clients_as_json",
+        protobuf_watch::watches_cross_the_edge_link_in_protobuf_and_reach_clients_as_json,
     ),
     (
         "proxy::hub_server_reports_health_and_metrics",

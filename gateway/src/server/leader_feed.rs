@@ -53,7 +53,7 @@ pub async fn from_leader<B>(
             .ok()?;
     *sent.headers_mut() = request.headers().clone();
     if plan.as_ref().is_some_and(Plan::frames) {
-        plan::ask_for_json(sent.headers_mut());
+        plan::ask_upstream(sent.headers_mut(), &context.info);
     }
     headers::strip_hop_by_hop(sent.headers_mut(), false);
     sent.headers_mut().remove(http::header::HOST);

@@ -162,7 +162,7 @@ async fn forward(
         )
     };
     if plan.as_ref().is_some_and(Plan::frames) {
-        plan::ask_for_json(request.headers_mut());
+        plan::ask_upstream(request.headers_mut(), info);
     }
     headers::strip_hop_by_hop(request.headers_mut(), upgrading);
     headers::add_forwarded_for(request.headers_mut(), peer);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::Response;
-use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use http_body::Body;
 use http_body_util::{BodyExt, Either, StreamBody};
 
@@ -75,6 +75,30 @@ impl Kind {
 /// An upstream body, inflated or as it came.
 type UpstreamBody<B> = Either<stream::Gunzip<B>, B>;
 
+/// An upstream body, turned from protobuf into JSON or as it came.
+type JsonBody<B> = Either<stream::ProtobufWatch<B>, B>;
+
+/// `response`'s body turned into JSON if it is a protobuf watch the gateway asked for to
+/// frame it (see [`plan::ask_upstream`]), with its headers saying so.
+fn transcoded<B>(
+    context: &RequestContext,
+    plan: Option<&Plan>,
+    response: Response<B>,
+) -> Response<JsonBody<B>> {
+    let framed = plan.is_some_and(Plan::frames) && response.status().is_success();
+    if !(framed && stream::is_protobuf_watch(response.headers())) {
+        return response.map(Either::Right);
+    }
+    let info = &context.info;
+    let (mut parts, body) = response.into_parts();
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    parts.headers.remove(CONTENT_LENGTH);
+    let body = stream::ProtobufWatch::new(body, &info.api_group, &info.api_version, &info.resource);
+    Response::from_parts(parts, Either::Left(body))
+}
+
 /// `response`'s body inflated if `kind` asks and it is gzipped, with its headers saying so.
 fn inflated<B>(kind: &Kind, response: Response<B>) -> Response<UpstreamBody<B>> {
     if !(kind.inflates() && stream::is_gzip(response.headers())) {
@@ -102,6 +126,7 @@ where
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     headers::strip_hop_by_hop(response.headers_mut(), false);
+    let response = transcoded(context, plan.as_ref(), response);
     let kind = Kind::of(context, plan, &response);
     let response = inflated(&kind, response);
     let (framed, plan) = match kind {
