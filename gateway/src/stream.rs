@@ -9,8 +9,8 @@
 //! - `list_body`, `watch_body`: the two framings: batches of items, events and their errors.
 //! - `object_body`: a single object, read whole (bounded), filtered and teed.
 //! - `gunzip`: a gzip-encoded upstream body inflated as it streams, before any of the above.
-//! - `protobuf`: a protobuf watch body (Services, EndpointSlices) turned into JSON as it
-//!   streams, before any of the above.
+//! - `protobuf`: a protobuf watch body (Services, EndpointSlices), or its refusal's
+//!   `Status`, turned into JSON as it streams, before any of the above.
 //! - `list`, `watch`, `nesting`, `scan`: the framers that find items and events in bytes.
 //! - `object`: an object's metadata read without parsing it whole.
 //! - `transform`, `sink`, `stop`: what the filter chain, the tee and a watch's end implement.
@@ -44,7 +44,9 @@ pub use list::{ListFrame, ListFramer};
 pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};
 pub use object_body::{ObjectError, object};
-pub use protobuf::{ProtobufWatch, TranscodeError, is_protobuf_watch, watch_accept};
+pub use protobuf::{
+    ProtobufBody, TranscodeError, is_protobuf_object, is_protobuf_watch, watch_accept,
+};
 pub use sink::{ListEnd, ListSink, ObjectSink, Sink, WatchSink};
 pub use stop::{Stop, StopSignal};
 pub use transform::{Transform, TransformError, Verdict};

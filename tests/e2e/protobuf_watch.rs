@@ -1,14 +1,16 @@
 //! A watch the gateway frames crosses the edge link in protobuf: the gateway asks
 //! kube-apiserver for Services and EndpointSlices in protobuf and hands its clients, its
-//! filters and its cache the JSON kube-apiserver would have sent.
+//! filters and its cache the JSON kube-apiserver would have sent; a watch it refuses reaches
+//! its client as a JSON `Status`.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::{Gateway, Relay};
+use edgegate_testkit::{Gateway, NOBODY_TOKEN, Relay};
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
-use crate::support::{Env, Watch, client, namespace, runtime};
+use crate::support::{Env, Watch, client, namespace, request, runtime};
 
 const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
 
@@ -57,25 +59,20 @@ fn slice(ns: &str, change: usize) -> String {
     .to_string()
 }
 
-/// Whether `ours` says what `theirs` does: every member of theirs is in ours with the same
-/// value, and what ours has more is a zero value (a field Go's protobuf encoder writes and
-/// its JSON encoder leaves out).
+/// Whether `ours` is `theirs`, but for a `null` of theirs that ours leaves out (an empty
+/// list without `omitempty`, which protobuf cannot carry).
 fn covers(theirs: &Value, ours: &Value, at: &str) -> Result<()> {
     match (theirs, ours) {
         (Value::Object(theirs), Value::Object(ours)) => {
             for (key, value) in theirs {
-                let mine = ours
-                    .get(key)
-                    .with_context(|| format!("{at}.{key} missing"))?;
-                covers(value, mine, &format!("{at}.{key}"))?;
+                match ours.get(key) {
+                    Some(mine) => covers(value, mine, &format!("{at}.{key}"))?,
+                    None => ensure!(value.is_null(), "{at}.{key} missing"),
+                }
             }
             for (key, value) in ours {
-                let zero = matches!(value, Value::Null | Value::Bool(false))
-                    || value.as_str() == Some("")
-                    || value.as_i64() == Some(0)
-                    || value.as_object().is_some_and(|o| o.is_empty());
                 ensure!(
-                    theirs.contains_key(key) || zero,
+                    theirs.contains_key(key),
                     "{at}.{key} = {value} is not kube-apiserver's"
                 );
             }
@@ -185,5 +182,34 @@ pub fn watches_cross_the_edge_link_in_protobuf_and_reach_clients_as_json(env: &E
         carried * 4 < json_bytes as u64 * 3,
         "the link carried {carried} bytes for {json_bytes} bytes of JSON events"
     );
+
+    // A watch kube-apiserver refuses (a user it does not authorize) is refused in protobuf,
+    // and reaches its JSON client as a JSON `Status`.
+    for path in &paths {
+        let url = format!("{}{path}?watch=true&timeoutSeconds=20", gateway.url());
+        let sent = request(
+            http::Method::GET,
+            &url,
+            Some(NOBODY_TOKEN),
+            KUBE_PROXY,
+            None,
+        )?;
+        let (status, body) = rt.block_on(async {
+            let response = client.request(sent).await?;
+            let status = response.status();
+            anyhow::Ok((status, response.into_body().collect().await?.to_bytes()))
+        })?;
+        ensure!(status == 403, "{path}: {status} for a user not authorized");
+        let answer: Value = serde_json::from_slice(&body).with_context(|| {
+            format!(
+                "{path}: a {status} answer that is not JSON: {:?}",
+                String::from_utf8_lossy(&body)
+            )
+        })?;
+        ensure!(
+            answer["kind"] == "Status" && answer["code"] == 403 && answer["reason"] == "Forbidden",
+            "{path}: {answer}"
+        );
+    }
     Ok(())
 }

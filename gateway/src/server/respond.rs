@@ -76,26 +76,36 @@ impl Kind {
 type UpstreamBody<B> = Either<stream::Gunzip<B>, B>;
 
 /// An upstream body, turned from protobuf into JSON or as it came.
-type JsonBody<B> = Either<stream::ProtobufWatch<B>, B>;
+type JsonBody<B> = Either<stream::ProtobufBody<B>, B>;
 
-/// `response`'s body turned into JSON if it is a protobuf watch the gateway asked for to
-/// frame it (see [`plan::ask_upstream`]), with its headers saying so.
+/// `response`'s body turned into JSON if it is protobuf the gateway asked for to frame it
+/// (see [`plan::ask_upstream`]): a watch's events, or the `Status` of its refusal; with its
+/// headers saying so.
 fn transcoded<B>(
     context: &RequestContext,
     plan: Option<&Plan>,
     response: Response<B>,
 ) -> Response<JsonBody<B>> {
-    let framed = plan.is_some_and(Plan::frames) && response.status().is_success();
-    if !(framed && stream::is_protobuf_watch(response.headers())) {
+    if !plan.is_some_and(Plan::frames) {
         return response.map(Either::Right);
     }
     let info = &context.info;
-    let (mut parts, body) = response.into_parts();
+    let success = response.status().is_success();
+    let watch = success && stream::is_protobuf_watch(response.headers());
+    let refusal = !success && stream::is_protobuf_object(response.headers());
+    if !(watch || refusal) {
+        return response.map(Either::Right);
+    }
+    let (mut parts, upstream) = response.into_parts();
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     parts.headers.remove(CONTENT_LENGTH);
-    let body = stream::ProtobufWatch::new(body, &info.api_group, &info.api_version, &info.resource);
+    let body = if watch {
+        stream::ProtobufBody::watch(upstream, &info.api_group, &info.api_version, &info.resource)
+    } else {
+        stream::ProtobufBody::status(upstream)
+    };
     Response::from_parts(parts, Either::Left(body))
 }
 

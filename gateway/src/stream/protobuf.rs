@@ -65,9 +65,20 @@ pub fn is_protobuf_watch(headers: &HeaderMap) -> bool {
         .is_some_and(|t| t.starts_with(PROTOBUF) && t.contains("stream=watch"))
 }
 
-/// `upstream`, a protobuf watch body of the resource `(group, version, resource)`, as JSON.
-pub struct ProtobufWatch<B> {
+/// Whether a response is a single object in protobuf (a refused request's `Status`).
+pub fn is_protobuf_object(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with(PROTOBUF) && !t.contains("stream=watch"))
+}
+
+/// `upstream`, a protobuf watch body of the resource `(group, version, resource)` or the
+/// `Status` of a refused watch, as JSON.
+pub struct ProtobufBody<B> {
     upstream: B,
+    /// Whether it is one `Status`, read whole, rather than a watch's frames.
+    status: bool,
     /// Which of [`KNOWN`] it is, if any.
     resource: Option<usize>,
     /// Bytes received and not yet a whole frame.
@@ -77,15 +88,25 @@ pub struct ProtobufWatch<B> {
     ended: bool,
 }
 
-impl<B> ProtobufWatch<B> {
+impl<B> ProtobufBody<B> {
     /// Turns `upstream`, a watch of `(group, version, resource)`, into JSON as it is read.
-    pub fn new(upstream: B, group: &str, version: &str, resource: &str) -> ProtobufWatch<B> {
-        ProtobufWatch {
+    pub fn watch(upstream: B, group: &str, version: &str, resource: &str) -> ProtobufBody<B> {
+        ProtobufBody {
             upstream,
+            status: false,
             resource: known(group, version, resource),
             pending: BytesMut::new(),
             failure: None,
             ended: false,
+        }
+    }
+
+    /// Turns `upstream`, the `Status` of a refused request, into JSON once it is read.
+    pub fn status(upstream: B) -> ProtobufBody<B> {
+        ProtobufBody {
+            status: true,
+            resource: None,
+            ..ProtobufBody::watch(upstream, "", "", "")
         }
     }
 
@@ -106,6 +127,12 @@ impl<B> ProtobufWatch<B> {
     }
 
     fn frames(&mut self, out: &mut Vec<u8>) -> Result<(), TranscodeError> {
+        if self.status {
+            return match self.pending.len() {
+                len if len > MAX_OBJECT => Err(TranscodeError::TooLarge(len)),
+                _ => Ok(()),
+            };
+        }
         while self.pending.len() >= 4 {
             let len = u32::from_be_bytes([
                 self.pending[0],
@@ -197,6 +224,19 @@ fn event(out: &mut Vec<u8>, frame: &[u8], resource: Option<&Known>) -> Result<()
     Ok(())
 }
 
+/// Writes the JSON of `bytes`, a `Status` in protobuf.
+fn status(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> {
+    let unknown = bytes
+        .strip_prefix(MAGIC)
+        .ok_or(TranscodeError::Malformed("an object without its prefix"))?;
+    match envelope(unknown)? {
+        (api_version, "Status", message) => {
+            json::object(out, "Status", api_version, message, &STATUS)
+        }
+        (api_version, kind, _) => Err(TranscodeError::UnknownKind(format!("{api_version} {kind}"))),
+    }
+}
+
 /// A known resource's `apiVersion`, its parts last first (`v1`, then the group if any).
 fn api_version_of(known: &Known) -> impl Iterator<Item = &'static str> {
     std::iter::once(known.version).chain((!known.group.is_empty()).then_some(known.group))
@@ -242,7 +282,7 @@ fn envelope(bytes: &[u8]) -> Result<(&str, &str, &[u8]), TranscodeError> {
     Ok((api_version, kind, raw))
 }
 
-impl<B> Body for ProtobufWatch<B>
+impl<B> Body for ProtobufBody<B>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
@@ -272,6 +312,14 @@ where
                 Some(Err(error)) => {
                     this.ended = true;
                     return Poll::Ready(Some(Err(error.into())));
+                }
+                None if this.status => {
+                    this.ended = true;
+                    let mut out = Vec::new();
+                    return match status(&mut out, &this.pending) {
+                        Ok(()) => Poll::Ready(Some(Ok(Frame::data(Bytes::from(out))))),
+                        Err(error) => Poll::Ready(Some(Err(error.into()))),
+                    };
                 }
                 None if this.pending.is_empty() => {
                     this.ended = true;

@@ -1,8 +1,10 @@
 //! A protobuf message written as the JSON kube-apiserver would write for it: each field the
 //! wire holds, under its JSON name, in the schema's order. Go's protobuf encoder writes every
 //! field that is not a pointer (an empty string, a zero, `false`) and a pointer field only
-//! when set, so what is written here decodes in a client to the object kube-apiserver held,
-//! `ready: false` and all; empty lists and maps, which the wire cannot carry, are left out.
+//! when set; Go's JSON leaves out the zeros of `omitempty` fields, and so does this, so what
+//! is written decodes in a client to the object kube-apiserver held, `ready: false` and all.
+//! Empty lists and maps, which the wire cannot carry, are left out (kube-apiserver writes
+//! `null` for the few without `omitempty`: the same to a client).
 
 use std::io::Write as _;
 use std::time::{Duration, SystemTime};
@@ -66,6 +68,9 @@ fn members(
         let (values, left) = rest.split_at(run);
         rest = left;
         let field = &schema.fields[index];
+        if field.omit_zero && values.last().is_some_and(|(_, v)| is_zero(*v)) {
+            continue;
+        }
         if after_others {
             out.push(b',');
         }
@@ -231,6 +236,11 @@ fn raw_json(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> {
     serde_json::from_slice::<serde::de::IgnoredAny>(raw).map_err(|_| TranscodeError::NotJson)?;
     out.extend_from_slice(raw);
     Ok(())
+}
+
+/// Whether a value is its type's zero: an empty string, `0` or `false`.
+fn is_zero(value: Value<'_>) -> bool {
+    matches!(value, Value::Varint(0) | Value::Bytes([]))
 }
 
 /// `text` as a JSON string.

@@ -3,7 +3,8 @@
 //! error. Field numbers are Kubernetes' (`generated.proto` of `k8s.io/api` and
 //! `k8s.io/apimachinery`), fields listed in the order of their Go structs, which is the order
 //! kube-apiserver writes their JSON in; fields of older releases are kept (a 1.20 cluster's
-//! `clusterName`, `topologyKeys`). A field not listed here makes a body untranscodable, and
+//! `clusterName`, `topologyKeys`), each with whether Go's JSON leaves it out when zero. A
+//! field not listed here makes a body untranscodable, and
 //! the resource is then asked for as JSON.
 
 /// How a field's value is written in JSON.
@@ -38,6 +39,10 @@ pub(super) struct Field {
     pub kind: Kind,
     /// Whether it repeats (a JSON array).
     pub repeated: bool,
+    /// Whether a zero value (`""`, `0`, `false`) is left out, as Go's JSON leaves out an
+    /// `omitempty` field that is not a pointer. A pointer field is on the wire only when
+    /// set, so it is written whatever its value (`"ready":false`).
+    pub omit_zero: bool,
 }
 
 /// A message's fields.
@@ -64,21 +69,30 @@ pub(super) struct Known {
     pub message: &'static Message,
 }
 
+/// A field always written: a pointer, or a field without `omitempty`.
 const fn one(tag: u32, name: &'static str, kind: Kind) -> Field {
     Field {
         tag,
         name,
         kind,
         repeated: false,
+        omit_zero: false,
     }
 }
 
+/// An `omitempty` field that is not a pointer: left out when zero.
+const fn opt(tag: u32, name: &'static str, kind: Kind) -> Field {
+    Field {
+        omit_zero: true,
+        ..one(tag, name, kind)
+    }
+}
+
+/// A repeated field (left out when empty: the wire cannot carry an empty one).
 const fn many(tag: u32, name: &'static str, kind: Kind) -> Field {
     Field {
-        tag,
-        name,
-        kind,
         repeated: true,
+        ..one(tag, name, kind)
     }
 }
 
@@ -114,20 +128,20 @@ pub(super) const STATUS: Message = Message {
     name: "Status",
     fields: &[
         one(1, "metadata", M(&LIST_META)),
-        one(2, "status", S),
-        one(3, "message", S),
-        one(4, "reason", S),
+        opt(2, "status", S),
+        opt(3, "message", S),
+        opt(4, "reason", S),
         one(5, "details", M(&STATUS_DETAILS)),
-        one(6, "code", Int),
+        opt(6, "code", Int),
     ],
 };
 
 const LIST_META: Message = Message {
     name: "ListMeta",
     fields: &[
-        one(1, "selfLink", S),
-        one(2, "resourceVersion", S),
-        one(3, "continue", S),
+        opt(1, "selfLink", S),
+        opt(2, "resourceVersion", S),
+        opt(3, "continue", S),
         one(4, "remainingItemCount", Int),
     ],
 };
@@ -135,34 +149,34 @@ const LIST_META: Message = Message {
 const STATUS_DETAILS: Message = Message {
     name: "StatusDetails",
     fields: &[
-        one(1, "name", S),
-        one(2, "group", S),
-        one(3, "kind", S),
-        one(6, "uid", S),
+        opt(1, "name", S),
+        opt(2, "group", S),
+        opt(3, "kind", S),
+        opt(6, "uid", S),
         many(4, "causes", M(&STATUS_CAUSE)),
-        one(5, "retryAfterSeconds", Int),
+        opt(5, "retryAfterSeconds", Int),
     ],
 };
 
 const STATUS_CAUSE: Message = Message {
     name: "StatusCause",
     fields: &[
-        one(1, "reason", S),
-        one(2, "message", S),
-        one(3, "field", S),
+        opt(1, "reason", S),
+        opt(2, "message", S),
+        opt(3, "field", S),
     ],
 };
 
 const OBJECT_META: Message = Message {
     name: "ObjectMeta",
     fields: &[
-        one(1, "name", S),
-        one(2, "generateName", S),
-        one(3, "namespace", S),
-        one(4, "selfLink", S),
-        one(5, "uid", S),
-        one(6, "resourceVersion", S),
-        one(7, "generation", Int),
+        opt(1, "name", S),
+        opt(2, "generateName", S),
+        opt(3, "namespace", S),
+        opt(4, "selfLink", S),
+        opt(5, "uid", S),
+        opt(6, "resourceVersion", S),
+        opt(7, "generation", Int),
         one(8, "creationTimestamp", Time),
         one(9, "deletionTimestamp", Time),
         one(10, "deletionGracePeriodSeconds", Int),
@@ -170,7 +184,7 @@ const OBJECT_META: Message = Message {
         one(12, "annotations", Map),
         many(13, "ownerReferences", M(&OWNER_REFERENCE)),
         many(14, "finalizers", S),
-        one(15, "clusterName", S),
+        opt(15, "clusterName", S),
         many(17, "managedFields", M(&MANAGED_FIELDS_ENTRY)),
     ],
 };
@@ -190,13 +204,13 @@ const OWNER_REFERENCE: Message = Message {
 const MANAGED_FIELDS_ENTRY: Message = Message {
     name: "ManagedFieldsEntry",
     fields: &[
-        one(1, "manager", S),
-        one(2, "operation", S),
-        one(3, "apiVersion", S),
+        opt(1, "manager", S),
+        opt(2, "operation", S),
+        opt(3, "apiVersion", S),
         one(4, "time", Time),
-        one(6, "fieldsType", S),
+        opt(6, "fieldsType", S),
         one(7, "fieldsV1", RawJson),
-        one(8, "subresource", S),
+        opt(8, "subresource", S),
     ],
 };
 
@@ -205,7 +219,7 @@ const CONDITION: Message = Message {
     fields: &[
         one(1, "type", S),
         one(2, "status", S),
-        one(3, "observedGeneration", Int),
+        opt(3, "observedGeneration", Int),
         one(4, "lastTransitionTime", Time),
         one(5, "reason", S),
         one(6, "message", S),
@@ -215,13 +229,13 @@ const CONDITION: Message = Message {
 const OBJECT_REFERENCE: Message = Message {
     name: "ObjectReference",
     fields: &[
-        one(1, "kind", S),
-        one(2, "namespace", S),
-        one(3, "name", S),
-        one(4, "uid", S),
-        one(5, "apiVersion", S),
-        one(6, "resourceVersion", S),
-        one(7, "fieldPath", S),
+        opt(1, "kind", S),
+        opt(2, "namespace", S),
+        opt(3, "name", S),
+        opt(4, "uid", S),
+        opt(5, "apiVersion", S),
+        opt(6, "resourceVersion", S),
+        opt(7, "fieldPath", S),
     ],
 };
 
@@ -239,17 +253,17 @@ const SERVICE_SPEC: Message = Message {
     fields: &[
         many(1, "ports", M(&SERVICE_PORT)),
         one(2, "selector", Map),
-        one(3, "clusterIP", S),
+        opt(3, "clusterIP", S),
         many(18, "clusterIPs", S),
-        one(4, "type", S),
+        opt(4, "type", S),
         many(5, "externalIPs", S),
-        one(7, "sessionAffinity", S),
-        one(8, "loadBalancerIP", S),
+        opt(7, "sessionAffinity", S),
+        opt(8, "loadBalancerIP", S),
         many(9, "loadBalancerSourceRanges", S),
-        one(10, "externalName", S),
-        one(11, "externalTrafficPolicy", S),
-        one(12, "healthCheckNodePort", Int),
-        one(13, "publishNotReadyAddresses", Bool),
+        opt(10, "externalName", S),
+        opt(11, "externalTrafficPolicy", S),
+        opt(12, "healthCheckNodePort", Int),
+        opt(13, "publishNotReadyAddresses", Bool),
         one(14, "sessionAffinityConfig", M(&SESSION_AFFINITY_CONFIG)),
         one(15, "ipFamily", S),
         many(16, "topologyKeys", S),
@@ -265,12 +279,12 @@ const SERVICE_SPEC: Message = Message {
 const SERVICE_PORT: Message = Message {
     name: "ServicePort",
     fields: &[
-        one(1, "name", S),
-        one(2, "protocol", S),
+        opt(1, "name", S),
+        opt(2, "protocol", S),
         one(6, "appProtocol", S),
         one(3, "port", Int),
         one(4, "targetPort", IntOrString),
-        one(5, "nodePort", Int),
+        opt(5, "nodePort", Int),
     ],
 };
 
@@ -300,8 +314,8 @@ const LOAD_BALANCER_STATUS: Message = Message {
 const LOAD_BALANCER_INGRESS: Message = Message {
     name: "LoadBalancerIngress",
     fields: &[
-        one(1, "ip", S),
-        one(2, "hostname", S),
+        opt(1, "ip", S),
+        opt(2, "hostname", S),
         one(3, "ipMode", S),
         many(4, "ports", M(&PORT_STATUS)),
     ],

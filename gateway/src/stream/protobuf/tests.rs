@@ -138,12 +138,12 @@ fn an_endpoint_slice_event_is_the_json_kube_apiserver_writes() {
                 "kind": "EndpointSlice",
                 "apiVersion": "discovery.k8s.io/v1beta1",
                 "metadata": {
+                    // An empty `generateName` and a zero `generation` left out, as Go's
+                    // JSON leaves them out.
                     "name": "web-abc",
-                    "generateName": "",
                     "namespace": "default",
                     "uid": "uid-1",
                     "resourceVersion": "42",
-                    "generation": 0,
                     "creationTimestamp": "2025-11-24T16:00:00Z",
                     "labels": {"app": "web", "tier": "front"},
                     "managedFields": [{
@@ -328,7 +328,7 @@ async fn the_body_is_the_same_however_it_is_cut() {
         ),
     ]
     .concat();
-    let whole = ProtobufWatch::new(
+    let whole = ProtobufBody::watch(
         body(vec![frames.clone()]),
         "discovery.k8s.io",
         "v1beta1",
@@ -337,7 +337,7 @@ async fn the_body_is_the_same_however_it_is_cut() {
     let (whole, error) = read_all(whole).await;
     assert!(error.is_none());
     assert_eq!(whole.iter().filter(|b| **b == b'\n').count(), 2);
-    let bytewise = ProtobufWatch::new(
+    let bytewise = ProtobufBody::watch(
         body(frames.iter().map(|b| vec![*b]).collect()),
         "discovery.k8s.io",
         "v1beta1",
@@ -345,7 +345,7 @@ async fn the_body_is_the_same_however_it_is_cut() {
     );
     assert_eq!(read_all(bytewise).await.0, whole);
     // Ended within an event: an error, after the whole events.
-    let cut = ProtobufWatch::new(
+    let cut = ProtobufBody::watch(
         body(vec![frames[..frames.len() - 1].to_vec()]),
         "discovery.k8s.io",
         "v1beta1",
@@ -362,7 +362,7 @@ async fn the_body_is_the_same_however_it_is_cut() {
 #[tokio::test]
 async fn an_event_too_large_is_refused_before_it_is_read() {
     let head = ((MAX_OBJECT + 1) as u32).to_be_bytes().to_vec();
-    let watch = ProtobufWatch::new(body(vec![head]), "", "v1", "services");
+    let watch = ProtobufBody::watch(body(vec![head]), "", "v1", "services");
     let (out, error) = read_all(watch).await;
     assert!(out.is_empty());
     assert!(matches!(
@@ -383,7 +383,7 @@ async fn a_newer_cluster_ends_the_watch_cleanly_and_is_watched_as_json_after() {
         frame("MODIFIED", "discovery.k8s.io/v1", "EndpointSlice", &newer),
     ]
     .concat();
-    let watch = ProtobufWatch::new(body(vec![frames]), resource.0, resource.1, resource.2);
+    let watch = ProtobufBody::watch(body(vec![frames]), resource.0, resource.1, resource.2);
     let (out, error) = read_all(watch).await;
     assert!(error.is_none(), "{error:?}");
     // The event before it went through; the one it could not read did not.
@@ -407,4 +407,54 @@ fn only_protobuf_watch_streams_are_taken_for_one() {
         "application/vnd.kubernetes.protobuf"
     )));
     assert!(!is_protobuf_watch(&headers("application/json")));
+}
+
+#[tokio::test]
+async fn a_refused_watchs_status_is_json() {
+    let status = message(&[
+        bytes(1, &[]),
+        text(2, "Failure"),
+        text(3, "too old resource version"),
+        text(4, "Expired"),
+        number(6, 410),
+    ]);
+    let unknown = message(&[
+        bytes(1, &message(&[text(1, "v1"), text(2, "Status")])),
+        bytes(2, &status),
+    ]);
+    let whole = [MAGIC, &unknown].concat();
+    let chunks = whole.chunks(5).map(<[u8]>::to_vec).collect();
+    let (out, error) = read_all(ProtobufBody::status(body(chunks))).await;
+    assert!(error.is_none(), "{error:?}");
+    let json: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        json,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+               "message": "too old resource version", "reason": "Expired", "code": 410})
+    );
+    // Not a Status: an error, not bytes the client cannot read.
+    let service = message(&[
+        bytes(1, &message(&[text(1, "v1"), text(2, "Service")])),
+        bytes(2, &[]),
+    ]);
+    let (out, error) = read_all(ProtobufBody::status(body(vec![[MAGIC, &service].concat()]))).await;
+    assert!(out.is_empty());
+    assert!(error.is_some());
+}
+
+#[test]
+fn a_protobuf_object_is_not_a_watch_stream() {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        "application/vnd.kubernetes.protobuf".parse().unwrap(),
+    );
+    assert!(is_protobuf_object(&headers));
+    headers.insert(
+        CONTENT_TYPE,
+        "application/vnd.kubernetes.protobuf;stream=watch"
+            .parse()
+            .unwrap(),
+    );
+    assert!(!is_protobuf_object(&headers));
 }
