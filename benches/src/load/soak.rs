@@ -97,12 +97,7 @@ pub fn run(settings: &Settings) -> Result<Report> {
         .node
         .pid("edgegate")
         .context("the gateway is not running")?;
-    let apiserver = load
-        .bed
-        .cloud
-        .cluster
-        .apiserver_pid()
-        .context("the apiserver is not running")?;
+    let apiserver = load.apiserver_pid()?;
     let churning = load.churn(settings.services, settings.churn);
     let setup = begun.elapsed();
     say(&format!(

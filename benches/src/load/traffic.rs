@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use edgegate_testkit::Toolchain;
 
 pub use bed::{Churn, NodeLoad};
@@ -126,12 +126,7 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     let say = |what: &str| eprintln!("edgegate-load traffic ({mode:?}): {what}");
     let mut load = NodeLoad::prepare(tools, &settings.edgegate, settings.services, mode, &say)?;
     std::thread::sleep(Duration::from_secs(5));
-    let apiserver = load
-        .bed
-        .cloud
-        .cluster
-        .apiserver_pid()
-        .context("the apiserver is not running")?;
+    let apiserver = load.apiserver_pid()?;
     let link = load.bed.link.host_if.clone();
     let read = |load: &NodeLoad| -> Result<Reading> {
         let stat = |name: &str| -> Result<u64> {

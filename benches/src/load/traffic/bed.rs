@@ -147,6 +147,15 @@ impl NodeLoad {
         Ok(())
     }
 
+    /// The cloud's apiserver's process id.
+    pub fn apiserver_pid(&self) -> Result<u32> {
+        self.bed
+            .cloud
+            .cluster
+            .apiserver_pid()
+            .context("the apiserver is not running")
+    }
+
     /// Fails with a log's tail if a node component or the agents stopped.
     pub fn check_running(&mut self) -> Result<()> {
         self.bed.node.check_running()?;
