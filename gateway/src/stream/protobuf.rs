@@ -2,9 +2,9 @@
 //! kube-apiserver would have sent, as it streams, so framing, filters and the cache read the
 //! same events: on the edge link an EndpointSlice's change costs 0.6–0.7 of its JSON (its
 //! `managedFields` cross as JSON either way). Only what the gateway knows field by field is
-//! asked for so ([`watch_accept`]: Services and EndpointSlices); a field it does not know (a
-//! newer cluster) ends that watch cleanly, its client watches again from its last version,
-//! and the resource is asked for as JSON from then on. A refused watch's `Status`, sent in
+//! asked for so ([`watch_accept`]: Services and EndpointSlices); an event it cannot read (a
+//! field a newer cluster added) ends that watch cleanly, its client watches again from its
+//! last version, and the resource is asked for as JSON from then on. A refused watch's `Status`, sent in
 //! protobuf too, is turned into JSON whole.
 //!
 //! The stream: frames of a 4-byte big-endian length and a `meta.v1.WatchEvent` (its type
@@ -160,11 +160,11 @@ impl<B> ProtobufBody<B> {
 
     fn failed(&mut self, error: TranscodeError) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         self.ended = true;
-        if error.newer() {
+        if error.refuses_protobuf() {
             if let Some(index) = self.resource {
                 let k = &KNOWN[index];
                 if !REFUSED[index].swap(true, Ordering::Relaxed) {
-                    tracing::warn!(group = k.group, version = k.version, resource = k.resource, %error, "the cluster's protobuf is newer than the gateway's: watching it as JSON from now on");
+                    tracing::warn!(group = k.group, version = k.version, resource = k.resource, %error, "an event the gateway cannot read in protobuf (a newer cluster's?): watching it as JSON from now on");
                 }
             }
             // Its client watches again from its last version, as JSON.

@@ -22,7 +22,7 @@ pub enum TranscodeError {
     /// An object encoded again (`contentEncoding`).
     #[error("an object encoded as {0:?}")]
     Encoded(String),
-    /// A string that is not UTF-8.
+    /// A kind, version or event type that is not UTF-8.
     #[error("a string that is not UTF-8")]
     NotUtf8,
     /// A field that holds JSON and does not.
@@ -37,13 +37,10 @@ pub enum TranscodeError {
 }
 
 impl TranscodeError {
-    /// Whether it says the cluster speaks a newer protobuf rather than a broken one.
-    pub(super) fn newer(&self) -> bool {
-        matches!(
-            self,
-            TranscodeError::UnknownField { .. }
-                | TranscodeError::UnknownKind(_)
-                | TranscodeError::Encoded(_)
-        )
+    /// Whether the resource is asked for as JSON from then on: an event received whole that
+    /// the gateway cannot read (most likely a newer cluster's). A body cut within an event,
+    /// or an event too large for any encoding, is a broken stream instead.
+    pub(super) fn refuses_protobuf(&self) -> bool {
+        !matches!(self, TranscodeError::CutShort | TranscodeError::TooLarge(_))
     }
 }

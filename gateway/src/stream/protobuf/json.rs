@@ -6,6 +6,7 @@
 //! Empty lists and maps, which the wire cannot carry, are left out (kube-apiserver writes
 //! `null` for the few without `omitempty`: the same to a client).
 
+use std::borrow::Cow;
 use std::io::Write as _;
 use std::time::{Duration, SystemTime};
 
@@ -120,7 +121,7 @@ fn member<'a>(
 
 fn scalar(out: &mut Vec<u8>, kind: &Kind, value: Value<'_>) -> Result<(), TranscodeError> {
     match kind {
-        Kind::String => string(out, utf8(bytes_of(value)?)?),
+        Kind::String => string(out, &lossy(bytes_of(value)?)),
         Kind::Int => {
             let _ = write!(out, "{}", varint_of(value)? as i64);
         }
@@ -140,11 +141,11 @@ fn scalar(out: &mut Vec<u8>, kind: &Kind, value: Value<'_>) -> Result<(), Transc
 
 /// A `map<string, string>` entry: `"key":"value"`.
 fn map_entry(out: &mut Vec<u8>, entry: &[u8]) -> Result<(), TranscodeError> {
-    let (mut key, mut value) = ("", "");
+    let (mut key, mut value) = (Cow::Borrowed(""), Cow::Borrowed(""));
     for field in Fields::of(entry) {
         match field? {
-            (1, v) => key = utf8(bytes_of(v)?)?,
-            (2, v) => value = utf8(bytes_of(v)?)?,
+            (1, v) => key = lossy(bytes_of(v)?),
+            (2, v) => value = lossy(bytes_of(v)?),
             (tag, _) => {
                 return Err(TranscodeError::UnknownField {
                     message: "map entry",
@@ -153,9 +154,9 @@ fn map_entry(out: &mut Vec<u8>, entry: &[u8]) -> Result<(), TranscodeError> {
             }
         }
     }
-    string(out, key);
+    string(out, &key);
     out.push(b':');
-    string(out, value);
+    string(out, &value);
     Ok(())
 }
 
@@ -192,12 +193,12 @@ fn time(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> {
 
 /// `util.intstr.IntOrString`: type (1: 0 a number, 1 a string), intVal (2), strVal (3).
 fn int_or_string(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> {
-    let (mut is_string, mut int, mut text) = (false, 0i64, "");
+    let (mut is_string, mut int, mut text) = (false, 0i64, Cow::Borrowed(""));
     for field in Fields::of(bytes) {
         match field? {
             (1, v) => is_string = varint_of(v)? == 1,
             (2, v) => int = varint_of(v)? as i64,
-            (3, v) => text = utf8(bytes_of(v)?)?,
+            (3, v) => text = lossy(bytes_of(v)?),
             (tag, _) => {
                 return Err(TranscodeError::UnknownField {
                     message: "IntOrString",
@@ -207,7 +208,7 @@ fn int_or_string(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> 
         }
     }
     if is_string {
-        string(out, text);
+        string(out, &text);
     } else {
         let _ = write!(out, "{}", int as i32);
     }
@@ -249,6 +250,13 @@ pub(super) fn string(out: &mut Vec<u8>, text: &str) {
     let _ = serde_json::to_writer(&mut *out, text);
 }
 
+/// A string of an object: Go does not check that protobuf strings are UTF-8, and its JSON
+/// writes each invalid byte as U+FFFD; so does this.
+fn lossy(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
+/// A kind, version or event type, which must be UTF-8.
 pub(super) fn utf8(bytes: &[u8]) -> Result<&str, TranscodeError> {
     std::str::from_utf8(bytes).map_err(|_| TranscodeError::NotUtf8)
 }

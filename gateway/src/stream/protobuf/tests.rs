@@ -281,10 +281,27 @@ fn what_it_does_not_know_is_an_error_that_names_it() {
         transcode(&cut, Some(V1BETA1)),
         Err(TranscodeError::Malformed(_))
     ));
-    let bad = message(&[bytes(1, &bytes(1, &[0xff, 0xfe]))]);
+    // A string of the object that is not UTF-8 is written as Go's JSON writes it; a kind that
+    // is not, is an error.
+    let bad = message(&[bytes(1, &bytes(1, b"web-\xff"))]);
     let frames = frame("ADDED", "discovery.k8s.io/v1beta1", "EndpointSlice", &bad);
+    let events = transcode(&frames, Some(V1BETA1)).unwrap();
+    assert_eq!(events[0]["object"]["metadata"]["name"], "web-\u{fffd}");
+    let frames = frame(
+        "ADDED",
+        "discovery.k8s.io/v1beta1",
+        "Endpoint\u{0}Slice",
+        &bad,
+    );
     assert!(matches!(
         transcode(&frames, Some(V1BETA1)),
+        Err(TranscodeError::UnknownKind(_))
+    ));
+    let mut not_utf8 = frame("ADDED", "v1", "Service", &[]);
+    let at = not_utf8.windows(7).position(|w| w == b"Service").unwrap();
+    not_utf8[at] = 0xff;
+    assert!(matches!(
+        transcode(&not_utf8, Some(&KNOWN[0])),
         Err(TranscodeError::NotUtf8)
     ));
 }
@@ -391,6 +408,21 @@ async fn a_newer_cluster_ends_the_watch_cleanly_and_is_watched_as_json_after() {
     assert!(watch_accept(resource.0, resource.1, resource.2).is_none());
     assert!(watch_accept("", "v1", "services").is_some());
     assert!(watch_accept("", "v1", "pods").is_none());
+}
+
+#[test]
+fn only_a_broken_stream_keeps_the_resource_on_protobuf() {
+    assert!(TranscodeError::Malformed("varint").refuses_protobuf());
+    assert!(TranscodeError::NotUtf8.refuses_protobuf());
+    assert!(
+        TranscodeError::UnknownField {
+            message: "Service",
+            tag: 99
+        }
+        .refuses_protobuf()
+    );
+    assert!(!TranscodeError::CutShort.refuses_protobuf());
+    assert!(!TranscodeError::TooLarge(1 << 30).refuses_protobuf());
 }
 
 #[test]
