@@ -1,6 +1,6 @@
 //! The `edgegate` binary as a child process, pointed at a [`Cluster`].
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ pub struct Gateway {
     process: Option<Process>,
     bin: PathBuf,
     args: Vec<String>,
+    netns: Option<PathBuf>,
     /// The proxy address.
     pub proxy: SocketAddr,
     /// The hub server address.
@@ -51,6 +52,7 @@ impl Gateway {
             server,
             Some(&cluster.gateway_kubeconfig),
             extra,
+            None,
         )
     }
 
@@ -61,7 +63,7 @@ impl Gateway {
         kubeconfig: &Path,
         extra: &[&str],
     ) -> Result<Gateway> {
-        Gateway::launch(bin, cluster, &cluster.url(), Some(kubeconfig), extra)
+        Gateway::launch(bin, cluster, &cluster.url(), Some(kubeconfig), extra, None)
     }
 
     /// [`Gateway::start_as`] with `server` as its apiserver URL (e.g. a [`crate::Relay`]).
@@ -72,7 +74,21 @@ impl Gateway {
         kubeconfig: &Path,
         extra: &[&str],
     ) -> Result<Gateway> {
-        Gateway::launch(bin, cluster, server, Some(kubeconfig), extra)
+        Gateway::launch(bin, cluster, server, Some(kubeconfig), extra, None)
+    }
+
+    /// [`Gateway::start_as_to`] in the network namespace `netns`, its proxy and hub server
+    /// on `ip` there (where the harness, from the host, reaches them through a route).
+    pub fn start_as_in(
+        bin: &Path,
+        cluster: &Cluster,
+        server: &str,
+        kubeconfig: &Path,
+        (netns, ip): (&Path, IpAddr),
+        extra: &[&str],
+    ) -> Result<Gateway> {
+        let place = Some((netns, ip));
+        Gateway::launch(bin, cluster, server, Some(kubeconfig), extra, place)
     }
 
     /// [`Gateway::start`] without a kubeconfig: `extra` gives it its identity (e.g. a
@@ -82,7 +98,7 @@ impl Gateway {
         cluster: &Cluster,
         extra: &[&str],
     ) -> Result<Gateway> {
-        Gateway::launch(bin, cluster, &cluster.url(), None, extra)
+        Gateway::launch(bin, cluster, &cluster.url(), None, extra, None)
     }
 
     fn launch(
@@ -91,8 +107,10 @@ impl Gateway {
         server: &str,
         kubeconfig: Option<&Path>,
         extra: &[&str],
+        place: Option<(&Path, IpAddr)>,
     ) -> Result<Gateway> {
         let dir = cluster.dir.join(unique("gateway"));
+        let ip = place.map_or(IpAddr::from([127, 0, 0, 1]), |(_, ip)| ip);
         std::fs::create_dir_all(&dir)?;
         let (proxy_port, hub_port) = (free_port()?, free_port()?);
         let mut args = vec![
@@ -106,8 +124,12 @@ impl Gateway {
             "--enable-dummy-if=false".to_owned(),
         ];
         args.extend(kubeconfig.map(|k| format!("--kubeconfig={}", k.display())));
+        if place.is_some() {
+            args.push(format!("--bind-address={ip}"));
+            args.push(format!("--bind-proxy-address={ip}"));
+        }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let url = format!("http://127.0.0.1:{proxy_port}");
+        let url = format!("http://{}", SocketAddr::new(ip, proxy_port));
         let admin_kubeconfig = dir.join("admin.kubeconfig");
         cluster.kubeconfig_for(&admin_kubeconfig, &url, &User::Token(ADMIN_TOKEN))?;
         let anonymous_kubeconfig = dir.join("anonymous.kubeconfig");
@@ -116,8 +138,9 @@ impl Gateway {
             process: None,
             bin: bin.to_owned(),
             args,
-            proxy: SocketAddr::from(([127, 0, 0, 1], proxy_port)),
-            hub: SocketAddr::from(([127, 0, 0, 1], hub_port)),
+            netns: place.map(|(netns, _)| netns.to_owned()),
+            proxy: SocketAddr::new(ip, proxy_port),
+            hub: SocketAddr::new(ip, hub_port),
             dir,
             admin_kubeconfig,
             anonymous_kubeconfig,
@@ -150,12 +173,19 @@ impl Gateway {
     /// kill it at a moment of its start.
     pub fn spawn(&mut self) -> Result<()> {
         self.kill();
-        self.process = Some(Process::spawn(
-            "edgegate",
-            &self.bin,
-            &self.args,
-            &self.dir.join("edgegate.log"),
-        )?);
+        let log = self.dir.join("edgegate.log");
+        self.process = Some(match &self.netns {
+            None => Process::spawn("edgegate", &self.bin, &self.args, &log)?,
+            Some(netns) => {
+                let mut args = vec![
+                    format!("--net={}", netns.display()),
+                    "--".to_owned(),
+                    self.bin.display().to_string(),
+                ];
+                args.extend(self.args.iter().cloned());
+                Process::spawn("edgegate", Path::new("nsenter"), &args, &log)?
+            }
+        });
         Ok(())
     }
 

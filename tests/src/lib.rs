@@ -37,6 +37,7 @@ pub mod flapping;
 pub mod gateway;
 pub mod http;
 pub mod image;
+pub mod lan;
 pub mod netns;
 pub mod node;
 pub mod pki;

@@ -1,6 +1,7 @@
-//! Gateways of one node pool on loopback: each node with its own client and serving
-//! certificates (of the cluster's CA) and its own loopback address, where it serves the pool
-//! port; and the objects OpenYurt keeps for a pool (the nodes' label, `leader-hub-<pool>`).
+//! Gateways of one node pool: each node with its own client and serving certificates (of the
+//! cluster's CA) and its own address, where it serves the pool port, on loopback or in a
+//! network namespace of a [`crate::lan::Lan`]; and the objects OpenYurt keeps for a pool
+//! (the nodes' label, `leader-hub-<pool>`).
 
 use std::path::{Path, PathBuf};
 
@@ -18,8 +19,10 @@ pub struct PoolNode<'a> {
     pub name: &'a str,
     /// Its pool.
     pub pool: &'a str,
-    /// Its loopback address (127.0.0.2, …).
+    /// Its address: of loopback (127.0.0.2, …) on the host, or in its namespace.
     pub ip: &'a str,
+    /// Its network namespace (`/run/netns/…`); the host's when `None`.
+    pub netns: Option<&'a Path>,
     /// The pool port, the same for the whole pool.
     pub port: u16,
 }
@@ -69,7 +72,13 @@ pub fn start_member(
         .map(String::as_str)
         .chain(extra.iter().copied())
         .collect();
-    Gateway::start_as_to(bin, cluster, server, &kubeconfig, &flags)
+    match node.netns {
+        None => Gateway::start_as_to(bin, cluster, server, &kubeconfig, &flags),
+        Some(netns) => {
+            let place = (netns, node.ip.parse()?);
+            Gateway::start_as_in(bin, cluster, server, &kubeconfig, place, &flags)
+        }
+    }
 }
 
 /// A Node object of `pool` (its `apps.openyurt.io/nodepool` label).

@@ -1,26 +1,29 @@
 //! `edgegate-load pool`: the cloud's bytes for a node pool whose gateways follow a leader
-//! hub. A cluster (etcd, kube-apiserver on loopback) behind a counting relay — the pool's
-//! WAN link — with N Services and EndpointSlices under the churn of `traffic`, and gateways
-//! on loopback addresses of their own (127.0.0.2, …), each with the simulated agents of
-//! [`super::reflector`] on its proxy. One run per layout, each on a cluster of its own: one
-//! node; the pool's nodes each fed from the cloud; the pool's followers fed from a leader
-//! named in `kube-system/leader-hub-<pool>`, as yurt-manager names it. Counted: the bytes
-//! the cloud sent through the relay during the warm-up and the churn, the apiserver's
-//! watches of Services and EndpointSlices; with a leader, the leader is then killed, and
-//! the time until every follower's feeds are on the cloud and the agents' failed requests
-//! are counted.
+//! hub. A cluster (etcd, kube-apiserver) on the host's end of the pool's one WAN link, with
+//! N Services and EndpointSlices under the churn of `traffic`; each node a network
+//! namespace on the pool's LAN (a [`Lan`]: one bridge behind that link) running a gateway
+//! and the simulated agents of [`super::reflector`] on its proxy. One run per layout, each
+//! on a cluster and a LAN of its own: one node; the pool's nodes each fed from the cloud;
+//! the pool's followers fed from a leader named in `kube-system/leader-hub-<pool>`, as
+//! yurt-manager names it. Counted: the bytes that crossed the WAN link (the host end's
+//! counters) during the warm-up and the churn, the apiserver's watches of Services and
+//! EndpointSlices; with a leader, the leader is then killed, and the time until every
+//! follower's feeds are on the cloud and the agents' failed requests are counted.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use edgegate_testkit::cluster::ClusterOptions;
+use edgegate_testkit::lan::Lan;
+use edgegate_testkit::netns::LinkKind;
 use edgegate_testkit::pool::{
     PoolNode, leader_config_map, let_nodes_in, node_object, start_member,
 };
 use edgegate_testkit::process::{Process, free_port};
-use edgegate_testkit::{ADMIN_TOKEN, Cluster, Etcd, Gateway, Relay, Toolchain};
+use edgegate_testkit::{ADMIN_TOKEN, Cluster, Etcd, Gateway, Toolchain};
 
 use super::churn;
 use super::kube::{self, Client};
@@ -63,8 +66,10 @@ pub struct Figures {
     pub layout: Layout,
     /// Its nodes.
     pub nodes: usize,
-    /// Bytes the cloud sent during the warm-up and during the churn.
+    /// Bytes the WAN link carried from the cloud during the warm-up and during the churn.
     pub down: (u64, u64),
+    /// Bytes it carried to the cloud, the same two spans.
+    pub up: (u64, u64),
     /// The cloud's watches of Services and of EndpointSlices at the end of the churn.
     pub watches: (u64, u64),
     /// Updates the churn made (it goes on through the leader's failover).
@@ -95,25 +100,31 @@ impl Member {
     fn start(
         settings: &Settings,
         cluster: &Cluster,
-        relay: &Relay,
+        lan: &Lan,
         index: usize,
         port: u16,
     ) -> Result<Member> {
         let name = format!("edge-{index}");
-        let ip = format!("127.0.0.{}", index + 2);
+        let ip = lan.node_ip(index).to_string();
+        let netns = lan.node_netns(index);
         let node = PoolNode {
             name: &name,
             pool: POOL,
             ip: &ip,
             port,
+            netns: Some(&netns),
         };
-        let gateway = start_member(&settings.edgegate, cluster, &relay.url(), &node, &[])?;
+        let gateway = start_member(&settings.edgegate, cluster, &cluster.url(), &node, &[])?;
         let log = cluster.dir.join(format!("{name}-agents.log"));
+        // The agents run on the node, beside its gateway.
         let args = vec![
+            format!("--net={}", netns.display()),
+            "--".to_owned(),
+            std::env::current_exe()?.display().to_string(),
             "traffic-agents".to_owned(),
             format!("--server={}", gateway.url()),
         ];
-        let agents = Process::spawn(&name, &std::env::current_exe()?, &args, &log)?;
+        let agents = Process::spawn(&name, Path::new("nsenter"), &args, &log)?;
         Ok(Member {
             gateway,
             agents,
@@ -139,13 +150,17 @@ fn run_layout(
     layout: Layout,
 ) -> Result<Figures> {
     let say = |what: &str| eprintln!("edgegate-load pool ({layout:?}): {what}");
-    let cluster = Cluster::start(tools, etcd.clone())?;
-    let target = cluster
-        .url()
-        .trim_start_matches("https://")
-        .parse()
-        .context("the apiserver's address")?;
-    let relay = Relay::start(target)?;
+    let nodes = if layout == Layout::One {
+        1
+    } else {
+        settings.nodes
+    };
+    let lan = Lan::create(nodes, &LinkKind::Lan)?;
+    let options = ClusterOptions {
+        address: lan.uplink.host_ip().into(),
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start_with(tools, etcd.clone(), options)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -162,28 +177,24 @@ fn run_layout(
     ));
     rt.block_on(churn::populate(&admin, settings.services))?;
     let_nodes_in(&cluster)?;
-    let nodes = if layout == Layout::One {
-        1
-    } else {
-        settings.nodes
-    };
     for index in 0..nodes {
         cluster.apply(&node_object(&format!("edge-{index}"), POOL))?;
     }
     if layout == Layout::Leader {
-        cluster.apply(&leader_config_map(POOL, "edge-0/127.0.0.2"))?;
+        let leader = format!("edge-0/{}", lan.node_ip(0));
+        cluster.apply(&leader_config_map(POOL, &leader))?;
     }
     let own = rt.block_on(watches(&admin))?;
-    let baseline = relay.bytes_down();
+    let baseline = lan.uplink_bytes()?;
     say(&format!(
         "warm-up: {nodes} gateways and their agents start…"
     ));
     let port = free_port()?;
     let mut members = (0..nodes)
-        .map(|index| Member::start(settings, &cluster, &relay, index, port))
+        .map(|index| Member::start(settings, &cluster, &lan, index, port))
         .collect::<Result<Vec<_>>>()?;
     std::thread::sleep(settings.warm_up);
-    let warm = relay.bytes_down();
+    let warm = lan.uplink_bytes()?;
 
     say(&format!(
         "churn: {} updates/s for {:?}…",
@@ -194,7 +205,7 @@ fn run_layout(
     let (services, rate) = (settings.services, settings.churn);
     let churning = rt.spawn(async move { churn::churn(&client, services, rate, flag).await });
     std::thread::sleep(settings.duration);
-    let end = relay.bytes_down();
+    let end = lan.uplink_bytes()?;
     let held = rt.block_on(watches(&admin))?;
     for member in &mut members {
         member.agents.check_running()?;
@@ -233,7 +244,8 @@ fn run_layout(
     Ok(Figures {
         layout,
         nodes,
-        down: (warm - baseline, end - warm),
+        down: (warm.1 - baseline.1, end.1 - warm.1),
+        up: (warm.0 - baseline.0, end.0 - warm.0),
         watches: (held.0 - own.0, held.1 - own.1),
         updates,
         failover,
@@ -261,27 +273,25 @@ async fn watches(admin: &Client) -> Result<(u64, u64)> {
 /// The Markdown report.
 pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
-    let one = figures
-        .iter()
-        .find(|f| f.layout == Layout::One)
-        .map(|f| f.down.0 + f.down.1);
+    let total = |f: &Figures| f.down.0 + f.down.1 + f.up.0 + f.up.1;
+    let one = figures.iter().find(|f| f.layout == Layout::One).map(total);
     let mut text = format!(
-        "## Pool: cloud bytes of {} nodes\n\n{} Services and EndpointSlices, {} updates/s for {:?} after a {:?} warm-up; \
-         each node a gateway with 5 simulated agents (list + watch of Services, EndpointSlices, Nodes).\n\n\
-         | layout | nodes | cloud → pool, warm-up (MiB) | churn (MiB) | total × one node | cloud watches (services, slices) | updates made (churn, failover) |\n|---|---|---|---|---|---|---|\n",
+        "## Pool: the WAN link's bytes for {} nodes\n\n{} Services and EndpointSlices, {} updates/s for {:?} after a {:?} warm-up; \
+         each node a network namespace on the pool's LAN with a gateway and 5 simulated agents (list + watch of Services, EndpointSlices, Nodes).\n\n\
+         | layout | nodes | cloud → pool, warm-up (MiB) | churn (MiB) | pool → cloud, whole run (MiB) | both ways × one node | cloud watches (services, slices) | updates made (churn, failover) |\n|---|---|---|---|---|---|---|---|\n",
         settings.nodes, settings.services, settings.churn, settings.duration, settings.warm_up
     );
     for f in figures {
-        let total = f.down.0 + f.down.1;
         let ratio = one.map_or_else(String::new, |one| {
-            format!("{:.2}", total as f64 / one as f64)
+            format!("{:.2}", total(f) as f64 / one as f64)
         });
         text.push_str(&format!(
-            "| {:?} | {} | {:.2} | {:.2} | {ratio} | {:?} | {} |\n",
+            "| {:?} | {} | {:.2} | {:.2} | {:.2} | {ratio} | {:?} | {} |\n",
             f.layout,
             f.nodes,
             mib(f.down.0),
             mib(f.down.1),
+            mib(f.up.0 + f.up.1),
             f.watches,
             f.updates
         ));
