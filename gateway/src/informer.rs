@@ -47,9 +47,20 @@ struct Kind {
     encoded: Encoded,
 }
 
+/// Drops what no lookup reads and the store would hold for every object: the
+/// `managedFields`, a deep tree of the fields each writer set (1 000 Services' made 9.4 MiB
+/// of the informers' 14 in a heap profile of the traffic workload), and the bookkeeping
+/// annotations, a copy of the whole object as `kubectl apply` last wrote it, which would
+/// also have every `kubectl apply` of a Service announced as a change.
+fn slim(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
+    if let Some(annotations) = object.metadata.annotations.as_mut() {
+        annotations.retain(|key, _| !BOOKKEEPING_ANNOTATIONS.contains(&key.as_str()));
+    }
+}
+
 /// Annotations written by tools for their own bookkeeping: no filter reads them, and
-/// `kubectl apply` rewrites the first on every apply, which would re-list every filtered
-/// watch of every node each time a Service is applied.
+/// `kubectl apply` rewrites the first on every apply.
 const BOOKKEEPING_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
 
 /// What of an object lookups read, by kind.
@@ -156,12 +167,12 @@ impl Informers {
                     Some(persisted) => {
                         let resumed = resume::resume(api, persisted, plural).chain(listing);
                         let stream = resumed.backoff(ListBackoff::default());
-                        let stream = stream.inspect(begin).reflect(writer);
+                        let stream = stream.modify(slim).inspect(begin).reflect(writer);
                         watch.run(stream).await;
                     }
                     None => {
                         let stream = listing.backoff(ListBackoff::default());
-                        let stream = stream.inspect(begin).reflect(writer);
+                        let stream = stream.modify(slim).inspect(begin).reflect(writer);
                         watch.run(stream).await;
                     }
                 }
@@ -419,12 +430,9 @@ fn relevance(object: &DynamicObject, reads: Reads) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     key(object).hash(&mut hasher);
     object.metadata.labels.hash(&mut hasher);
-    if let (Reads::LabelsAndAnnotations, Some(annotations)) = (reads, &object.metadata.annotations)
-    {
-        annotations
-            .iter()
-            .filter(|(key, _)| !BOOKKEEPING_ANNOTATIONS.contains(&key.as_str()))
-            .for_each(|entry| entry.hash(&mut hasher));
+    // The objects are slimmed ([`slim`]) before they get here.
+    if let Reads::LabelsAndAnnotations = reads {
+        object.metadata.annotations.hash(&mut hasher);
     }
     if let (Reads::LabelsAndMembers, Some(members)) = (
         reads,
@@ -455,5 +463,42 @@ mod tests {
             .map(|i| (format!("default/s{i}"), 1))
             .collect();
         assert!(changed_keys(&HashMap::new(), &many).is_none());
+    }
+
+    #[test]
+    fn the_store_keeps_neither_managed_fields_nor_bookkeeping_annotations() {
+        let mut service: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {
+                "name": "web", "namespace": "default", "labels": {"app": "web"},
+                "annotations": {
+                    "openyurt.io/topologyKeys": "openyurt.io/nodepool",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"kind\":\"Service\"}",
+                },
+                "managedFields": [{"manager": "kubectl", "operation": "Apply",
+                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+            },
+            "spec": {"ports": [{"port": 80}]},
+        }))
+        .unwrap();
+        slim(&mut service);
+        let json = serde_json::to_value(&service).unwrap();
+        assert_eq!(json["metadata"].get("managedFields"), None);
+        assert_eq!(
+            json["metadata"]["annotations"],
+            serde_json::json!({"openyurt.io/topologyKeys": "openyurt.io/nodepool"})
+        );
+        assert_eq!(json["metadata"]["labels"]["app"], "web");
+        assert_eq!(json["spec"]["ports"][0]["port"], 80);
+        // What lookups read still counts: another topology is another relevance.
+        let mut moved = service.clone();
+        moved.metadata.annotations.as_mut().unwrap().insert(
+            "openyurt.io/topologyKeys".into(),
+            "kubernetes.io/hostname".into(),
+        );
+        assert_ne!(
+            relevance(&service, Reads::LabelsAndAnnotations),
+            relevance(&moved, Reads::LabelsAndAnnotations)
+        );
     }
 }
