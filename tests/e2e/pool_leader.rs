@@ -46,7 +46,7 @@ fn start(env: &Env, lan: &Lan, cluster: &Cluster, index: usize, port: u16) -> Re
         pool: POOL,
         ip: &ip,
         port,
-        netns: Some(&netns),
+        netns: &netns,
     };
     start_member(
         &env.bin,

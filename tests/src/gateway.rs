@@ -78,7 +78,8 @@ impl Gateway {
     }
 
     /// [`Gateway::start_as_to`] in the network namespace `netns`, its proxy and hub server
-    /// on `ip` there (where the harness, from the host, reaches them through a route).
+    /// on `ip` there (which the harness must be able to reach, e.g. from the LAN of a
+    /// [`crate::lan::Lan`]).
     pub fn start_as_in(
         bin: &Path,
         cluster: &Cluster,

@@ -1,7 +1,7 @@
 //! Gateways of one node pool: each node with its own client and serving certificates (of the
-//! cluster's CA) and its own address, where it serves the pool port, on loopback or in a
-//! network namespace of a [`crate::lan::Lan`]; and the objects OpenYurt keeps for a pool
-//! (the nodes' label, `leader-hub-<pool>`).
+//! cluster's CA), in a network namespace of a [`crate::lan::Lan`] with its own address,
+//! where it serves the pool port; and the objects OpenYurt keeps for a pool (the nodes'
+//! label, `leader-hub-<pool>`).
 
 use std::path::{Path, PathBuf};
 
@@ -19,10 +19,10 @@ pub struct PoolNode<'a> {
     pub name: &'a str,
     /// Its pool.
     pub pool: &'a str,
-    /// Its address: of loopback (127.0.0.2, …) on the host, or in its namespace.
+    /// Its address on the pool's LAN.
     pub ip: &'a str,
-    /// Its network namespace (`/run/netns/…`); the host's when `None`.
-    pub netns: Option<&'a Path>,
+    /// Its network namespace (`/run/netns/…`).
+    pub netns: &'a Path,
     /// The pool port, the same for the whole pool.
     pub port: u16,
 }
@@ -46,7 +46,7 @@ pub fn node_identity(
     Ok((kubeconfig, pki))
 }
 
-/// Starts `bin` as `node`'s gateway to `server` (the cluster, or a relay in front of it) on
+/// Starts `bin` as `node`'s gateway, in its namespace, to `server` on
 /// the node's own identity, with the multiplexer's Services and the `v1beta1`
 /// EndpointSlices of the test cluster, and `extra` flags.
 pub fn start_member(
@@ -72,13 +72,8 @@ pub fn start_member(
         .map(String::as_str)
         .chain(extra.iter().copied())
         .collect();
-    match node.netns {
-        None => Gateway::start_as_to(bin, cluster, server, &kubeconfig, &flags),
-        Some(netns) => {
-            let place = (netns, node.ip.parse()?);
-            Gateway::start_as_in(bin, cluster, server, &kubeconfig, place, &flags)
-        }
-    }
+    let place = (node.netns, node.ip.parse()?);
+    Gateway::start_as_in(bin, cluster, server, &kubeconfig, place, &flags)
 }
 
 /// A Node object of `pool` (its `apps.openyurt.io/nodepool` label).

@@ -112,7 +112,7 @@ impl Member {
             pool: POOL,
             ip: &ip,
             port,
-            netns: Some(&netns),
+            netns: &netns,
         };
         let gateway = start_member(&settings.edgegate, cluster, &cluster.url(), &node, &[])?;
         let log = cluster.dir.join(format!("{name}-agents.log"));
