@@ -87,23 +87,13 @@ impl Lan {
         Ok(lan)
     }
 
-    /// The number of nodes.
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// Whether the LAN has no nodes.
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// The LAN's range.
-    pub fn cidr(&self) -> String {
+    fn cidr(&self) -> String {
         format!("198.19.{}.0/24", self.uplink.index)
     }
 
     /// The router's address on the LAN.
-    pub fn gateway_ip(&self) -> Ipv4Addr {
+    fn gateway_ip(&self) -> Ipv4Addr {
         Ipv4Addr::new(198, 19, self.uplink.index, 1)
     }
 

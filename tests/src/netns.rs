@@ -15,6 +15,7 @@
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context, Result, bail};
 
@@ -73,6 +74,10 @@ impl Link {
     /// traffic to the host.
     pub fn create_as(kind: &LinkKind) -> Result<Link> {
         crate::sweep::sweep_once();
+        // Tests run side by side: two links picking the same free index at once would take
+        // each other's names. Held until the link has its addresses.
+        static CREATING: Mutex<()> = Mutex::new(());
+        let _one_at_a_time = CREATING.lock().unwrap_or_else(PoisonError::into_inner);
         let used = run(Command::new("ip").args(["-4", "-o", "addr", "show"]))?;
         let index = (1..=127u8)
             .find(|n| !used.contains(&format!(" 198.18.{n}.")))

@@ -4,8 +4,8 @@
 //! `managedFields` cross as JSON either way). Only what the gateway knows field by field is
 //! asked for so ([`watch_accept`]: Services and EndpointSlices); an event it cannot read (a
 //! field a newer cluster added) ends that watch cleanly, its client watches again from its
-//! last version, and the resource is asked for as JSON from then on. A refused watch's `Status`, sent in
-//! protobuf too, is turned into JSON whole.
+//! last version, and the resource is asked for as JSON from then on. A refused watch's
+//! `Status`, sent in protobuf too, is turned into JSON whole.
 //!
 //! The stream: frames of a 4-byte big-endian length and a `meta.v1.WatchEvent` (its type
 //! and, as a `runtime.RawExtension`, the object: `k8s\0` and a `runtime.Unknown` holding
