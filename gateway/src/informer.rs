@@ -10,7 +10,7 @@
 //! object up can re-list and be filtered anew (YurtHub never re-filters: #871, #954). Each
 //! kind is a change feed of [`Lookup::feed`]. Node status heartbeats announce nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{broadcast, watch};
 
@@ -29,29 +28,27 @@ use crate::filter::{LabelSelector, Lookup, LookupChange};
 mod backoff;
 mod client;
 mod config_map;
-mod encoded;
+mod objects;
 mod resume;
 
 pub(crate) use backoff::ListBackoff;
 pub(crate) use client::{client_through, config_through};
 pub(crate) use config_map::{NAMESPACE as CONFIG_MAP_NAMESPACE, follow_config_map};
-use encoded::Encoded;
+use objects::{Listing, Objects};
 pub(crate) use resume::own_listing;
 
 /// One kind the informers keep.
 struct Kind {
     resource: ApiResource,
-    store: Store<DynamicObject>,
+    objects: Arc<Objects>,
     namespaced: bool,
-    /// The JSON handed to filters, once per object version.
-    encoded: Encoded,
 }
 
 /// Drops what no lookup reads and the store would hold for every object: the
-/// `managedFields`, a deep tree of the fields each writer set (1 000 Services' made 9.4 MiB
-/// of the informers' 14 in a heap profile of the traffic workload), and the bookkeeping
-/// annotations, a copy of the whole object as `kubectl apply` last wrote it, which would
-/// also have every `kubectl apply` of a Service announced as a change.
+/// `managedFields`, the fields each writer set (1 000 Services' made 9.4 MiB of the
+/// informers' 14 in a heap profile of the traffic workload, held as trees), and the
+/// bookkeeping annotations, a copy of the whole object as `kubectl apply` last wrote it,
+/// which would also have every `kubectl apply` of a Service announced as a change.
 fn slim(object: &mut DynamicObject) {
     object.metadata.managed_fields = None;
     if let Some(annotations) = object.metadata.annotations.as_mut() {
@@ -130,8 +127,7 @@ impl Informers {
                 &GroupVersionKind::gvk(group, version, kind),
                 plural,
             );
-            let writer = reflector::store::Writer::new(resource.clone());
-            let store = writer.as_reader();
+            let objects = Arc::new(Objects::default());
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
             let began = Arc::new(AtomicU64::new(0));
             let watch = Watching {
@@ -139,6 +135,7 @@ impl Informers {
                 optional,
                 plural,
                 reads,
+                objects: objects.clone(),
                 began: began.clone(),
                 flags: flags.clone(),
                 all_synced: synced_tx.clone(),
@@ -146,8 +143,8 @@ impl Informers {
             };
             let cache = cache.clone();
             let persisted_of = resource.clone();
-            // Counted before the reflector applies the event: a lookup that reads what it
-            // changed sees the count past the change's.
+            // Counted before the event is applied: a lookup that reads what it changed sees
+            // the count past the change's.
             let epoch = epoch.clone();
             let begin = move |_: &Result<watcher::Event<DynamicObject>, watcher::Error>| {
                 began.store(epoch.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
@@ -167,21 +164,20 @@ impl Informers {
                     Some(persisted) => {
                         let resumed = resume::resume(api, persisted, plural).chain(listing);
                         let stream = resumed.backoff(ListBackoff::default());
-                        let stream = stream.modify(slim).inspect(begin).reflect(writer);
+                        let stream = stream.modify(slim).inspect(begin);
                         watch.run(stream).await;
                     }
                     None => {
                         let stream = listing.backoff(ListBackoff::default());
-                        let stream = stream.modify(slim).inspect(begin).reflect(writer);
+                        let stream = stream.modify(slim).inspect(begin);
                         watch.run(stream).await;
                     }
                 }
             }));
             kinds.push(Kind {
                 resource,
-                store,
+                objects,
                 namespaced,
-                encoded: Encoded::default(),
             });
         }
         Ok(Informers {
@@ -212,11 +208,7 @@ impl Informers {
 
     /// A label of node `name`, if the node is known.
     pub fn node_label(&self, name: &str, label: &str) -> Option<String> {
-        let nodes = self.kinds.get(1)?;
-        let node = nodes
-            .store
-            .get(&ObjectRef::new_with(name, nodes.resource.clone()))?;
-        node.metadata.labels.as_ref()?.get(label).cloned()
+        self.kinds.get(1)?.objects.label(&format!("/{name}"), label)
     }
 
     fn kind(&self, group: &str, resource: &str) -> Option<&Kind> {
@@ -248,11 +240,12 @@ impl Lookup for Informers {
         name: &str,
     ) -> Option<Bytes> {
         let kind = self.kind(group, resource)?;
-        let mut key = ObjectRef::new_with(name, kind.resource.clone());
-        if kind.namespaced {
-            key = key.within(namespace.unwrap_or_default());
-        }
-        kind.encoded.get(&kind.store.get(&key)?)
+        // As `key` below names the objects the informers keep.
+        let namespace = match kind.namespaced {
+            true => namespace.unwrap_or_default(),
+            false => "",
+        };
+        kind.objects.get(&format!("{namespace}/{name}"))
     }
 
     fn list(
@@ -266,16 +259,7 @@ impl Lookup for Informers {
         let Some(kind) = self.kind(group, resource) else {
             return Vec::new();
         };
-        kind.store
-            .state()
-            .iter()
-            .filter(|o| namespace.is_none_or(|ns| o.metadata.namespace.as_deref() == Some(ns)))
-            .filter(|o| {
-                let labels = o.metadata.labels.as_ref();
-                selector.matches_with(|key| labels.and_then(|l| l.get(key)).map(String::as_str))
-            })
-            .filter_map(|o| kind.encoded.get(o))
-            .collect()
+        kind.objects.list(namespace, selector)
     }
 
     fn epoch(&self) -> u64 {
@@ -313,6 +297,8 @@ struct Watching {
     optional: bool,
     plural: &'static str,
     reads: Reads,
+    /// What lookups read of the kind, applied here.
+    objects: Arc<Objects>,
     /// The epoch the event being handled began at.
     began: Arc<AtomicU64>,
     /// Per kind: listed at least once, or known to be absent from the cluster.
@@ -327,19 +313,24 @@ impl Watching {
         stream: impl futures_util::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
     ) {
         let mut relevant: HashMap<String, u64> = HashMap::new();
-        let mut listing: Option<HashMap<String, u64>> = None;
+        let mut listing: Option<(HashMap<String, u64>, Listing)> = None;
         let mut told_absent = false;
         futures_util::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
-                Ok(watcher::Event::Init) => listing = Some(HashMap::new()),
+                Ok(watcher::Event::Init) => listing = Some(Default::default()),
                 Ok(watcher::Event::InitApply(object)) => {
-                    if let Some(listing) = listing.as_mut() {
-                        listing.insert(key(&object), relevance(&object, self.reads));
+                    if let Some((hashes, objects)) = listing.as_mut() {
+                        let (key, hash) = (key(&object), relevance(&object, self.reads));
+                        if let Some((labels, json)) = encode(&object) {
+                            hashes.insert(key.clone(), hash);
+                            objects.insert(key, labels, json);
+                        }
                     }
                 }
                 Ok(watcher::Event::InitDone) => {
-                    let listed = listing.take().unwrap_or_default();
+                    let (listed, objects) = listing.take().unwrap_or_default();
+                    self.objects.replace(objects);
                     match changed_keys(&relevant, &listed) {
                         Some(keys) => keys.into_iter().for_each(|key| self.announce(Some(key))),
                         None => self.announce(None),
@@ -349,12 +340,17 @@ impl Watching {
                 }
                 Ok(watcher::Event::Apply(object)) => {
                     let (key, hash) = (key(&object), relevance(&object, self.reads));
+                    let Some((labels, json)) = encode(&object) else {
+                        continue;
+                    };
+                    self.objects.apply(key.clone(), labels, json);
                     if relevant.insert(key.clone(), hash) != Some(hash) {
                         self.announce(Some(&key));
                     }
                 }
                 Ok(watcher::Event::Delete(object)) => {
                     let key = key(&object);
+                    self.objects.delete(&key);
                     if relevant.remove(&key).is_some() {
                         self.announce(Some(&key));
                     }
@@ -415,6 +411,21 @@ fn changed_keys<'a>(
         );
     let keys: Vec<&str> = changed.take(MOST_KEYS_ANNOUNCED + 1).collect();
     (keys.len() <= MOST_KEYS_ANNOUNCED).then_some(keys)
+}
+
+/// An object's labels and JSON, as [`Objects`] keeps them; `None` (logged) for an object
+/// that does not encode.
+fn encode(object: &DynamicObject) -> Option<(BTreeMap<String, String>, Bytes)> {
+    match serde_json::to_vec(object) {
+        Ok(json) => Some((
+            object.metadata.labels.clone().unwrap_or_default(),
+            json.into(),
+        )),
+        Err(error) => {
+            tracing::warn!(%error, "an informer's object does not encode; lookups miss it");
+            None
+        }
+    }
 }
 
 fn key(object: &DynamicObject) -> String {
