@@ -291,7 +291,8 @@ impl Lookup for Informers {
 /// How many kinds the informers keep.
 const KINDS: usize = 3;
 
-/// The loop that drives one kind's informer and keeps its readiness and digest.
+/// The loop that drives one kind's informer: applies its events to the kind's objects, and
+/// keeps its readiness and what lookups read of each object.
 struct Watching {
     index: usize,
     optional: bool,
