@@ -323,7 +323,7 @@ impl Watching {
                 Ok(watcher::Event::InitApply(object)) => {
                     if let Some((hashes, objects)) = listing.as_mut() {
                         let (key, hash) = (key(&object), relevance(&object, self.reads));
-                        if let Some((labels, json)) = encode(&object) {
+                        if let Some((labels, json)) = encode(object) {
                             hashes.insert(key.clone(), hash);
                             objects.insert(key, labels, json);
                         }
@@ -341,7 +341,7 @@ impl Watching {
                 }
                 Ok(watcher::Event::Apply(object)) => {
                     let (key, hash) = (key(&object), relevance(&object, self.reads));
-                    let Some((labels, json)) = encode(&object) else {
+                    let Some((labels, json)) = encode(object) else {
                         continue;
                     };
                     self.objects.apply(key.clone(), labels, json);
@@ -416,10 +416,10 @@ fn changed_keys<'a>(
 
 /// An object's labels and JSON, as [`Objects`] keeps them; `None` (logged) for an object
 /// that does not encode.
-fn encode(object: &DynamicObject) -> Option<(BTreeMap<String, String>, Bytes)> {
-    match serde_json::to_vec(object) {
+fn encode(mut object: DynamicObject) -> Option<(BTreeMap<String, String>, Bytes)> {
+    match serde_json::to_vec(&object) {
         Ok(json) => Some((
-            object.metadata.labels.clone().unwrap_or_default(),
+            object.metadata.labels.take().unwrap_or_default(),
             json.into(),
         )),
         Err(error) => {
