@@ -60,6 +60,8 @@ pub struct Node {
     gateway_command: GatewayCommand,
     gateway_args: Vec<String>,
     gateway_flags: Vec<String>,
+    /// Whether the gateway is told the cluster's pool-scope resources when its flags do not.
+    pool_scope_default: bool,
     gateway: Option<Process>,
     /// kubelet's static pod directory (`--pod-manifest-path`), once edgegate runs there.
     static_pods: Option<PathBuf>,
@@ -136,6 +138,7 @@ impl Node {
             gateway_command: gateway,
             gateway_args,
             gateway_flags: Vec::new(),
+            pool_scope_default: true,
             gateway: None,
             static_pods: None,
             kubelet: None,
@@ -156,10 +159,11 @@ impl Node {
         args.extend(self.gateway_args.iter().cloned());
         // The cluster's EndpointSlices, which its kube-proxy asks for, shared with Services,
         // unless the scenario's flags say which.
-        if !self
-            .gateway_flags
-            .iter()
-            .any(|f| f.starts_with("--pool-scope-resources"))
+        if self.pool_scope_default
+            && !self
+                .gateway_flags
+                .iter()
+                .any(|f| f.starts_with("--pool-scope-resources"))
         {
             args.push(format!("--pool-scope-resources={POOL_SCOPE_RESOURCES}"));
         }
@@ -326,6 +330,21 @@ impl Node {
     /// next start.
     pub fn set_gateway_flags(&mut self, flags: &[&str]) {
         self.gateway_flags = flags.iter().map(|f| (*f).to_owned()).collect();
+    }
+
+    /// Runs another build of edgegate from its next start (which must be stopped now), with
+    /// the node's own flags and `flags` only and an empty cache: a build older than
+    /// `--pool-scope-resources`, as a benchmark's baseline.
+    pub fn replace_gateway(&mut self, command: GatewayCommand, flags: &[&str]) -> Result<()> {
+        anyhow::ensure!(self.gateway.is_none(), "edgegate is running");
+        let cache = self.dir.join("edgegate-cache");
+        if cache.exists() {
+            std::fs::remove_dir_all(&cache)?;
+        }
+        self.gateway_command = command;
+        self.set_gateway_flags(flags);
+        self.pool_scope_default = false;
+        Ok(())
     }
 
     /// Powers the node off: edgegate, kubelet and kube-proxy killed, containerd with its

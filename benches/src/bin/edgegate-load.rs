@@ -89,6 +89,10 @@ enum Command {
         /// The edgegate binary (a release build).
         #[arg(long)]
         edgegate: PathBuf,
+        /// An older build for `--mode filed`, e.g. `e766859`'s, as the traffic issue found
+        /// the gateway.
+        #[arg(long)]
+        filed_edgegate: Option<PathBuf>,
         /// A flag for the gateway after the node's own (repeatable), e.g.
         /// `--gateway-flag=--disabled-resource-filters=servicetopology`.
         #[arg(long, allow_hyphen_values = true)]
@@ -249,6 +253,7 @@ fn main() -> Result<()> {
         }
         Command::Traffic {
             edgegate,
+            filed_edgegate,
             gateway_flag,
             mode,
             cloud:
@@ -262,6 +267,7 @@ fn main() -> Result<()> {
         } => {
             let settings = traffic::Settings {
                 edgegate,
+                filed_edgegate,
                 gateway_flags: gateway_flag,
                 modes: mode,
                 services,
@@ -306,7 +312,7 @@ fn main() -> Result<()> {
             out,
         } => {
             anyhow::ensure!(
-                mode != traffic::Mode::Direct,
+                matches!(mode, traffic::Mode::Edgegate | traffic::Mode::Multiplexer),
                 "the soak measures the gateway: --mode multiplexer or edgegate"
             );
             let settings = soak::Settings {

@@ -91,7 +91,7 @@ pub fn run(settings: &Settings) -> Result<Report> {
         settings.mode,
         &say,
     )?;
-    load.start(&settings.gateway_flags)?;
+    load.start(&settings.gateway_flags, None)?;
     let pid = load
         .bed
         .node

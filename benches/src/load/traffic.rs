@@ -29,6 +29,10 @@ use crate::proc;
 pub enum Mode {
     /// Straight to the cloud's apiserver (protobuf, gzip), as without a hub.
     Direct,
+    /// Through the build of `--filed-edgegate` with its own defaults and the same filters:
+    /// the gateway as the traffic issue found it (`e766859`: every client its own upstream
+    /// list and watch, every framed response asked for as uncompressed JSON).
+    Filed,
     /// Through the gateway, with YurtHub's filters as the node tests run them, every client
     /// its own upstream list and watch (`--pool-scope-resources=`).
     Edgegate,
@@ -43,7 +47,7 @@ impl Mode {
     /// The gateway flags the mode sets, before the run's own.
     pub(crate) fn gateway_flags(self) -> &'static [&'static str] {
         match self {
-            Mode::Direct => &[],
+            Mode::Direct | Mode::Filed => &[],
             Mode::Edgegate => &["--pool-scope-resources="],
             Mode::Multiplexer => {
                 &["--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices"]
@@ -57,6 +61,8 @@ impl Mode {
 pub struct Settings {
     /// The edgegate binary.
     pub edgegate: PathBuf,
+    /// The older build [`Mode::Filed`] runs.
+    pub filed_edgegate: Option<PathBuf>,
     /// Flags for the gateway after the node's own.
     pub gateway_flags: Vec<String>,
     /// The modes, run one after the other.
@@ -143,7 +149,7 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     let baseline = read(&load)?;
 
     say("warm-up: the components start and list…");
-    load.start(&settings.gateway_flags)?;
+    load.start(&settings.gateway_flags, settings.filed_edgegate.as_deref())?;
     let mut peak = (0.0f64, 0u64);
     let mut sample = |load: &mut NodeLoad| -> Result<Reading> {
         load.check_running()?;

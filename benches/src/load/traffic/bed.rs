@@ -90,7 +90,9 @@ impl NodeLoad {
         bed.node.kill_gateway();
         let cluster = &bed.cloud.cluster;
         let target = match mode {
-            Mode::Edgegate | Mode::Multiplexer => (GATEWAY_URL.to_owned(), None, None),
+            Mode::Filed | Mode::Edgegate | Mode::Multiplexer => {
+                (GATEWAY_URL.to_owned(), None, None)
+            }
             Mode::Direct => {
                 let (cert, key) = cluster.pki.node.clone().context("no node certificate")?;
                 let kubeconfig = bed.node.dir.join("components.kubeconfig");
@@ -116,10 +118,20 @@ impl NodeLoad {
     }
 
     /// Starts the node's components again (through the gateway, the gateway first, with the
-    /// mode's flags and then `gateway_flags` after its own), then the agents in the node's namespace.
-    pub fn start(&mut self, gateway_flags: &[String]) -> Result<()> {
+    /// mode's flags and then `gateway_flags` after its own; [`Mode::Filed`] runs `filed`),
+    /// then the agents in the node's namespace.
+    pub fn start(&mut self, gateway_flags: &[String], filed: Option<&Path>) -> Result<()> {
         let node = &mut self.bed.node;
-        if self.mode != Mode::Direct {
+        if self.mode == Mode::Filed {
+            let program = filed.context("--mode filed needs --filed-edgegate")?;
+            let flags: Vec<&str> = gateway_flags.iter().map(String::as_str).collect();
+            let command = GatewayCommand {
+                program: program.to_owned(),
+                args: Vec::new(),
+            };
+            node.replace_gateway(command, &flags)?;
+            node.start_gateway()?;
+        } else if self.mode != Mode::Direct {
             let flags: Vec<&str> = (self.mode.gateway_flags().iter().copied())
                 .chain(gateway_flags.iter().map(String::as_str))
                 .collect();

@@ -88,7 +88,7 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
          {n} Services and {n} EndpointSlices (5–20 endpoints each); kubelet, kube-proxy and five \
          simulated agents (coredns, a CNI agent, three DaemonSets), each agent listing and \
          watching Services, EndpointSlices and Nodes; warm-up {warm:?} (no churn), then \
-         {churn} updates/s for {secs:?}; edgegate `{bin}`.\n\n| |",
+         {churn} updates/s for {secs:?}; edgegate `{bin}`{filed}.\n\n| |",
         n = settings.services,
         warm = settings.warm_up,
         churn = settings.churn,
@@ -98,6 +98,10 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             .chain(settings.gateway_flags.iter().cloned())
             .collect::<Vec<_>>()
             .join(" "),
+        filed = match &settings.filed_edgegate {
+            Some(path) => format!("; filed: `{}`", path.display()),
+            None => String::new(),
+        },
     );
     for f in figures {
         out.push_str(&format!(" {:?} |", f.mode));
@@ -162,6 +166,7 @@ mod tests {
         };
         let settings = Settings {
             edgegate: PathBuf::from("edgegate"),
+            filed_edgegate: None,
             gateway_flags: Vec::new(),
             modes: vec![Mode::Direct, Mode::Edgegate],
             services: 1,
