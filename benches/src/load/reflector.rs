@@ -45,6 +45,13 @@ pub struct Counters {
     pub watches: AtomicU64,
     /// Events read (bookmarks included).
     pub events: AtomicU64,
+    /// Of those, per resource (in the order of [`RESOURCES`]).
+    pub by_resource: [AtomicU64; RESOURCES.len()],
+    /// Of those, bookmarks.
+    pub bookmarks: AtomicU64,
+    /// Of those, objects at a version no newer than one the watch had shown: sent again
+    /// (a gateway's re-filtering).
+    pub repeats: AtomicU64,
     /// Failed requests (retried after a second).
     pub errors: AtomicU64,
 }
@@ -65,13 +72,21 @@ pub async fn run(server: &str, ca: Option<&std::path::Path>, token: Option<Strin
         ticks.tick().await;
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         eprintln!(
-            "agents: lists={} (protobuf {}, gzip {}) relists={} watches={} events={} errors={}",
+            "agents: lists={} (protobuf {}, gzip {}) relists={} watches={} events={} ({} bookmarks {}, repeats {}) errors={}",
             n(&counters.lists),
             n(&counters.protobuf),
             n(&counters.gzip),
             n(&counters.relists),
             n(&counters.watches),
             n(&counters.events),
+            counters
+                .by_resource
+                .iter()
+                .zip(RESOURCES)
+                .map(|(c, r)| format!("{} {},", r.rsplit('/').next().unwrap_or(r), n(c)))
+                .collect::<String>(),
+            n(&counters.bookmarks),
+            n(&counters.repeats),
             n(&counters.errors)
         );
     }
@@ -147,6 +162,7 @@ async fn watch(
     let mut body = response.into_body();
     let mut pending: Vec<u8> = Vec::new();
     let mut last = version.to_owned();
+    let mut newest: u64 = version.parse().unwrap_or(0);
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame?.into_data() else {
             continue;
@@ -154,10 +170,21 @@ async fn watch(
         pending.extend_from_slice(&data);
         while let Some(event) = next_event(&mut pending, protobuf) {
             counters.events.fetch_add(1, Ordering::Relaxed);
+            if let Some(i) = RESOURCES.iter().position(|r| *r == resource) {
+                counters.by_resource[i].fetch_add(1, Ordering::Relaxed);
+            }
             let (kind, at) = kube::watch_event(&event, protobuf)?;
             if kind == "ERROR" {
                 counters.relists.fetch_add(1, Ordering::Relaxed);
                 return Ok(None);
+            }
+            if kind == "BOOKMARK" {
+                counters.bookmarks.fetch_add(1, Ordering::Relaxed);
+            } else if let Ok(at) = at.parse::<u64>() {
+                if at <= newest {
+                    counters.repeats.fetch_add(1, Ordering::Relaxed);
+                }
+                newest = newest.max(at);
             }
             if !at.is_empty() {
                 last = at;
