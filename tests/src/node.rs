@@ -14,6 +14,9 @@ use crate::netns::Link;
 use crate::process::{Process, wait_until};
 use crate::toolchain::Toolchain;
 
+/// The gateway's cache directory (`--disk-cache-path`), in the node's directory.
+const CACHE_DIR: &str = "edgegate-cache";
+
 mod rules;
 
 /// The gateway's proxy inside the node, where kubelet and kube-proxy are pointed.
@@ -113,7 +116,7 @@ impl Node {
             format!("--server-addr={}", cluster.url()),
             format!("--kubeconfig={}", gateway_kubeconfig.display()),
             format!("--node-name={name}"),
-            format!("--disk-cache-path={}", dir.join("edgegate-cache").display()),
+            format!("--disk-cache-path={}", dir.join(CACHE_DIR).display()),
             format!("--filter-dir={}", filter_dir.display()),
             "--log-level=info,edgegate=debug".to_owned(),
         ];
@@ -337,7 +340,7 @@ impl Node {
     /// `--pool-scope-resources`, as a benchmark's baseline.
     pub fn replace_gateway(&mut self, command: GatewayCommand, flags: &[&str]) -> Result<()> {
         anyhow::ensure!(self.gateway.is_none(), "edgegate is running");
-        let cache = self.dir.join("edgegate-cache");
+        let cache = self.dir.join(CACHE_DIR);
         if cache.exists() {
             std::fs::remove_dir_all(&cache)?;
         }

@@ -265,6 +265,10 @@ fn main() -> Result<()> {
                 },
             out,
         } => {
+            anyhow::ensure!(
+                filed_edgegate.is_some() || !mode.contains(&traffic::Mode::Filed),
+                "--mode filed runs the build --filed-edgegate names"
+            );
             let settings = traffic::Settings {
                 edgegate,
                 filed_edgegate,

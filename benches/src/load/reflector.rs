@@ -62,9 +62,9 @@ pub async fn run(server: &str, ca: Option<&std::path::Path>, token: Option<Strin
     let counters = Arc::new(Counters::default());
     for agent in AGENTS {
         let client = Arc::new(Client::new(server, ca, token.clone(), agent)?);
-        for resource in RESOURCES {
+        for (i, resource) in RESOURCES.iter().enumerate() {
             let (client, counters) = (client.clone(), counters.clone());
-            tokio::spawn(async move { reflect(&client, resource, &counters).await });
+            tokio::spawn(async move { reflect(&client, (i, resource), &counters).await });
         }
     }
     let mut ticks = tokio::time::interval(Duration::from_secs(10));
@@ -72,7 +72,7 @@ pub async fn run(server: &str, ca: Option<&std::path::Path>, token: Option<Strin
         ticks.tick().await;
         let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
         eprintln!(
-            "agents: lists={} (protobuf {}, gzip {}) relists={} watches={} events={} ({} bookmarks {}, repeats {}) errors={}",
+            "agents: lists={} (protobuf {}, gzip {}) relists={} watches={} events={} ({}; bookmarks {}, repeats {}) errors={}",
             n(&counters.lists),
             n(&counters.protobuf),
             n(&counters.gzip),
@@ -83,8 +83,9 @@ pub async fn run(server: &str, ca: Option<&std::path::Path>, token: Option<Strin
                 .by_resource
                 .iter()
                 .zip(RESOURCES)
-                .map(|(c, r)| format!("{} {},", r.rsplit('/').next().unwrap_or(r), n(c)))
-                .collect::<String>(),
+                .map(|(c, r)| format!("{} {}", r.rsplit('/').next().unwrap_or(r), n(c)))
+                .collect::<Vec<_>>()
+                .join(", "),
             n(&counters.bookmarks),
             n(&counters.repeats),
             n(&counters.errors)
@@ -93,12 +94,12 @@ pub async fn run(server: &str, ca: Option<&std::path::Path>, token: Option<Strin
 }
 
 /// One reflector, forever.
-async fn reflect(client: &Client, resource: &str, counters: &Counters) {
+async fn reflect(client: &Client, (i, resource): (usize, &str), counters: &Counters) {
     let mut version: Option<String> = None;
     loop {
         let result = match &version {
             None => list(client, resource, counters).await.map(Some),
-            Some(from) => watch(client, resource, from, counters).await,
+            Some(from) => watch(client, (i, resource), from, counters).await,
         };
         match result {
             Ok(next) => version = next,
@@ -140,7 +141,7 @@ async fn list(client: &Client, resource: &str, counters: &Counters) -> Result<St
 /// or `None` to re-list.
 async fn watch(
     client: &Client,
-    resource: &str,
+    (i, resource): (usize, &str),
     version: &str,
     counters: &Counters,
 ) -> Result<Option<String>> {
@@ -170,9 +171,7 @@ async fn watch(
         pending.extend_from_slice(&data);
         while let Some(event) = next_event(&mut pending, protobuf) {
             counters.events.fetch_add(1, Ordering::Relaxed);
-            if let Some(i) = RESOURCES.iter().position(|r| *r == resource) {
-                counters.by_resource[i].fetch_add(1, Ordering::Relaxed);
-            }
+            counters.by_resource[i].fetch_add(1, Ordering::Relaxed);
             let (kind, at) = kube::watch_event(&event, protobuf)?;
             if kind == "ERROR" {
                 counters.relists.fetch_add(1, Ordering::Relaxed);
