@@ -107,7 +107,7 @@ pub struct Config {
     pub return_freed_memory: Option<fn()>,
     /// Called once, off the runtime's threads, when start-up is over: the gateway serving,
     /// its first filters loaded and their informers synced (or
-    /// [`crate::server::START_UP_SYNC`] passed), so that the binary can give back the pages
+    /// [`crate::informer::START_UP_SYNC`] passed), so that the binary can give back the pages
     /// of code only start-up ran; `None` does nothing.
     pub after_start: Option<fn()>,
     /// Components whose responses are cached.

@@ -21,6 +21,7 @@ use futures_util::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{broadcast, watch};
+use tokio::time::{Duration, Instant};
 
 use crate::cache::Store as CacheStore;
 use crate::filter::{LabelSelector, Lookup, LookupChange};
@@ -78,12 +79,19 @@ const ANNOUNCED: usize = 1024;
 /// A re-list that changed more objects than this is announced as a change of the whole kind.
 const MOST_KEYS_ANNOUNCED: usize = 64;
 
+/// How long after the informers start filtered responses wait for them to sync
+/// ([`Informers::until_synced`]), and start-up waits before it is over
+/// ([`crate::config::Config::after_start`]): without the cloud and a cache they cannot.
+pub const START_UP_SYNC: Duration = Duration::from_secs(30);
+
 /// The gateway's informers.
 pub struct Informers {
     kinds: Vec<Kind>,
     /// [`Lookup::epoch`]: events the informers have begun to apply.
     epoch: Arc<AtomicU64>,
     synced: watch::Receiver<bool>,
+    /// When they started: start-up is over [`START_UP_SYNC`] later.
+    started: Instant,
     changes: broadcast::Sender<LookupChange>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -184,6 +192,7 @@ impl Informers {
             kinds,
             epoch,
             synced,
+            started: Instant::now(),
             changes,
             tasks,
         })
@@ -195,10 +204,30 @@ impl Informers {
     }
 
     /// Resolves once every kind has been listed (or found absent from the cluster).
+    #[cfg(test)]
     pub async fn synced(&self) {
         let mut synced = self.synced.clone();
         // The sender lives as long as the informers' tasks; without it nothing will sync.
         let _ = synced.wait_for(|synced| *synced).await;
+    }
+
+    /// A wait until every kind has been listed or start-up is over ([`START_UP_SYNC`] after
+    /// the informers started), whichever comes first; `None` when neither is ahead. A
+    /// filtered response waits so (as YurtHub's filters wait for their informers' caches):
+    /// before the first list a filter's lookups find nothing, so it would judge objects by
+    /// what is not there, and every object it judged would be filtered and sent again when
+    /// the list lands.
+    pub fn until_synced(&self) -> Option<impl Future<Output = ()> + Send + use<>> {
+        let over = self.started + START_UP_SYNC;
+        if self.is_synced() || Instant::now() >= over {
+            return None;
+        }
+        let mut synced = self.synced.clone();
+        Some(async move {
+            // The sender lives as long as the informers' tasks; without it nothing syncs.
+            let listed = async move { synced.wait_for(|synced| *synced).await.is_ok() };
+            let _ = tokio::time::timeout_at(over, listed).await;
+        })
     }
 
     /// The changes to what lookups depend on, from now on, object by object.

@@ -43,7 +43,7 @@ use crate::pool;
 use crate::upstream::{Balancer, Transport, health};
 use state::State;
 
-pub use upkeep::{RETURN_FREED_EVERY, START_UP_SYNC};
+pub use upkeep::RETURN_FREED_EVERY;
 
 pub use crate::reply::ResponseBody;
 #[cfg(feature = "fuzzing")]

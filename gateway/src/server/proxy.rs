@@ -132,6 +132,9 @@ async fn forward(
     {
         return Ok(state.local.kubelet_lease(info, request).await?);
     }
+    if let Some(until_synced) = until_lookups_synced(state, context, caller) {
+        until_synced.await;
+    }
     if let Some(answer) = shared(state, request.headers(), context, caller).await {
         return answer;
     }
@@ -217,6 +220,23 @@ async fn forward(
         return Ok(upgrade::tunnel(client_upgrade, response));
     }
     respond::respond(&state.cache, &state.watch_ends, context, plan, response).await
+}
+
+/// For a response filters will judge, a wait until the informers behind their lookups have
+/// synced or start-up is over ([`crate::informer::Informers::until_synced`]); `None` for
+/// any other, and for the gateway's own clients, which the informers are.
+fn until_lookups_synced(
+    state: &State,
+    context: &RequestContext,
+    caller: &Caller,
+) -> Option<impl Future<Output = ()> + Send + 'static> {
+    let until_synced = state.informers.as_ref()?.until_synced()?;
+    let own = matches!(caller, Caller::Node) && context.component == OWN_COMPONENT;
+    let filtered = || {
+        let generation = state.filters.current();
+        generation.applies(&context.info, &context.component)
+    };
+    (!own && filtered()).then_some(until_synced)
 }
 
 /// The answer of the multiplexer's shared state to a list or watch of a pool-scope

@@ -11,10 +11,6 @@ use crate::filter::{FilterSettings, Limits};
 use crate::informer::Informers;
 use crate::upstream::HealthWatch;
 
-/// How long start-up waits for the informers behind filter lookups to sync before it is
-/// over anyway ([`Config::after_start`]): without the cloud they cannot.
-pub const START_UP_SYNC: Duration = Duration::from_secs(30);
-
 /// How often the memory the process freed is handed back ([`Config::return_freed_memory`]).
 pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
 
@@ -29,8 +25,8 @@ pub(super) fn spawn_upkeep(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let start_up = config.after_start.map(|after_start| {
         tokio::spawn(async move {
-            if let Some(informers) = informers {
-                let _ = tokio::time::timeout(START_UP_SYNC, informers.synced()).await;
+            if let Some(until_synced) = informers.and_then(|i| i.until_synced()) {
+                until_synced.await;
             }
             let _ = tokio::task::spawn_blocking(after_start).await;
         })

@@ -106,6 +106,12 @@ impl Generation {
         &self.filters
     }
 
+    /// Whether some filter applies to the response of a request of `component`.
+    pub fn applies(&self, info: &RequestInfo, component: &str) -> bool {
+        filtered_verb(info)
+            .is_some_and(|verb| self.applicable(info, verb, component).next().is_some())
+    }
+
     /// The filtering of one response, or `None` when no filter applies to it.
     pub fn session(&self, info: &RequestInfo, component: &str) -> Option<Session> {
         let verb = filtered_verb(info)?;

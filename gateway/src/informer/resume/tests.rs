@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::cache::{RedbStore, SetKey, SetMeta, WriteOp};
 use crate::filter::Lookup;
-use crate::informer::Informers;
+use crate::informer::{Informers, START_UP_SYNC};
 
 use super::*;
 
@@ -171,4 +171,46 @@ async fn a_persisted_version_too_old_to_watch_from_is_listed_afresh() {
     })
     .await
     .expect("the listed state replaces the persisted one");
+}
+
+#[tokio::test(start_paused = true)]
+async fn filtered_responses_wait_for_the_first_lists_no_longer_than_start_up() {
+    // An apiserver that takes connections and never answers: nothing can be listed.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let apiserver = listener.local_addr().unwrap();
+    let _silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let informers = Informers::start(apiserver, None).unwrap();
+    let wait = informers
+        .until_synced()
+        .expect("a wait while nothing is listed");
+    wait.await;
+    assert!(!informers.is_synced());
+    assert!(
+        tokio::time::Instant::now() >= informers.started + START_UP_SYNC,
+        "the wait ends when start-up is over, not before"
+    );
+    assert!(
+        informers.until_synced().is_none(),
+        "once start-up is over, responses are filtered without waiting"
+    );
+}
+
+#[tokio::test]
+async fn the_wait_for_the_first_lists_ends_when_they_are_in() {
+    let (apiserver, _requests) = fake_apiserver("none").await;
+    let informers = Informers::start(apiserver, None).unwrap();
+    let wait = informers
+        .until_synced()
+        .expect("a wait before the first lists");
+    tokio::time::timeout(GUARD, wait).await.expect("hang guard");
+    assert!(
+        informers.is_synced(),
+        "the wait ended on the lists, not on start-up's end"
+    );
+    assert!(informers.until_synced().is_none());
 }
