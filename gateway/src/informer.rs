@@ -110,6 +110,7 @@ impl Informers {
         let synced_tx = Arc::new(synced_tx);
         let flags: Arc<[AtomicBool; KINDS]> = Arc::new(Default::default());
         let epoch = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
         let specs = [
             (
                 ("", "v1", "Service", "services"),
@@ -147,6 +148,7 @@ impl Informers {
                 began: began.clone(),
                 flags: flags.clone(),
                 all_synced: synced_tx.clone(),
+                start_up_over: started + START_UP_SYNC,
                 changes: changes.clone(),
             };
             let cache = cache.clone();
@@ -192,7 +194,7 @@ impl Informers {
             kinds,
             epoch,
             synced,
-            started: Instant::now(),
+            started,
             changes,
             tasks,
         })
@@ -334,6 +336,9 @@ struct Watching {
     /// Per kind: listed at least once, or known to be absent from the cluster.
     flags: Arc<[AtomicBool; KINDS]>,
     all_synced: Arc<watch::Sender<bool>>,
+    /// Until then filtered responses wait for every kind's first list
+    /// ([`Informers::until_synced`]).
+    start_up_over: Instant,
     changes: broadcast::Sender<LookupChange>,
 }
 
@@ -361,7 +366,14 @@ impl Watching {
                 Ok(watcher::Event::InitDone) => {
                     let (listed, objects) = listing.take().unwrap_or_default();
                     self.objects.replace(objects);
+                    // Read after the objects are in: a response filtered from then on
+                    // reads them.
+                    let first = !self.flags[self.index].load(Ordering::Acquire);
+                    let unread = first && Instant::now() < self.start_up_over;
                     match changed_keys(&relevant, &listed) {
+                        // The first list, while filtered responses still wait for it: no
+                        // filter has read this kind yet, so there is nothing to filter anew.
+                        _ if unread => {}
                         Some(keys) => keys.into_iter().for_each(|key| self.announce(Some(key))),
                         None => self.announce(None),
                     }

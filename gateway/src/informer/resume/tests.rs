@@ -153,6 +153,7 @@ async fn a_persisted_version_too_old_to_watch_from_is_listed_afresh() {
     let store = persisted_services(dir.path(), "7");
     let (apiserver, mut requests) = fake_apiserver("7").await;
     let informers = Informers::start(apiserver, Some(store)).unwrap();
+    let mut changes = informers.changes();
     let first = next_services_request(&mut requests).await;
     assert!(
         first.contains("watch=true") && first.contains("resourceVersion=7"),
@@ -171,6 +172,13 @@ async fn a_persisted_version_too_old_to_watch_from_is_listed_afresh() {
     })
     .await
     .expect("the listed state replaces the persisted one");
+    // The cache's list came while filtered responses waited for it: nothing had read it.
+    // The cloud's list then took `web` away, which is announced.
+    let mut announced = Vec::new();
+    while let Ok(change) = changes.try_recv() {
+        announced.push((change.feed, change.key.as_deref().map(str::to_owned)));
+    }
+    assert_eq!(announced, [(0, Some("default/web".to_owned()))]);
 }
 
 #[tokio::test(start_paused = true)]
