@@ -205,6 +205,11 @@ impl Informers {
         *self.synced.borrow()
     }
 
+    /// Follows whether every kind has been listed (or found absent from the cluster).
+    pub fn sync_state(&self) -> watch::Receiver<bool> {
+        self.synced.clone()
+    }
+
     /// Resolves once every kind has been listed (or found absent from the cluster).
     #[cfg(test)]
     pub async fn synced(&self) {

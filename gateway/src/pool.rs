@@ -47,6 +47,9 @@ pub async fn follow_node_label(
     names: watch::Sender<Option<String>>,
 ) {
     let mut changes = informers.changes();
+    // The first lists announce nothing ([`Informers::until_synced`]): their end is a change.
+    let mut synced = informers.sync_state();
+    let mut syncing = !*synced.borrow_and_update();
     loop {
         let pool = informers.node_label(&node, NODEPOOL_LABEL);
         if pool != filters.node_pool() {
@@ -55,8 +58,18 @@ pub async fn follow_node_label(
         }
         names.send_if_modified(|name| std::mem::replace(name, pool.clone()) != pool);
         // Any change (or changes missed) may be this node's label.
-        if let Err(tokio::sync::broadcast::error::RecvError::Closed) = changes.recv().await {
-            return;
+        tokio::select! {
+            change = changes.recv() => {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) = change {
+                    return;
+                }
+            }
+            listed = synced.wait_for(|synced| *synced), if syncing => {
+                syncing = false;
+                if listed.is_err() {
+                    return;
+                }
+            }
         }
     }
 }
