@@ -339,14 +339,21 @@ impl Node {
     /// the node's own flags and `flags` only and an empty cache: a build older than
     /// `--pool-scope-resources`, as a benchmark's baseline.
     pub fn replace_gateway(&mut self, command: GatewayCommand, flags: &[&str]) -> Result<()> {
+        self.clear_gateway_cache()?;
+        self.gateway_command = command;
+        self.set_gateway_flags(flags);
+        self.pool_scope_default = false;
+        Ok(())
+    }
+
+    /// Empties the cache of the gateway, which must be stopped: its next start is a first
+    /// one.
+    pub fn clear_gateway_cache(&mut self) -> Result<()> {
         anyhow::ensure!(self.gateway.is_none(), "edgegate is running");
         let cache = self.dir.join(CACHE_DIR);
         if cache.exists() {
             std::fs::remove_dir_all(&cache)?;
         }
-        self.gateway_command = command;
-        self.set_gateway_flags(flags);
-        self.pool_scope_default = false;
         Ok(())
     }
 

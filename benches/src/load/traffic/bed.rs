@@ -119,7 +119,10 @@ impl NodeLoad {
 
     /// Starts the node's components again (through the gateway, the gateway first, with the
     /// mode's flags and then `gateway_flags` after its own; [`Mode::Filed`] runs `filed`),
-    /// then the agents in the node's namespace.
+    /// then the agents in the node's namespace. Every gateway starts with an empty cache,
+    /// as the clients of direct mode have nothing: what the gateway that ran while the
+    /// objects were made cached of them (as much as it had seen when it was stopped) would
+    /// otherwise spare one mode lists and cost it the rest as watch events.
     pub fn start(&mut self, gateway_flags: &[String], filed: Option<&Path>) -> Result<()> {
         let node = &mut self.bed.node;
         if self.mode == Mode::Filed {
@@ -136,6 +139,7 @@ impl NodeLoad {
                 .chain(gateway_flags.iter().map(String::as_str))
                 .collect();
             node.set_gateway_flags(&flags);
+            node.clear_gateway_cache()?;
             node.start_gateway()?;
         }
         node.start_kubelet()?;

@@ -88,7 +88,7 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
          {n} Services and {n} EndpointSlices (5–20 endpoints each); kubelet, kube-proxy and five \
          simulated agents (coredns, a CNI agent, three DaemonSets), each agent listing and \
          watching Services, EndpointSlices and Nodes; warm-up {warm:?} (no churn), then \
-         {churn} updates/s for {secs:?}; edgegate `{bin}`{filed}.\n\n| |",
+         {churn} updates/s for {secs:?}; edgegate `{bin}`{filed}, each run with an empty cache.\n\n| |",
         n = settings.services,
         warm = settings.warm_up,
         churn = settings.churn,
