@@ -408,3 +408,10 @@ fn positions_are_found_in_bytes_in_values_and_after_edits_alike() {
         "an edited array is read as it is now"
     );
 }
+
+#[test]
+fn an_object_is_moved_without_a_call_to_memmove() {
+    // x86-64 moves up to 128 bytes inline; past that a batch of objects calls `memmove`
+    // for each (masterservice's keep path was 7 % slower at 136 bytes).
+    assert!(std::mem::size_of::<Object>() <= 128);
+}
