@@ -27,6 +27,7 @@ pub struct Key {
 
 impl Key {
     /// Whether this is `key`, unescaping the text if it holds an escape.
+    #[inline]
     pub fn is(&self, bytes: &[u8], key: &str) -> bool {
         let Some(text) = bytes.get(self.raw.clone()) else {
             return false;
@@ -40,12 +41,14 @@ impl Key {
 
 impl<'a> Cursor<'a> {
     /// A cursor at `at` in `bytes`.
+    #[inline]
     pub fn new(bytes: &'a [u8], at: usize) -> Cursor<'a> {
         Cursor { bytes, at }
     }
 
     /// Reads the object at the cursor (after spaces) up to the first entry of `key`, leaving
     /// the cursor at its value: whether there is one, `false` once the object closed without.
+    #[inline]
     pub fn first_entry(&mut self, key: &str) -> Option<bool> {
         if self.open(b'{', b'}')? {
             return Some(false);
@@ -68,6 +71,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Opens an object or array (after spaces); whether it is empty, closing at once.
+    #[inline]
     pub fn open(&mut self, open: u8, close: u8) -> Option<bool> {
         self.space();
         self.eat(open)?;
@@ -76,6 +80,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads an entry's key and the colon after it, leaving the cursor at its value.
+    #[inline]
     pub fn entry_key(&mut self) -> Option<Key> {
         self.space();
         let key = self.key()?;
@@ -86,6 +91,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// After an item or entry: whether another follows, or `close` ended the container.
+    #[inline]
     pub fn more(&mut self, close: u8) -> Option<bool> {
         self.space();
         match self.take()? {
@@ -96,6 +102,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads a key (the string at the cursor).
+    #[inline]
     pub fn key(&mut self) -> Option<Key> {
         let start = self.at;
         let escaped = self.string()?;
@@ -106,6 +113,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips the value at the cursor and says where it lay.
+    #[inline]
     pub fn value(&mut self) -> Option<Range<usize>> {
         let start = self.at;
         match *self.bytes.get(start)? {
@@ -128,6 +136,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips an object or array (its opening bracket at the cursor), by its brackets.
+    #[inline]
     pub fn nested(&mut self) -> Option<()> {
         self.at = Brackets::opened().close(self.bytes, self.at + 1)? + 1;
         Some(())
@@ -135,6 +144,7 @@ impl<'a> Cursor<'a> {
 
     /// Skips the string at the cursor (its opening quote), through its closing quote; whether
     /// it held an escape.
+    #[inline]
     pub fn string(&mut self) -> Option<bool> {
         self.eat(b'"')?;
         let (end, escaped) = string_end(self.bytes, self.at)?;
@@ -143,6 +153,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips spaces.
+    #[inline]
     pub fn space(&mut self) {
         while self
             .bytes
@@ -154,11 +165,13 @@ impl<'a> Cursor<'a> {
     }
 
     /// Steps over `byte` if it is next.
+    #[inline]
     pub fn eat(&mut self, byte: u8) -> Option<()> {
         (self.bytes.get(self.at) == Some(&byte)).then(|| self.at += 1)
     }
 
     /// Steps over the next byte, giving it.
+    #[inline]
     pub fn take(&mut self) -> Option<u8> {
         let byte = *self.bytes.get(self.at)?;
         self.at += 1;

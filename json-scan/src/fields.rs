@@ -22,6 +22,7 @@ pub enum Peek {
 /// on the way only as far as the key's first entry, and nothing after it: reading
 /// `metadata.name` reads the few entries before it, not `managedFields`. Where a key is given
 /// twice this finds the first, where a parser keeps the last.
+#[inline]
 pub fn first_at(bytes: &[u8], path: &[&str]) -> Peek {
     let mut cursor = Cursor::new(bytes, 0);
     for key in path {
