@@ -208,15 +208,15 @@ fn return_large_blocks_when_freed() -> bool {
     true
 }
 
-/// Has glibc keep at most one heap (arena) per core, not eight, unless the operator chose
-/// (`MALLOC_ARENA_MAX`, `GLIBC_TUNABLES`); false if glibc refused. A thread that allocates
-/// while the heaps are held by others gets a heap of its own, and each heap keeps its own
-/// free space between live blocks: the runtime's workers, its blocking threads and the
-/// cache's writer spread the gateway's objects over up to eight. In the traffic bed
-/// (`edgegate-load traffic --mode multiplexer --warm-up 30 --seconds 30`, 7 clients, two
-/// runs of each alternating on two cores) RSS at the end of the warm-up was 41.7 and
-/// 42.2 MiB with glibc's bound and 40.9 and 40.4 with two heaps; after the churn 58.2 and
-/// 58.9 against 57.5 and 56.2.
+/// Has glibc keep at most one heap (arena) per core, not eight per core, unless the operator
+/// chose (`MALLOC_ARENA_MAX`, `GLIBC_TUNABLES`); false if glibc refused. A thread that
+/// allocates while the heaps are held by others gets a heap of its own, and each heap keeps
+/// its own free space between live blocks: the runtime's workers, its blocking threads and
+/// the cache's writer spread the gateway's objects over up to sixteen on two cores. In the
+/// traffic bed (`edgegate-load traffic --mode multiplexer --warm-up 30 --seconds 30`, 7
+/// clients, two runs of each alternating on two cores) RSS at the end of the warm-up was
+/// 41.7 and 42.2 MiB with glibc's bound and 40.9 and 40.4 with two heaps; after the churn
+/// 58.2 and 58.9 against 57.5 and 56.2.
 fn one_heap_per_core() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
