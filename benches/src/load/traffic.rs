@@ -111,6 +111,9 @@ pub struct Figures {
     /// The gateway's RSS at the end of the warm-up (its clients listed and watching, no
     /// churn), at the end and its peak, bytes (through the gateway).
     pub gateway_rss: Option<(u64, u64, u64)>,
+    /// The gateway's anonymous and file-backed resident bytes at the end of the warm-up
+    /// (`RssAnon`, `RssFile`): its heap and the code it maps.
+    pub gateway_rss_split: Option<(u64, u64)>,
     /// What the multiplexer's shared states hold at the end: objects and their bytes
     /// (multiplexer mode).
     pub shared_state: Option<(f64, f64)>,
@@ -167,6 +170,17 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     }
     let warm = sample(&mut load)?;
     let idle_rss = load.bed.node.pid("edgegate").map(proc::rss).transpose()?;
+    let gateway_rss_split = load
+        .bed
+        .node
+        .pid("edgegate")
+        .map(|pid| -> Result<(u64, u64)> {
+            Ok((
+                proc::status_bytes(pid, "RssAnon:")?,
+                proc::status_bytes(pid, "RssFile:")?,
+            ))
+        })
+        .transpose()?;
 
     say(&format!(
         "churn: {} updates/s for {:?}…",
@@ -207,6 +221,7 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
         baseline_watches: baseline.watches,
         updates: (made, elapsed),
         gateway_rss,
+        gateway_rss_split,
         shared_state,
         agents,
     })

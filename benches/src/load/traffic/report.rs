@@ -64,6 +64,13 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             }),
         ),
         (
+            "gateway RSS at the end of warm-up: anonymous / file-backed (MiB)",
+            Box::new(|f| match f.gateway_rss_split {
+                Some((anon, file)) => (format!("{} / {}", mib(anon), mib(file)), anon as f64),
+                None => ("–".to_owned(), 0.0),
+            }),
+        ),
+        (
             "multiplexer shared state, objects / MiB",
             Box::new(|f| match f.shared_state {
                 Some((objects, bytes)) => (
@@ -161,6 +168,7 @@ mod tests {
             baseline_watches: 0.0,
             updates: (1, Duration::from_secs(1)),
             gateway_rss: None,
+            gateway_rss_split: None,
             shared_state: None,
             agents: String::new(),
         };
