@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Duration, Instant};
@@ -31,12 +31,14 @@ mod client;
 mod config_map;
 mod objects;
 mod resume;
+mod slim;
 
 pub(crate) use backoff::ListBackoff;
 pub(crate) use client::{client_through, config_through};
 pub(crate) use config_map::{NAMESPACE as CONFIG_MAP_NAMESPACE, follow_config_map};
 use objects::{Listing, Objects};
 pub(crate) use resume::own_listing;
+use slim::SlimObject;
 
 /// One kind the informers keep.
 struct Kind {
@@ -44,22 +46,6 @@ struct Kind {
     objects: Arc<Objects>,
     namespaced: bool,
 }
-
-/// Drops what no lookup reads and the store would hold for every object: the
-/// `managedFields`, the fields each writer set (1 000 Services' made 9.4 MiB of the
-/// informers' 14 in a heap profile of the traffic workload, held as trees), and the
-/// bookkeeping annotations, a copy of the whole object as `kubectl apply` last wrote it,
-/// which would also have every `kubectl apply` of a Service announced as a change.
-fn slim(object: &mut DynamicObject) {
-    object.metadata.managed_fields = None;
-    if let Some(annotations) = object.metadata.annotations.as_mut() {
-        annotations.retain(|key, _| !BOOKKEEPING_ANNOTATIONS.contains(&key.as_str()));
-    }
-}
-
-/// Annotations written by tools for their own bookkeeping: no filter reads them, and
-/// `kubectl apply` rewrites the first on every apply.
-const BOOKKEEPING_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
 
 /// What of an object lookups read, by kind.
 #[derive(Clone, Copy)]
@@ -137,7 +123,7 @@ impl Informers {
                 plural,
             );
             let objects = Arc::new(Objects::default());
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let api: Api<SlimObject> = Api::all_with(client.clone(), &resource);
             let began = Arc::new(AtomicU64::new(0));
             let watch = Watching {
                 index,
@@ -156,7 +142,7 @@ impl Informers {
             // Counted before the event is applied: a lookup that reads what it changed sees
             // the count past the change's.
             let epoch = epoch.clone();
-            let begin = move |_: &Result<watcher::Event<DynamicObject>, watcher::Error>| {
+            let begin = move |_: &Result<watcher::Event<SlimObject>, watcher::Error>| {
                 began.store(epoch.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
             };
             tasks.push(tokio::spawn(async move {
@@ -174,12 +160,12 @@ impl Informers {
                     Some(persisted) => {
                         let resumed = resume::resume(api, persisted, plural).chain(listing);
                         let stream = resumed.backoff(ListBackoff::default());
-                        let stream = stream.modify(slim).inspect(begin);
+                        let stream = stream.inspect(begin);
                         watch.run(stream).await;
                     }
                     None => {
                         let stream = listing.backoff(ListBackoff::default());
-                        let stream = stream.modify(slim).inspect(begin);
+                        let stream = stream.inspect(begin);
                         watch.run(stream).await;
                     }
                 }
@@ -350,7 +336,7 @@ struct Watching {
 impl Watching {
     async fn run(
         self,
-        stream: impl futures_util::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
+        stream: impl futures_util::Stream<Item = Result<watcher::Event<SlimObject>, watcher::Error>>,
     ) {
         let mut relevant: HashMap<String, u64> = HashMap::new();
         let mut listing: Option<(HashMap<String, u64>, Listing)> = None;
@@ -362,10 +348,9 @@ impl Watching {
                 Ok(watcher::Event::InitApply(object)) => {
                     if let Some((hashes, objects)) = listing.as_mut() {
                         let (key, hash) = (key(&object), relevance(&object, self.reads));
-                        if let Some((labels, json)) = encode(object) {
-                            hashes.insert(key.clone(), hash);
-                            objects.insert(key, labels, json);
-                        }
+                        let (labels, json) = encode(object);
+                        hashes.insert(key.clone(), hash);
+                        objects.insert(key, labels, json);
                     }
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -387,9 +372,7 @@ impl Watching {
                 }
                 Ok(watcher::Event::Apply(object)) => {
                     let (key, hash) = (key(&object), relevance(&object, self.reads));
-                    let Some((labels, json)) = encode(object) else {
-                        continue;
-                    };
+                    let (labels, json) = encode(object);
                     self.objects.apply(key.clone(), labels, json);
                     if relevant.insert(key.clone(), hash) != Some(hash) {
                         self.announce(Some(&key));
@@ -460,22 +443,12 @@ fn changed_keys<'a>(
     (keys.len() <= MOST_KEYS_ANNOUNCED).then_some(keys)
 }
 
-/// An object's labels and JSON, as [`Objects`] keeps them; `None` (logged) for an object
-/// that does not encode.
-fn encode(mut object: DynamicObject) -> Option<(BTreeMap<String, String>, Bytes)> {
-    match serde_json::to_vec(&object) {
-        Ok(json) => Some((
-            object.metadata.labels.take().unwrap_or_default(),
-            json.into(),
-        )),
-        Err(error) => {
-            tracing::warn!(%error, "an informer's object does not encode; lookups miss it");
-            None
-        }
-    }
+/// An object's labels and JSON, as [`Objects`] keeps them.
+fn encode(object: SlimObject) -> (BTreeMap<String, String>, Bytes) {
+    (object.metadata.labels.unwrap_or_default(), object.json)
 }
 
-fn key(object: &DynamicObject) -> String {
+fn key(object: &SlimObject) -> String {
     format!(
         "{}/{}",
         object.metadata.namespace.as_deref().unwrap_or_default(),
@@ -484,19 +457,16 @@ fn key(object: &DynamicObject) -> String {
 }
 
 /// The hash of what lookups read of an object, by kind.
-fn relevance(object: &DynamicObject, reads: Reads) -> u64 {
+fn relevance(object: &SlimObject, reads: Reads) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     key(object).hash(&mut hasher);
     object.metadata.labels.hash(&mut hasher);
-    // The objects are slimmed ([`slim`]) before they get here.
+    // Without the bookkeeping annotations ([`SlimObject`]).
     if let Reads::LabelsAndAnnotations = reads {
         object.metadata.annotations.hash(&mut hasher);
     }
-    if let (Reads::LabelsAndMembers, Some(members)) = (
-        reads,
-        object.data.get("status").and_then(|s| s.get("nodes")),
-    ) {
-        members.to_string().hash(&mut hasher);
+    if let (Reads::LabelsAndMembers, Some(members)) = (reads, &object.members) {
+        members.hash(&mut hasher);
     }
     hasher.finish()
 }

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, WatchEvent, WatchParams};
+use kube::api::{Api, ApiResource, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 
+use super::SlimObject;
 use crate::cache::{ResourceKey, Scope, Store};
 
 /// The component the informers' requests are cached for (their `User-Agent`).
@@ -27,7 +28,7 @@ const REWATCH_AFTER_EMPTY: Duration = Duration::from_secs(1);
 /// What the cache holds of a kind: the resourceVersion its set is synced to and its objects.
 pub(super) struct Persisted {
     resource_version: String,
-    objects: Vec<DynamicObject>,
+    objects: Vec<SlimObject>,
 }
 
 /// The set the cache holds of what the gateway's own clients (component `edgegate`) listed
@@ -72,7 +73,7 @@ pub(super) fn persisted(store: &dyn Store, resource: &ApiResource) -> Option<Per
 enum Step {
     /// Handing on the persisted objects as the first list.
     Seed {
-        objects: std::vec::IntoIter<DynamicObject>,
+        objects: std::vec::IntoIter<SlimObject>,
         resource_version: String,
         begun: bool,
     },
@@ -83,7 +84,7 @@ enum Step {
     },
     /// Watching.
     Events {
-        events: BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>,
+        events: BoxStream<'static, kube::Result<WatchEvent<SlimObject>>>,
         resource_version: String,
         any: bool,
     },
@@ -93,10 +94,10 @@ enum Step {
 /// resumed from the last version seen) for as long as the apiserver grants them; ends when
 /// it does not, for kube's watcher to list afresh.
 pub(super) fn resume(
-    api: Api<DynamicObject>,
+    api: Api<SlimObject>,
     persisted: Persisted,
     plural: &'static str,
-) -> impl Stream<Item = watcher::Result<watcher::Event<DynamicObject>>> + Send {
+) -> impl Stream<Item = watcher::Result<watcher::Event<SlimObject>>> + Send {
     let first = Step::Seed {
         objects: persisted.objects.into_iter(),
         resource_version: persisted.resource_version,
@@ -218,7 +219,7 @@ pub(super) fn resume(
 }
 
 /// Moves `resource_version` to `object`'s, when it has one.
-fn version_of(object: &DynamicObject, resource_version: &mut String) {
+fn version_of(object: &SlimObject, resource_version: &mut String) {
     if let Some(version) = &object.metadata.resource_version {
         resource_version.clone_from(version);
     }

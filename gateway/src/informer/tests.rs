@@ -19,38 +19,35 @@ fn a_relist_announces_the_objects_it_changed_or_the_whole_kind() {
 }
 
 #[test]
-fn the_store_keeps_neither_managed_fields_nor_bookkeeping_annotations() {
-    let mut service: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {
-            "name": "web", "namespace": "default", "labels": {"app": "web"},
-            "annotations": {
-                "openyurt.io/topologyKeys": "openyurt.io/nodepool",
-                "kubectl.kubernetes.io/last-applied-configuration": "{\"kind\":\"Service\"}",
+fn what_lookups_read_of_an_object_is_its_relevance() {
+    let service = |topology: &str| -> SlimObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {
+                "name": "web", "namespace": "default", "labels": {"app": "web"},
+                "annotations": {
+                    "openyurt.io/topologyKeys": topology,
+                    "kubectl.kubernetes.io/last-applied-configuration": topology,
+                },
             },
-            "managedFields": [{"manager": "kubectl", "operation": "Apply",
-                               "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
-        },
-        "spec": {"ports": [{"port": 80}]},
-    }))
-    .unwrap();
-    slim(&mut service);
-    let json = serde_json::to_value(&service).unwrap();
-    assert_eq!(json["metadata"].get("managedFields"), None);
-    assert_eq!(
-        json["metadata"]["annotations"],
-        serde_json::json!({"openyurt.io/topologyKeys": "openyurt.io/nodepool"})
-    );
-    assert_eq!(json["metadata"]["labels"]["app"], "web");
-    assert_eq!(json["spec"]["ports"][0]["port"], 80);
-    // What lookups read still counts: another topology is another relevance.
-    let mut moved = service.clone();
-    moved.metadata.annotations.as_mut().unwrap().insert(
-        "openyurt.io/topologyKeys".into(),
-        "kubernetes.io/hostname".into(),
-    );
+            "spec": {"ports": [{"port": 80}]},
+        }))
+        .unwrap()
+    };
+    let web = service("openyurt.io/nodepool");
+    assert_eq!(key(&web), "default/web");
+    // Another topology is another relevance; to nodes, which read labels only, it is not.
+    let moved = service("kubernetes.io/hostname");
     assert_ne!(
-        relevance(&service, Reads::LabelsAndAnnotations),
+        relevance(&web, Reads::LabelsAndAnnotations),
         relevance(&moved, Reads::LabelsAndAnnotations)
     );
+    assert_eq!(
+        relevance(&web, Reads::Labels),
+        relevance(&moved, Reads::Labels)
+    );
+    let (labels, json) = encode(web);
+    assert_eq!(labels.get("app").map(String::as_str), Some("web"));
+    let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    assert_eq!(json["spec"]["ports"][0]["port"], 80);
 }
