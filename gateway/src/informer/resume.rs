@@ -15,7 +15,7 @@ use futures_util::{Stream, StreamExt};
 use kube::api::{Api, ApiResource, WatchEvent, WatchParams};
 use kube::runtime::watcher;
 
-use super::SlimObject;
+use super::slim::SlimObject;
 use crate::cache::{ResourceKey, Scope, Store};
 
 /// The component the informers' requests are cached for (their `User-Agent`).
