@@ -97,7 +97,8 @@ fn flapping_link(env: &Env, flags: &[&str], token: Option<&str>) -> Result<()> {
     let (after, settling) = Usage::settle(pid, &metrics, &before, SETTLED_WITHIN)?;
     let relists = reflectors.relists();
     println!(
-        "{cuts} cuts in {flapping:?}, {changes} changes in the cloud, {REFLECTORS} reflectors ({relists} lists): every store equal to the cloud {convergence:?} after the last restore, no resourceVersion backwards; gateway before → after: {before} → {after} ({settling:.1?} later)"
+        "{cuts} cuts in {flapping:?}, {changes} changes in the cloud, {REFLECTORS} reflectors ({relists} lists): every store equal to the cloud {convergence:?} after the last restore, no resourceVersion backwards; gateway before → after: {before} → {after} ({settling:.1?} later; descriptors by kind: {})",
+        after.kinds_changed_from(&before).join(", ")
     );
     if flags
         .iter()

@@ -1,10 +1,11 @@
 //! A flapping link's watchers and what is checked after it: kube-rs reflectors of ConfigMaps
 //! and Services of one namespace, as several cached components, through a gateway; the
-//! cloud's churn ([`cloud`]); the schedule of the cuts; the gateway's resources. Shared by
+//! cloud's churn ([`cloud`]); the schedule of the cuts; the gateway's resources ([`usage`]). Shared by
 //! the e2e test (`tests/e2e/flapping.rs`, a relay cut) and the node's (`tests/node/flapping.rs`,
 //! the node's link cut).
 
 pub mod cloud;
+mod usage;
 
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
@@ -17,6 +18,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::process::wait_until;
+pub use usage::{Metrics, SETTLED_WITHIN, Usage};
 
 /// The components the reflectors speak as (cached, as `--cache-agents` says).
 pub const AGENTS: [&str; 4] = ["flap-a", "flap-b", "flap-c", "flap-d"];
@@ -300,113 +302,4 @@ fn of_kind<'a>(truth: &'a BTreeMap<String, u64>, kind: &str) -> BTreeMap<&'a Str
         .iter()
         .filter(|(key, _)| key.starts_with(&prefix))
         .collect()
-}
-
-/// A gateway's file descriptors, threads, resident memory and async tasks.
-#[derive(Clone, Copy, Debug)]
-pub struct Usage {
-    /// Open file descriptors.
-    pub fds: usize,
-    /// Threads.
-    pub threads: usize,
-    /// Resident memory, KiB.
-    pub rss_kib: u64,
-    /// Tasks alive in its runtime (`edgegate_runtime_alive_tasks`).
-    pub tasks: u64,
-}
-
-/// Reads a gateway's `/metrics` text.
-pub type Metrics<'a> = &'a dyn Fn() -> Result<String>;
-
-/// What a flapping link leaves idle is gone by then: the longest of the timeouts that close
-/// it is the upstream pool's idle timeout, 90 s.
-pub const SETTLED_WITHIN: Duration = Duration::from_secs(120);
-
-/// How far a usage may be above its baseline and still be back: 16 descriptors, 4 threads,
-/// 32 MiB, 32 tasks.
-const MARGIN: Usage = Usage {
-    fds: 16,
-    threads: 4,
-    rss_kib: 32 * 1024,
-    tasks: 32,
-};
-
-impl Usage {
-    /// What the gateway, process `pid`, uses now; its tasks read from `metrics`.
-    pub fn of(pid: u32, metrics: Metrics<'_>) -> Result<Usage> {
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))?.count();
-        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))?.count();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let rss_kib = status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .context("VmRSS")?;
-        let tasks = metrics()?
-            .lines()
-            .find_map(|line| line.strip_prefix("edgegate_runtime_alive_tasks "))
-            .and_then(|v| v.trim().parse().ok())
-            .context("edgegate_runtime_alive_tasks in /metrics")?;
-        Ok(Usage {
-            fds,
-            threads,
-            rss_kib,
-            tasks,
-        })
-    }
-
-    /// What grew beyond the margin from `before`, one phrase each; empty when back.
-    pub fn grown_from(&self, before: &Usage) -> Vec<&'static str> {
-        [
-            (self.fds > before.fds + MARGIN.fds, "file descriptors"),
-            (self.threads > before.threads + MARGIN.threads, "threads"),
-            (self.rss_kib > before.rss_kib + MARGIN.rss_kib, "RSS"),
-            (self.tasks > before.tasks + MARGIN.tasks, "tasks"),
-        ]
-        .into_iter()
-        .filter_map(|(grown, what)| grown.then_some(what))
-        .collect()
-    }
-
-    /// Waits (up to `timeout`, which must outlast [`SETTLED_WITHIN`]) until the gateway's
-    /// usage is back within the margin of `before`: what a flapping link leaves idle goes
-    /// by itself, not at once (the keep-alive connections opened meanwhile when the
-    /// gateway's header read timeout, 30 s, closes them; the upstream connections the
-    /// re-lists left in the client's pool after its idle timeout, 90 s; tokio's idle
-    /// blocking threads after 10 s), and a leak never settles. The usage then and the time it took; an error if it did not settle.
-    pub fn settle(
-        pid: u32,
-        metrics: Metrics<'_>,
-        before: &Usage,
-        timeout: Duration,
-    ) -> Result<(Usage, Duration)> {
-        let started = Instant::now();
-        let _ = wait_until(
-            timeout,
-            "the gateway's fds, threads, RSS and tasks to settle",
-            || Usage::of(pid, metrics).is_ok_and(|usage| usage.grown_from(before).is_empty()),
-        );
-        let took = started.elapsed();
-        let after = Usage::of(pid, metrics)?;
-        let grown = after.grown_from(before);
-        anyhow::ensure!(
-            grown.is_empty(),
-            "{} grew: {before} → {after}",
-            grown.join(", ")
-        );
-        Ok((after, took))
-    }
-}
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} fds, {} threads, {:.1} MiB, {} tasks",
-            self.fds,
-            self.threads,
-            self.rss_kib as f64 / 1024.0,
-            self.tasks
-        )
-    }
 }
