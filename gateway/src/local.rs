@@ -152,7 +152,10 @@ impl Local {
             {
                 write::echo(request, StatusCode::OK).await
             }
-            Verb::Update | Verb::Patch => self.get(context),
+            Verb::Update | Verb::Patch => {
+                self.cache.caught_up().await;
+                self.get(context)
+            }
             Verb::Delete | Verb::DeleteCollection => Err(LocalError::Delete),
         }
     }
@@ -167,6 +170,8 @@ impl Local {
                 "this request cannot be answered from the local cache",
             ));
         }
+        // Never a state older than what a client was already sent.
+        self.cache.caught_up().await;
         match context.info.verb.api() {
             Some(Verb::Get) => self.get(context),
             // An empty name in the path (`pods//log`) makes, as kube-apiserver derives it, a

@@ -17,6 +17,10 @@ use super::tee::{ListTee, ObjectTee, Tee, TeeLink, WatchTee};
 use super::usage::{Serving, UseLog};
 use super::writer::Writer;
 
+/// Longest a read of the cache waits for the writer to apply what was sent before it
+/// ([`Cache::caught_up`]): a stuck disk must not hold offline answers back for good.
+const CAUGHT_UP_WITHIN: Duration = Duration::from_secs(5);
+
 /// The cache: its policy, its store for readers, and the tees into its writer.
 pub struct Cache {
     /// What is cached now: the agents it started with and those `yurt-hub-cfg` adds.
@@ -170,6 +174,29 @@ impl Cache {
         self.uses
             .usage
             .collect_unused(component, written, cutoff, remove)
+    }
+
+    /// Waits (at most `CAUGHT_UP_WITHIN`) until what every tee has sent so far is in the
+    /// store for its readers: a response from the cache then holds everything the gateway
+    /// has already sent a client. Without it, a client that saw an object deleted and
+    /// re-listed from the cache just after could see it again.
+    pub async fn caught_up(&self) {
+        if tokio::time::timeout(CAUGHT_UP_WITHIN, self.applied())
+            .await
+            .is_err()
+        {
+            tracing::debug!("the cache writer is behind; answering from what the store holds");
+        }
+    }
+
+    /// Resolves once what every tee has sent so far is in the store for its readers
+    /// ([`Cache::caught_up`] without its bound).
+    pub(crate) fn applied(&self) -> impl Future<Output = ()> + use<> {
+        let applied = self.writer.applied();
+        async move {
+            // A writer gone (or never started) applies nothing more: the store is as it is.
+            let _ = applied.await;
+        }
     }
 
     /// Blocks until everything sent so far is durable. For shutdown and tests.

@@ -1,5 +1,5 @@
 //! What the writer is sent: the one enum of its messages (what the tees saw, the uses and
-//! the clock the facade records, flushes), and the sending half every tee shares. The tees
+//! the clock the facade records, flushes and catch-ups), and the sending half every tee shares. The tees
 //! and the writer both import this, and not each other.
 
 use std::sync::mpsc::Sender;
@@ -50,6 +50,8 @@ pub(crate) enum Message {
     Running(u64),
     /// Answer once everything sent before is durable.
     Flush(Sender<()>),
+    /// Answer once everything sent before is applied: readable, not necessarily durable.
+    Applied(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The way to the writer, shared by the facade and every tee: closed once, for all of them,

@@ -103,6 +103,14 @@ impl Writer {
         }
     }
 
+    /// Answers once everything sent so far is applied (readable by the store's readers);
+    /// at once when there is no writer.
+    pub(crate) fn applied(&self) -> tokio::sync::oneshot::Receiver<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.outbox.send(Message::Applied(tx));
+        rx
+    }
+
     /// Flushes and stops the thread.
     pub(crate) fn close(&self) {
         self.flush();
@@ -160,6 +168,7 @@ fn run(
         // Room stays taken until the writes are applied: the bound covers the whole way.
         let mut held = Vec::new();
         let mut flushes = Vec::new();
+        let mut applied = Vec::new();
         let mut durable = false;
         let (mut taken, mut bytes) = (0, 0);
         let mut next = first;
@@ -171,6 +180,7 @@ fn run(
                     durable = true;
                     flushes.push(reply);
                 }
+                Message::Applied(reply) => applied.push(reply),
                 message => durable |= write_ops(message, &mut batch, &mut held, metrics),
             }
             bytes += held[rooms..]
@@ -188,6 +198,9 @@ fn run(
         }
         durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;
         if batch.is_empty() && !durable {
+            for reply in applied {
+                let _ = reply.send(());
+            }
             continue;
         }
         match store.apply(&batch, durable) {
@@ -216,8 +229,12 @@ fn run(
             }
         }
         drop(held);
-        let flushed = !flushes.is_empty();
+        let flushed = !flushes.is_empty() || !applied.is_empty();
         for reply in flushes {
+            let _ = reply.send(());
+        }
+        // Applied, or failed: a reader then reads what the store holds either way.
+        for reply in applied {
             let _ = reply.send(());
         }
         if taken < MAX_BATCH && bytes < MAX_BATCH_BYTES && !flushed {
@@ -300,6 +317,8 @@ fn write_ops(
         Message::Touch { component, at } => batch.push(WriteOp::Touch { component, at }),
         Message::Running(secs) => batch.push(WriteOp::Running { secs }),
         Message::Flush(_) => return true,
+        // Answered by the loop once its batch is applied.
+        Message::Applied(_) => {}
     }
     false
 }
