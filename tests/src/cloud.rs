@@ -16,8 +16,10 @@ use crate::toolchain::Toolchain;
 /// from the e2e clusters' 10.96.0.0/16.
 pub const SERVICE_CIDR: &str = "198.19.128.0/17";
 
-/// The NodePool CRD (apps.openyurt.io/v1beta1) and a role for nodes to read NodePools.
-const NODE_POOLS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
+/// The NodePool CRD (apps.openyurt.io/v1beta1) and, as OpenYurt's `yurt-hub` ClusterRole
+/// grants them, a role for nodes to read NodePools and the `kube-system/yurt-hub-cfg`
+/// ConfigMap.
+const OPENYURT: &str = r#"{"apiVersion":"v1","kind":"List","items":[
 {"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
  "metadata":{"name":"nodepools.apps.openyurt.io"},
  "spec":{"group":"apps.openyurt.io","scope":"Cluster",
@@ -25,11 +27,12 @@ const NODE_POOLS: &str = r#"{"apiVersion":"v1","kind":"List","items":[
   "versions":[{"name":"v1beta1","served":true,"storage":true,
    "schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}},
 {"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",
- "metadata":{"name":"edgegate-nodepools-reader"},
- "rules":[{"apiGroups":["apps.openyurt.io"],"resources":["nodepools"],"verbs":["get","list","watch"]}]},
+ "metadata":{"name":"edgegate-yurt-hub"},
+ "rules":[{"apiGroups":["apps.openyurt.io"],"resources":["nodepools"],"verbs":["get","list","watch"]},
+  {"apiGroups":[""],"resources":["configmaps"],"resourceNames":["yurt-hub-cfg"],"verbs":["get","list","watch"]}]},
 {"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding",
- "metadata":{"name":"edgegate-nodepools-reader"},
- "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"edgegate-nodepools-reader"},
+ "metadata":{"name":"edgegate-yurt-hub"},
+ "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"edgegate-yurt-hub"},
  "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"system:nodes"}]}]}"#;
 
 /// The control plane of one node's cluster.
@@ -67,9 +70,10 @@ impl Cloud {
             "--clusterrole=system:node-proxier",
             "--group=system:nodes",
         ])?;
-        // An OpenYurt cluster serves NodePools, and YurtHub's role lets nodes read them: the
-        // gateway's informers look them up (servicetopology), and it is ready once they synced.
-        cluster.apply(NODE_POOLS)?;
+        // An OpenYurt cluster serves NodePools, and YurtHub's role lets nodes read them and
+        // yurt-hub-cfg: the gateway's informers look NodePools up (servicetopology), and it
+        // is ready once they synced; it follows yurt-hub-cfg.
+        cluster.apply(OPENYURT)?;
         // Pods need their namespace's service account, which the controllers create.
         let accounts = wait_until(
             Duration::from_secs(60),
