@@ -30,6 +30,8 @@ mod facade;
 mod field_selector;
 mod gc;
 mod guard;
+#[cfg(test)]
+mod hooked;
 mod inspect;
 mod key;
 mod message;

@@ -218,48 +218,18 @@ fn a_list_begun_on_a_replaced_store_does_not_commit_to_the_fresh_one() {
     assert!(store.get(&key).unwrap().is_some());
 }
 
-/// A store whose first write panics, as a damaged redb may; the rest succeed.
-struct PanicsOnce {
-    store: RedbStore,
-    panicked: std::sync::atomic::AtomicBool,
-}
-
-impl Store for PanicsOnce {
-    fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
-        self.store.get(key)
-    }
-    fn scan(&self, prefix: &str) -> Result<Objects, StoreError> {
-        self.store.scan(prefix)
-    }
-    fn sets(&self, prefix: &str) -> Result<Vec<(SetKey, SetMeta)>, StoreError> {
-        self.store.sets(prefix)
-    }
-    fn components(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.store.components()
-    }
-    fn running_secs(&self) -> Result<u64, StoreError> {
-        self.store.running_secs()
-    }
-    fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
-        self.store.history(set)
-    }
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
-        if !self.panicked.swap(true, Ordering::SeqCst) {
-            panic!("a write panicked");
-        }
-        self.store.apply(ops, durable)
-    }
-    fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
-        self.store.remove_component(component)
-    }
-}
-
 #[test]
 fn the_writer_outlives_a_panic_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(PanicsOnce {
+    // Its first write panics, as a damaged redb may; the rest succeed.
+    let panicked = std::sync::atomic::AtomicBool::default();
+    let store = Arc::new(crate::cache::hooked::Hooked {
         store: RedbStore::open(dir.path()).unwrap(),
-        panicked: Default::default(),
+        before_apply: move || {
+            if !panicked.swap(true, Ordering::SeqCst) {
+                panic!("a write panicked");
+            }
+        },
     });
     let metrics = CacheMetrics::default();
     let cache = Cache::start(store.clone(), CachePolicy::new(&["*"]), metrics.clone());

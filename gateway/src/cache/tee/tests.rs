@@ -10,7 +10,7 @@ use crate::cache::facade::Cache;
 use crate::cache::key::{ResourceKey, SetKey};
 use crate::cache::policy::CachePolicy;
 use crate::cache::redb_store::RedbStore;
-use crate::cache::store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
+use crate::cache::store::Store;
 use crate::stream::{Event, EventType, ListEnd, ListSink, Stop, WatchSink};
 
 fn services() -> SetKey {
@@ -232,46 +232,22 @@ fn a_later_page_without_its_first_is_not_teed() {
     cache.close();
 }
 
-/// A store whose writes wait while its gate is closed, as a writer behind a slow disk.
-struct Gated {
-    store: RedbStore,
-    open: std::sync::Mutex<bool>,
-    opened: std::sync::Condvar,
+/// A gate a store's writes wait at while it is closed, as a writer's behind a slow disk.
+#[derive(Default)]
+struct Gate {
+    closed: std::sync::Mutex<bool>,
+    changed: std::sync::Condvar,
 }
 
-impl Gated {
-    fn set(&self, open: bool) {
-        *self.open.lock().unwrap() = open;
-        self.opened.notify_all();
+impl Gate {
+    fn set_closed(&self, closed: bool) {
+        *self.closed.lock().unwrap() = closed;
+        self.changed.notify_all();
     }
-}
 
-impl Store for Gated {
-    fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
-        self.store.get(key)
-    }
-    fn scan(&self, prefix: &str) -> Result<Objects, StoreError> {
-        self.store.scan(prefix)
-    }
-    fn sets(&self, prefix: &str) -> Result<Vec<(SetKey, SetMeta)>, StoreError> {
-        self.store.sets(prefix)
-    }
-    fn components(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.store.components()
-    }
-    fn running_secs(&self) -> Result<u64, StoreError> {
-        self.store.running_secs()
-    }
-    fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
-        self.store.history(set)
-    }
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
-        let open = self.open.lock().unwrap();
-        drop(self.opened.wait_while(open, |open| !*open).unwrap());
-        self.store.apply(ops, durable)
-    }
-    fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
-        self.store.remove_component(component)
+    fn pass(&self) {
+        let closed = self.closed.lock().unwrap();
+        drop(self.changed.wait_while(closed, |closed| *closed).unwrap());
     }
 }
 
@@ -280,10 +256,13 @@ impl Store for Gated {
 #[tokio::test]
 async fn a_read_after_an_event_was_teed_waits_until_the_event_is_applied() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Gated {
+    let gate = Arc::new(Gate::default());
+    let store = Arc::new(crate::cache::hooked::Hooked {
         store: RedbStore::open(dir.path()).unwrap(),
-        open: std::sync::Mutex::new(true),
-        opened: std::sync::Condvar::new(),
+        before_apply: {
+            let gate = gate.clone();
+            move || gate.pass()
+        },
     });
     let cache = Cache::start(
         store.clone(),
@@ -292,7 +271,7 @@ async fn a_read_after_an_event_was_teed_waits_until_the_event_is_applied() {
     );
     list(&cache, &[OBJECT]).await;
     cache.flush();
-    store.set(false);
+    gate.set_closed(true);
     let mut watch = watch_tee(&cache);
     assert_eq!(watch.event(&watch_event(EventType::Deleted, 8)), None);
     let mut applied = std::pin::pin!(cache.applied());
@@ -301,7 +280,7 @@ async fn a_read_after_an_event_was_teed_waits_until_the_event_is_applied() {
         "caught up before the writer could apply the event"
     );
     assert!(store.get(WEB_KEY).unwrap().is_some(), "not applied yet");
-    store.set(true);
+    gate.set_closed(false);
     applied.await;
     assert_eq!(store.get(WEB_KEY).unwrap(), None, "the deletion is applied");
     cache.close();
