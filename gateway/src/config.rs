@@ -226,6 +226,7 @@ impl Config {
                 healthy_threshold: args.heartbeat_healthy_threshold,
                 node_name: args.node_name.clone(),
                 kubelet: Arc::default(),
+                cloud_version: Arc::default(),
             },
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),

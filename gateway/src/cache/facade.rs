@@ -3,6 +3,7 @@
 //! the tees feed goes to the one writer, which this starts and closes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -12,10 +13,27 @@ use super::key::{ResourceKey, SetKey};
 use super::message::Message;
 use super::metrics::CacheMetrics;
 use super::policy::{CachePolicy, CacheTarget};
-use super::store::Store;
+use super::store::{Store, WriteOp};
 use super::tee::{ListTee, ObjectTee, Tee, TeeLink, WatchTee};
 use super::usage::{Serving, UseLog};
-use super::writer::Writer;
+use super::writer::{Clocks, Writer};
+use crate::stream::Event;
+
+/// How many of the node's own changes an offline watch may be behind before it is ended
+/// (its client then resumes from its last version, from the store).
+const LOCAL_CHANGES_QUEUED: usize = 1024;
+
+/// A change the node made to one of its own objects while the cloud was away, as one
+/// component's copy of it shows: that component's offline watches send it.
+#[derive(Clone, Debug)]
+pub struct LocalChange {
+    /// The resource, for the component whose copy changed.
+    pub resource: ResourceKey,
+    /// The object's namespace (empty for a Node).
+    pub namespace: String,
+    /// The change as a watch event of that copy.
+    pub event: Event,
+}
 
 /// Longest a read of the cache waits for the writer to apply what was sent before it
 /// ([`Cache::caught_up`]): a stuck disk must not hold offline answers back for good.
@@ -32,6 +50,10 @@ pub struct Cache {
     uses: Arc<UseLog>,
     metrics: CacheMetrics,
     writer: Writer,
+    /// The highest resourceVersion the cloud was seen at (see [`Cache::saw_cloud_version`]).
+    cloud: Arc<AtomicU64>,
+    /// The node's own changes, for offline watches.
+    local: tokio::sync::broadcast::Sender<Arc<LocalChange>>,
 }
 
 impl Cache {
@@ -43,7 +65,12 @@ impl Cache {
             0
         });
         let clock = Arc::new(RunningClock::new(base));
-        let writer = Writer::start(store.clone(), metrics.clone(), clock.clone());
+        let cloud = Arc::new(AtomicU64::new(store.cloud_version().unwrap_or(0)));
+        let clocks = Clocks {
+            running: clock.clone(),
+            cloud: cloud.clone(),
+        };
+        let writer = Writer::start(store.clone(), metrics.clone(), clocks);
         let uses = Arc::new(UseLog::new(clock.clone(), writer.outbox().clone()));
         Arc::new(Cache {
             policy: ArcSwap::from_pointee(policy),
@@ -53,7 +80,62 @@ impl Cache {
             uses,
             metrics,
             writer,
+            cloud,
+            local: tokio::sync::broadcast::channel(LOCAL_CHANGES_QUEUED).0,
         })
+    }
+
+    /// The clock of the cloud's resourceVersions, for the heartbeat to advance
+    /// ([`Cache::saw_cloud_version`] by another way).
+    pub fn cloud_clock(&self) -> Arc<AtomicU64> {
+        self.cloud.clone()
+    }
+
+    /// Notes that the cloud answered at resourceVersion `version` (the heartbeat's lease
+    /// renewals): versions given to the node's own writes never pass the highest seen.
+    pub fn saw_cloud_version(&self, version: u64) {
+        self.cloud.fetch_max(version, Ordering::Relaxed);
+    }
+
+    /// The highest resourceVersion the cloud was seen at: by the heartbeat, or in what the
+    /// store holds (its stored clock, its sets' versions).
+    pub fn cloud_version(&self) -> u64 {
+        let sets = self.store.sets("").unwrap_or_default();
+        sets.iter()
+            .filter_map(|(_, meta)| meta.resource_version.parse::<u64>().ok())
+            .chain([self.cloud.load(Ordering::Relaxed)])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Applies the node's own writes (`ops`) in one durable transaction, then sends
+    /// `changes` to the offline watches; an error says why the store did not take them.
+    pub async fn write_local(
+        &self,
+        mut ops: Vec<WriteOp>,
+        changes: Vec<LocalChange>,
+    ) -> Result<(), String> {
+        let version = self.cloud.load(Ordering::Relaxed);
+        if version > 0 {
+            ops.push(WriteOp::CloudVersion { version });
+        }
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        if !self.writer.outbox().send(Message::Local { ops, done }) {
+            return Err("the cache writer is gone".to_owned());
+        }
+        outcome
+            .await
+            .map_err(|_| "the cache writer stopped".to_owned())??;
+        for change in changes {
+            // None listening is no error: no offline watch is open.
+            let _ = self.local.send(Arc::new(change));
+        }
+        Ok(())
+    }
+
+    /// The node's own changes from now on, for an offline watch.
+    pub fn local_changes(&self) -> tokio::sync::broadcast::Receiver<Arc<LocalChange>> {
+        self.local.subscribe()
     }
 
     /// What is cached now.
@@ -209,6 +291,12 @@ impl Cache {
         self.writer
             .outbox()
             .send(Message::Running(self.running_secs()));
+        let version = self.cloud.load(Ordering::Relaxed);
+        if version > 0 {
+            let (done, _) = tokio::sync::oneshot::channel();
+            let ops = vec![WriteOp::CloudVersion { version }];
+            self.writer.outbox().send(Message::Local { ops, done });
+        }
         self.writer.close();
     }
 

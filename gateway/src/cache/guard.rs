@@ -378,6 +378,10 @@ impl Store for GuardedStore {
         self.inner.run(|store| store.running_secs())
     }
 
+    fn cloud_version(&self) -> Result<u64, StoreError> {
+        self.inner.run(|store| store.cloud_version())
+    }
+
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
         self.inner.run(|store| store.history(set))
     }

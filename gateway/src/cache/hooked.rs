@@ -31,6 +31,9 @@ impl<H: Fn() + Send + Sync> Store for Hooked<H> {
     fn running_secs(&self) -> Result<u64, StoreError> {
         self.store.running_secs()
     }
+    fn cloud_version(&self) -> Result<u64, StoreError> {
+        self.store.cloud_version()
+    }
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
         self.store.history(set)
     }

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::key::{ResourceKey, SetKey};
+use super::store::WriteOp;
 use crate::stream::{Event, ListEnd};
 
 /// A message to the writer. Objects come with the room they took of the in-flight budget,
@@ -52,6 +53,12 @@ pub(crate) enum Message {
     Flush(Sender<()>),
     /// Answer once everything sent before is applied: readable, not necessarily durable.
     Applied(tokio::sync::oneshot::Sender<()>),
+    /// The node's own writes while the cloud is away (see `local`): applied and made
+    /// durable in one transaction, answered with whether they were.
+    Local {
+        ops: Vec<WriteOp>,
+        done: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
 }
 
 /// The way to the writer, shared by the facade and every tee: closed once, for all of them,

@@ -30,6 +30,8 @@ pub struct CacheMetrics {
     pub collected: Counter,
     /// Damaged stores moved aside and started anew.
     pub store_resets: Counter,
+    /// The node's own writes taken by the local layer while the cloud was away.
+    pub local_writes: Counter,
     /// Disk faults (episodes, not failed writes), by kind.
     pub disk_faults: Family<FaultLabels, Counter>,
 }
@@ -45,6 +47,11 @@ impl CacheMetrics {
     /// Registers the counters under `edgegate_cache_*`.
     pub fn register(&self, registry: &mut Registry) {
         let cache = registry.sub_registry_with_prefix("cache");
+        cache.register(
+            "local_writes",
+            "The node's own writes taken by the local layer while the cloud was away",
+            self.local_writes.clone(),
+        );
         cache.register(
             "commits",
             "Lists committed to the cache",

@@ -20,8 +20,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 use self::history::{HISTORY, Tables};
 use self::sets::{commit, mark_stale, synced_meta};
 use self::tables::{
-    CLOCKS, COMPONENTS, DIGESTS, Digest, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED, encoding,
-    engine, prefix_end, put,
+    CLOCKS, CLOUD, COMPONENTS, DIGESTS, Digest, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED,
+    encoding, engine, prefix_end, put,
 };
 use super::key::SetKey;
 use super::store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
@@ -266,6 +266,12 @@ impl Store for RedbStore {
             .map_or(0, |v| v.value()))
     }
 
+    fn cloud_version(&self) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let clocks = txn.open_table(CLOCKS).map_err(engine)?;
+        Ok(clocks.get(CLOUD).map_err(engine)?.map_or(0, |v| v.value()))
+    }
+
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
         let txn = self.db.begin_read().map_err(engine)?;
         let table = txn.open_table(HISTORY).map_err(engine)?;
@@ -374,6 +380,12 @@ impl Store for RedbStore {
                     }
                     WriteOp::Running { secs } => {
                         clocks.insert(RUNNING, *secs).map_err(engine)?;
+                    }
+                    WriteOp::CloudVersion { version } => {
+                        let stored = clocks.get(CLOUD).map_err(engine)?.map_or(0, |v| v.value());
+                        if *version > stored {
+                            clocks.insert(CLOUD, *version).map_err(engine)?;
+                        }
                     }
                     WriteOp::Synced {
                         set,

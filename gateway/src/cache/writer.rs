@@ -37,6 +37,16 @@ const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// of it, which delays garbage collection by as much (it works in days).
 const RUNNING_EVERY: Duration = Duration::from_secs(300);
 
+/// The clocks the writer records now and then: the gateway's running time, and the highest
+/// resourceVersion the cloud was seen at.
+#[derive(Clone)]
+pub(crate) struct Clocks {
+    /// Seconds the gateway has run over the store.
+    pub(crate) running: Arc<RunningClock>,
+    /// The highest resourceVersion the cloud was seen at (0: none yet).
+    pub(crate) cloud: Arc<AtomicU64>,
+}
+
 /// The writer: its thread, the way to it, and what it hands out to the tees.
 pub(crate) struct Writer {
     outbox: Outbox,
@@ -51,15 +61,11 @@ pub(crate) struct Writer {
 impl Writer {
     /// Starts the writer's thread over `store`; without it (it cannot start) nothing is
     /// cached, and every send fails.
-    pub(crate) fn start(
-        store: Arc<dyn Store>,
-        metrics: CacheMetrics,
-        clock: Arc<RunningClock>,
-    ) -> Writer {
+    pub(crate) fn start(store: Arc<dyn Store>, metrics: CacheMetrics, clocks: Clocks) -> Writer {
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cache-writer".into())
-            .spawn(move || write_until_closed(&store, &rx, &metrics, &clock))
+            .spawn(move || write_until_closed(&store, &rx, &metrics, &clocks))
             .ok();
         if thread.is_none() {
             tracing::error!("cannot start the cache writer thread; nothing will be cached");
@@ -134,10 +140,10 @@ fn write_until_closed(
     store: &Arc<dyn Store>,
     rx: &Receiver<Message>,
     metrics: &CacheMetrics,
-    clock: &RunningClock,
+    clocks: &Clocks,
 ) {
     loop {
-        let run = std::panic::AssertUnwindSafe(|| run(store, rx, metrics, clock));
+        let run = std::panic::AssertUnwindSafe(|| run(store, rx, metrics, clocks));
         match std::panic::catch_unwind(run) {
             Ok(()) => return,
             Err(_) => {
@@ -149,12 +155,7 @@ fn write_until_closed(
 }
 
 /// The writer loop: runs until every sender is gone.
-fn run(
-    store: &Arc<dyn Store>,
-    rx: &Receiver<Message>,
-    metrics: &CacheMetrics,
-    clock: &RunningClock,
-) {
+fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, clocks: &Clocks) {
     let mut unflushed = false;
     let mut last_durable = Instant::now();
     let mut last_running = Instant::now();
@@ -169,6 +170,7 @@ fn run(
         let mut held = Vec::new();
         let mut flushes = Vec::new();
         let mut applied = Vec::new();
+        let mut locals = Vec::new();
         let mut durable = false;
         let (mut taken, mut bytes) = (0, 0);
         let mut next = first;
@@ -181,6 +183,11 @@ fn run(
                     flushes.push(reply);
                 }
                 Message::Applied(reply) => applied.push(reply),
+                Message::Local { ops, done } => {
+                    batch.extend(ops);
+                    locals.push(done);
+                    durable = true;
+                }
                 message => durable |= write_ops(message, &mut batch, &mut held, metrics),
             }
             bytes += held[rooms..]
@@ -194,7 +201,13 @@ fn run(
         }
         if last_running.elapsed() >= RUNNING_EVERY {
             last_running = Instant::now();
-            batch.push(WriteOp::Running { secs: clock.secs() });
+            batch.push(WriteOp::Running {
+                secs: clocks.running.secs(),
+            });
+            let version = clocks.cloud.load(Ordering::Relaxed);
+            if version > 0 {
+                batch.push(WriteOp::CloudVersion { version });
+            }
         }
         durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;
         if batch.is_empty() && !durable {
@@ -203,7 +216,14 @@ fn run(
             }
             continue;
         }
-        match store.apply(&batch, durable) {
+        let outcome = store.apply(&batch, durable);
+        for done in locals {
+            let _ = done.send(match &outcome {
+                Ok(_) => Ok(()),
+                Err(error) => Err(crate::error::error_chain(error)),
+            });
+        }
+        match outcome {
             Ok(wrote) => {
                 // Counted once applied: a reader that sees the count sees the set.
                 let commits = batch
@@ -318,7 +338,7 @@ fn write_ops(
         Message::Running(secs) => batch.push(WriteOp::Running { secs }),
         Message::Flush(_) => return true,
         // Answered by the loop once its batch is applied.
-        Message::Applied(_) => {}
+        Message::Applied(_) | Message::Local { .. } => {}
     }
     false
 }

@@ -31,6 +31,9 @@ pub struct HealthSettings {
     /// kubelet's renewals of that lease, answered by the gateway: the probe renews the lease
     /// only while kubelet does.
     pub kubelet: Arc<KubeletLease>,
+    /// The highest resourceVersion the cloud answered a renewal at: the cache's clock of the
+    /// cloud, which versions of the node's own offline writes never pass.
+    pub cloud_version: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// While a verdict is in doubt (a failure on a healthy server, a success on an unhealthy one)
@@ -140,7 +143,8 @@ async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings
         match &settings.node_name {
             Some(node) => {
                 let kubelet_alive = settings.kubelet.alive();
-                super::lease::renew(transport, &server.url, node, kubelet_alive).await
+                let seen = &settings.cloud_version;
+                super::lease::renew(transport, &server.url, node, kubelet_alive, seen).await
             }
             None => readyz(transport, server).await,
         }
@@ -241,6 +245,7 @@ mod tests {
             healthy_threshold: 2,
             node_name: None,
             kubelet: Arc::default(),
+            cloud_version: Arc::default(),
         }
     }
 

@@ -4,6 +4,7 @@
 //! never conflict: the heartbeat is the node's lease, renewed while kubelet renews it here.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
@@ -50,6 +51,7 @@ pub async fn renew(
     server: &http::Uri,
     node: &str,
     kubelet_alive: bool,
+    seen: &AtomicU64,
 ) -> bool {
     let path =
         format!("/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases/{node}");
@@ -74,8 +76,23 @@ pub async fn renew(
         )
     };
     match exchange(transport, server, method, &target, Some(renewed)).await {
-        Some((status, _)) => status.is_success() || status == StatusCode::CONFLICT,
+        Some((status, lease)) => {
+            if status.is_success() {
+                note_version(&lease, seen);
+            }
+            status.is_success() || status == StatusCode::CONFLICT
+        }
         None => false,
+    }
+}
+
+/// Notes the resourceVersion of `object` in `seen`, if it is the highest so far.
+fn note_version(object: &[u8], seen: &AtomicU64) {
+    let version = crate::stream::Meta::parse(object)
+        .ok()
+        .and_then(|meta| meta.resource_version.parse::<u64>().ok());
+    if let Some(version) = version {
+        seen.fetch_max(version, Ordering::Relaxed);
     }
 }
 

@@ -16,10 +16,12 @@ pub(super) const UNCHANGED: &[u8] = b"";
 pub(super) const SETS: TableDefinition<&str, &[u8]> = TableDefinition::new("sets");
 /// Components → last use (seconds of running time, [`RUNNING`]).
 pub(super) const COMPONENTS: TableDefinition<&str, u64> = TableDefinition::new("components");
-/// Clocks by name; [`RUNNING`] alone so far.
+/// Clocks by name: [`RUNNING`] and [`CLOUD`].
 pub(super) const CLOCKS: TableDefinition<&str, u64> = TableDefinition::new("clocks");
 /// Seconds the gateway has run over this store, over all its starts.
 pub(super) const RUNNING: &str = "running";
+/// The highest resourceVersion the cloud was seen at.
+pub(super) const CLOUD: &str = "cloud";
 
 /// An object's length and XXH3-128 hash. Objects with equal digests are taken to be the
 /// same bytes: by chance, two differ with a probability of 2⁻¹²⁸; on purpose, only a filter
