@@ -47,7 +47,7 @@ mod usage;
 mod writer;
 
 pub use clock::now;
-pub use facade::Cache;
+pub use facade::{Cache, LocalChange};
 pub use gc::collect_garbage;
 pub use guard::GuardedStore;
 pub use inspect::{SetSummary, object, summary};

@@ -7,14 +7,20 @@
 //! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
 //! | watch | the set's changes after the client's resourceVersion as events (and a bookmark when asked), then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
 //! | create | the request body echoed with 201 (JSON or protobuf, as it came) |
-//! | update, patch | the cached object, nothing applied; kubelet's lease renewal is echoed |
+//! | update, patch | of the node's own Node and pods (and their status), on its identity: applied to the cached copies and answered with the result (the local layer); of anything else, the cached object, nothing applied; kubelet's lease renewal is echoed |
 //! | delete | 403 |
 //!
 //! With `--node-name`, kubelet's writes of its node lease are answered here online too
 //! ([`Local::kubelet_lease`]): the gateway's heartbeat is the node's lease in the cloud.
 
+mod endpoints;
 mod error;
+mod layer;
 mod list;
+mod media;
+mod own;
+mod patch;
+mod strategic;
 mod watch;
 mod write;
 
@@ -132,11 +138,13 @@ impl Local {
         Ok(response)
     }
 
-    /// Answers `request` from the cache.
+    /// Answers `request` from the cache; `node` when it comes on the node's own identity
+    /// (the plain proxy), whose writes of the node's own objects the local layer takes.
     pub async fn serve(
         &self,
         context: &RequestContext,
         request: Request<Incoming>,
+        node: bool,
     ) -> Result<Response<ResponseBody>, LocalError> {
         let Some(verb) = context.info.verb.api() else {
             return Err(unanswerable("proxy requests need the cloud"));
@@ -153,6 +161,13 @@ impl Local {
                 write::echo(request, StatusCode::OK).await
             }
             Verb::Update | Verb::Patch => {
+                if node {
+                    // The node's own objects take its writes; anything else is answered
+                    // with what the cache holds.
+                    if let Ok(answer) = self.write_own(context, request).await? {
+                        return Ok(answer);
+                    }
+                }
                 self.cache.caught_up().await;
                 self.get(context)
             }

@@ -200,7 +200,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
 
 /// Runs the gateway on already bound listeners until `shutdown` resolves.
 pub async fn serve(
-    config: Config,
+    mut config: Config,
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
@@ -224,6 +224,7 @@ pub async fn serve(
         cache_metrics,
     );
     cache.collect_after(config.cache_gc_after);
+    config.health.cloud_version = cache.cloud_clock();
     // Informers serve filters' lookups, and the pool port's check of its callers' pool.
     let informers = if config.filter_dir.is_some() || config.pool_port.is_some() {
         let proxy = listeners.proxy_addr().map_err(|source| ServerError::Bind {

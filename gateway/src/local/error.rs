@@ -40,6 +40,15 @@ pub enum LocalError {
     /// The cache failed.
     #[error("the local cache failed: {0}")]
     Store(String),
+    /// A write of the node's own objects cannot be applied as its patch or body says.
+    #[error(transparent)]
+    Patch(#[from] super::patch::PatchError),
+    /// A write's precondition fails (its uid, the version it was read at).
+    #[error("{0}")]
+    Conflict(String),
+    /// A write would make an object kube-apiserver refuses.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl Refusal for LocalError {
@@ -88,6 +97,27 @@ impl Refusal for LocalError {
                 Fault::Client,
                 "bad_body",
             ),
+            LocalError::Patch(super::patch::PatchError::Media(_)) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "UnsupportedMediaType",
+                Fault::Client,
+                "media_type",
+            ),
+            LocalError::Patch(super::patch::PatchError::Body(_)) => (
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                Fault::Client,
+                "bad_body",
+            ),
+            LocalError::Patch(super::patch::PatchError::Apply(_)) | LocalError::Invalid(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                Fault::Client,
+                "invalid",
+            ),
+            LocalError::Conflict(_) => {
+                (StatusCode::CONFLICT, "Conflict", Fault::Client, "conflict")
+            }
             LocalError::Store(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InternalError",

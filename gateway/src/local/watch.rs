@@ -1,19 +1,21 @@
 //! Offline watches: the cached set's changes after the client's resourceVersion as events
 //! (ADDED, MODIFIED, DELETED, in resourceVersion order; every member as ADDED when it gave
-//! none), a BOOKMARK at the set's version when it allows bookmarks, then nothing until the
-//! cloud is back or the watch times out; then a clean end, so the client re-lists — from
-//! the cloud, if it is back. (YurtHub sends nothing at all.) A version the cache cannot
+//! none), a BOOKMARK at the set's version when it allows bookmarks, then the node's own
+//! changes as the local layer writes them, until the cloud is back or the watch times out;
+//! then a clean end, so the client re-lists — from the cloud, if it is back. (YurtHub sends nothing at all.) A version the cache cannot
 //! replay from gets an ERROR `410 Expired` event, as kube-apiserver sends, and the client
 //! re-lists from the cache.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::Local;
 use super::error::LocalError;
 use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
-use crate::cache::{self, Backlog, ReadError, SetMeta};
+use crate::cache::{self, Backlog, LocalChange, ReadError, ResourceKey, Selectors, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
 use crate::reply::expired_event;
@@ -34,6 +36,28 @@ struct Waiting {
     ends: bool,
     health: HealthWatch,
     deadline: tokio::time::Instant,
+    /// The node's own changes, and which of them this watch sends.
+    local: broadcast::Receiver<Arc<LocalChange>>,
+    wanted: Wanted,
+}
+
+/// Which of the node's own changes a watch sends: those of its component's copies of its
+/// resource, in its namespace, that its selectors select.
+struct Wanted {
+    resource: ResourceKey,
+    namespace: String,
+    selectors: Option<Selectors>,
+}
+
+impl Wanted {
+    fn takes(&self, change: &LocalChange) -> bool {
+        change.resource == self.resource
+            && (self.namespace.is_empty() || change.namespace == self.namespace)
+            && self
+                .selectors
+                .as_ref()
+                .is_some_and(|selectors| selectors.matches(&change.event.object))
+    }
 }
 
 impl Local {
@@ -42,6 +66,8 @@ impl Local {
         &self,
         context: &RequestContext,
     ) -> Result<http::Response<ResponseBody>, LocalError> {
+        // Before the backlog is read: a change written meanwhile is sent (at worst twice).
+        let local = self.cache.local_changes();
         let (found, chunks) = self.backlog_from_store(context);
         let (backlog, ends) = match found.await {
             Ok(Ok(())) => {
@@ -69,6 +95,12 @@ impl Local {
             ends,
             health: self.health.clone(),
             deadline: tokio::time::Instant::now() + timeout,
+            local,
+            wanted: Wanted {
+                resource: super::resource_of(context),
+                namespace: context.info.namespace.clone(),
+                selectors: Selectors::new(&context.query.labels, &context.query.fields).ok(),
+            },
         };
         let events = futures_util::stream::unfold(waiting, |mut state| async move {
             if let Some(backlog) = state.backlog.as_mut() {
@@ -80,11 +112,24 @@ impl Local {
             if state.ends {
                 return None;
             }
-            tokio::select! {
-                _ = state.health.wait_for(|healthy| *healthy) => {}
-                () = tokio::time::sleep_until(state.deadline) => {}
+            loop {
+                let change = tokio::select! {
+                    _ = state.health.wait_for(|healthy| *healthy) => return None,
+                    () = tokio::time::sleep_until(state.deadline) => return None,
+                    change = state.local.recv() => change,
+                };
+                match change {
+                    Ok(change) if state.wanted.takes(&change) => {
+                        let mut chunk = BytesMut::new();
+                        change.event.encode(&mut chunk);
+                        return Some((Ok(http_body::Frame::data(chunk.freeze())), state));
+                    }
+                    Ok(_) => {}
+                    // Fallen behind the node's changes: a clean end, and the client
+                    // watches again from its last version, read from the store.
+                    Err(_) => return None,
+                }
             }
-            None
         });
         let mut response = http::Response::new(StreamBody::new(events).boxed_unsync());
         response.headers_mut().insert(

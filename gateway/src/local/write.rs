@@ -9,6 +9,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
 use super::error::LocalError;
+use super::media::media_type;
 use crate::reply::{ResponseBody, full};
 use crate::request::RequestContext;
 
@@ -52,14 +53,7 @@ impl Media {
         let Some(value) = headers.get(CONTENT_TYPE) else {
             return Ok(Media::Json);
         };
-        let media = value
-            .to_str()
-            .unwrap_or_default()
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
+        let media = media_type(value.to_str().unwrap_or_default());
         match media.as_str() {
             "application/json" => Ok(Media::Json),
             PROTOBUF => Ok(Media::Protobuf),

@@ -144,7 +144,8 @@ async fn forward(
     }
     if !state.balancer.any_healthy() {
         offline()?;
-        return Ok(state.local.serve(context, request).await?);
+        let node = matches!(caller, Caller::Node);
+        return Ok(state.local.serve(context, request, node).await?);
     }
     let server = state
         .balancer

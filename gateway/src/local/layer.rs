@@ -1,0 +1,279 @@
+//! The local layer: the node's own writes while the cloud is away (updates and patches of
+//! its Node and its pods, and of their status), applied to the cached objects as
+//! kube-apiserver would apply them, stored durably in every component's copy, sent to the
+//! offline watches, and answered with the object that results.
+//!
+//! # Resource versions
+//! A write of an object shown at resourceVersion `r` takes `r + 1`, but never more than the
+//! highest version the cloud was seen at (the heartbeat's lease renewals, the cached sets):
+//! whatever the cloud sends later is newer, so the cloud's next version of the object replaces
+//! it in the cache and no client sees a version go back. With no room left (the object is as
+//! new as anything seen from the cloud) the write keeps the version it had.
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use serde_json::Value;
+
+use super::Local;
+use super::endpoints::{Followed, PodEndpoint, followers};
+use super::error::LocalError;
+use super::own::{Own, written};
+use super::patch::Change;
+use crate::cache::{LocalChange, ResourceKey, WriteOp};
+use crate::reply::{ResponseBody, json};
+use crate::request::{RequestContext, Verb};
+use crate::stream::{Event, EventType};
+
+/// The largest body a local write may carry: Kubernetes objects are at most 1.5 MiB in etcd,
+/// a little more as JSON.
+const MAX_BODY: usize = 3 << 20;
+
+/// One component's cached copy of the object written.
+struct Copy {
+    resource: ResourceKey,
+    key: String,
+    object: Value,
+}
+
+/// The resourceVersion a write of an object shown at `shown` takes, with the cloud seen at
+/// `cloud` at most (see the module's doc).
+pub fn next_version(shown: u64, cloud: u64) -> u64 {
+    if shown < cloud { shown + 1 } else { shown }
+}
+
+impl Local {
+    /// Answers a write of the node's own objects from the local layer; `Ok(None)` when the
+    /// write is not one (it is answered as before).
+    pub(super) async fn write_own<B>(
+        &self,
+        context: &RequestContext,
+        request: Request<B>,
+    ) -> Result<Result<Response<ResponseBody>, Request<B>>, LocalError>
+    where
+        B: http_body::Body<Data = Bytes>,
+        B::Error: Into<crate::error::BoxError>,
+    {
+        let info = &context.info;
+        let (Some(node), Some(verb)) = (self.node_name.as_deref(), info.verb.api()) else {
+            return Ok(Err(request));
+        };
+        let Some(own) = Own::of(info, node) else {
+            return Ok(Err(request));
+        };
+        let content_type = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("application/json")
+            .to_owned();
+        let change = match verb {
+            Verb::Patch => Change::of_patch(&content_type).map_err(LocalError::Patch)?,
+            // An update in protobuf is answered as before (the cached object).
+            Verb::Update if super::media::media_type(&content_type) == "application/json" => {
+                Change::Replace
+            }
+            _ => return Ok(Err(request)),
+        };
+        if change == Change::Apply {
+            return Err(LocalError::Unanswerable(
+                "a server-side apply (application/apply-patch+yaml) needs it".to_owned(),
+            ));
+        }
+        self.cache.caught_up().await;
+        let mut copies = self.copies(context)?;
+        let Some(base) = copies
+            .iter()
+            .find(|copy| copy.resource.component == context.cache_component)
+            .or_else(|| copies.first())
+        else {
+            return Err(LocalError::NotCached(format!(
+                "{} {:?} is not in the local cache",
+                info.resource, info.name
+            )));
+        };
+        if !own.owns(&base.object, node) {
+            return Ok(Err(request));
+        }
+        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => return Err(LocalError::TooLarge),
+        };
+        let shown = copies
+            .iter()
+            .map(|copy| version(&copy.object))
+            .max()
+            .unwrap_or(0);
+        let resource_version = next_version(shown, self.cache.cloud_version()).to_string();
+        let status = info.subresource == "status";
+        let requester = base.resource.component.clone();
+        let (mut answer, mut pod) = (None, None);
+        let (mut ops, mut changes) = (Vec::new(), Vec::new());
+        for copy in &mut copies {
+            let mut after = copy.object.clone();
+            change.apply(&mut after, &body).map_err(LocalError::Patch)?;
+            preconditions(&copy.object, &after, change, &info.name)?;
+            let mut result = written(own, status, &copy.object, after);
+            result["metadata"]["resourceVersion"] = resource_version.clone().into();
+            let bytes = Bytes::from(result.to_string());
+            ops.push(WriteOp::Upsert {
+                key: copy.key.clone(),
+                object: bytes.clone(),
+                resource_version: resource_version.clone(),
+            });
+            changes.push(LocalChange {
+                resource: copy.resource.clone(),
+                namespace: info.namespace.clone(),
+                event: Event {
+                    kind: EventType::Modified,
+                    object: bytes.clone(),
+                },
+            });
+            if copy.resource.component == requester {
+                answer = Some(bytes);
+                if own == Own::Pod {
+                    pod = Some(PodEndpoint::of(&result));
+                }
+            }
+        }
+        if let Some(pod) = pod {
+            self.follow(&pod, &mut ops, &mut changes)?;
+        }
+        self.cache
+            .write_local(ops, changes)
+            .await
+            .map_err(LocalError::Store)?;
+        self.cache.metrics().local_writes.inc();
+        tracing::debug!(resource = %info.resource, name = %info.name, resource_version, "written locally");
+        Ok(Ok(json(StatusCode::OK, answer.unwrap_or_default())))
+    }
+
+    /// Has every cached endpoint that names `pod` follow it: written with the pod's write,
+    /// at a version one past its own (never past the cloud's).
+    fn follow(
+        &self,
+        pod: &PodEndpoint,
+        ops: &mut Vec<WriteOp>,
+        changes: &mut Vec<LocalChange>,
+    ) -> Result<(), LocalError> {
+        let cloud = self.cache.cloud_version();
+        let followers = followers(self.cache.store().as_ref(), pod)
+            .map_err(|error| LocalError::store(&error))?;
+        for Followed {
+            resource,
+            key,
+            before,
+            mut after,
+        } in followers
+        {
+            let resource_version = next_version(version(&before), cloud).to_string();
+            after["metadata"]["resourceVersion"] = resource_version.clone().into();
+            let object = Bytes::from(after.to_string());
+            ops.push(WriteOp::Upsert {
+                key,
+                object: object.clone(),
+                resource_version,
+            });
+            changes.push(LocalChange {
+                resource,
+                namespace: pod.namespace.clone(),
+                event: Event {
+                    kind: EventType::Modified,
+                    object,
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// Every component's cached copy of the object `context` writes.
+    fn copies(&self, context: &RequestContext) -> Result<Vec<Copy>, LocalError> {
+        let store = self.cache.store();
+        let mut components: Vec<String> = store
+            .components()
+            .map_err(|error| LocalError::store(&error))?
+            .into_iter()
+            .map(|(component, _)| component)
+            .collect();
+        if !components.contains(&context.cache_component) {
+            components.push(context.cache_component.clone());
+        }
+        let mut copies = Vec::new();
+        for component in components {
+            let resource = ResourceKey {
+                component,
+                ..super::resource_of(context)
+            };
+            let key = resource.object_key(&context.info.namespace, &context.info.name);
+            let Some(bytes) = store.get(&key).map_err(|error| LocalError::store(&error))? else {
+                continue;
+            };
+            // What the cache cannot read back as an object is not a base to write on.
+            let Ok(object @ Value::Object(_)) = serde_json::from_slice(&bytes) else {
+                continue;
+            };
+            copies.push(Copy {
+                resource,
+                key,
+                object,
+            });
+        }
+        Ok(copies)
+    }
+}
+
+/// What kube-apiserver checks before it writes: the object keeps its name, an update names
+/// the version it was read at (when it names one), and a uid the write names is the
+/// object's (kubelet's status patches carry it as their precondition).
+fn preconditions(
+    before: &Value,
+    after: &Value,
+    change: Change,
+    name: &str,
+) -> Result<(), LocalError> {
+    let field = |object: &Value, field: &str| object["metadata"][field].as_str().map(str::to_owned);
+    if let Some(named) = field(after, "name").filter(|named| named != name) {
+        return Err(LocalError::Invalid(format!(
+            "the name of the object ({named}) does not match the name on the URL ({name})"
+        )));
+    }
+    if let Some(uid) = field(after, "uid")
+        && field(before, "uid").is_some_and(|held| held != uid)
+    {
+        return Err(LocalError::Conflict(format!(
+            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+            field(before, "uid").unwrap_or_default()
+        )));
+    }
+    if change == Change::Replace
+        && let Some(read_at) = field(after, "resourceVersion").filter(|v| !v.is_empty())
+        && Some(&read_at) != field(before, "resourceVersion").as_ref()
+    {
+        return Err(LocalError::Conflict(format!(
+            "Operation cannot be fulfilled on {name:?}: the object has been modified; please apply your changes to the latest version and try again"
+        )));
+    }
+    Ok(())
+}
+
+/// An object's resourceVersion as a number (0 when it has none the gateway can read).
+fn version(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_version_follows_the_objects_and_never_passes_the_clouds() {
+        assert_eq!(next_version(10, 50), 11);
+        assert_eq!(next_version(49, 50), 50);
+        assert_eq!(next_version(50, 50), 50);
+        assert_eq!(next_version(60, 50), 60);
+    }
+}
