@@ -28,6 +28,8 @@ mod lookups;
 mod multiplexer;
 mod offline;
 mod operator;
+mod own_endpoints;
+mod own_writes;
 mod pool_leader;
 mod protobuf_watch;
 mod proxy;
@@ -111,6 +113,14 @@ const TESTS: &[(&str, Test)] = &[
     (
         "offline::kube_proxy_keeps_its_view_offline",
         offline::kube_proxy_keeps_its_view_offline,
+    ),
+    (
+        "own_endpoints::offline_endpoints_follow_the_nodes_pods",
+        own_endpoints::offline_endpoints_follow_the_nodes_pods,
+    ),
+    (
+        "own_writes::offline_status_patches_and_updates_are_read_back",
+        own_writes::offline_status_patches_and_updates_are_read_back,
     ),
     (
         "offline::restart_while_offline_serves_from_cache",

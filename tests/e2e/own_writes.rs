@@ -1,0 +1,261 @@
+//! The node's own writes while the cloud is away: kubelet's patches and updates of its pods
+//! and its Node are applied to the cache, read back, watched, kept across a restart, and
+//! give way to the cloud's next version once the link is back.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use edgegate_testkit::{ADMIN_TOKEN, Gateway, Relay};
+use http_body_util::BodyExt;
+
+use crate::support::{
+    Env, Plain, Watch, apply, client, create_configmaps, get_as, list_as, namespace, request,
+    runtime, wait_readyz, wait_sets,
+};
+
+pub const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
+
+/// Sends a write as kubelet with `content_type`; the status and the body as JSON.
+pub async fn write(
+    client: &Plain,
+    method: http::Method,
+    url: &str,
+    content_type: &'static str,
+    body: &str,
+) -> Result<(http::StatusCode, serde_json::Value)> {
+    let mut request = request(method, url, Some(ADMIN_TOKEN), KUBELET, Some(body))?;
+    request
+        .headers_mut()
+        .insert("content-type", http::HeaderValue::from_static(content_type));
+    let response = client.request(request).await?;
+    let status = response.status();
+    let bytes = response.into_body().collect().await?.to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{url}: {}", String::from_utf8_lossy(&bytes)))?;
+    Ok((status, value))
+}
+
+/// GETs `url` as kubelet, as JSON.
+pub async fn read(client: &Plain, url: &str) -> Result<serde_json::Value> {
+    let (status, body) =
+        crate::support::get_accepting(client, url, KUBELET, "application/json").await?;
+    ensure!(
+        status == 200,
+        "{url}: {status} {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// An object's resourceVersion as a number (0 when it has none).
+pub fn rv(object: &serde_json::Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Offline, kubelet's `PATCH pods/x/status` in each patch type (strategic merge, JSON merge,
+/// JSON patch), a JSON `UPDATE` of the pod and a strategic merge of its Node's status are
+/// each answered with the object they make. A GET and a list show the result, an offline
+/// watch gets it as MODIFIED, and a restart of the gateway still shows it; no version goes
+/// back. After the reconnect, the cloud's next write of the pod replaces the local one at a
+/// newer version.
+pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()> {
+    let node = crate::support::unique("edge-own");
+    let ns = namespace(&env.cluster, "own")?;
+    let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
+    let mut gateway = Gateway::start_to(
+        &env.bin,
+        &env.cluster,
+        &relay.url(),
+        &[
+            "--heartbeat-interval-seconds=1",
+            &format!("--node-name={node}"),
+        ],
+    )?;
+    apply(
+        &env.cluster,
+        &gateway.dir,
+        "node.json",
+        &format!(r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}}}}"#),
+    )?;
+    apply(
+        &env.cluster,
+        &gateway.dir,
+        "pod.json",
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"web","namespace":"{ns}"}},"spec":{{"nodeName":"{node}","containers":[{{"name":"web","image":"registry.invalid/web:1"}}]}}}}"#
+        ),
+    )?;
+    let rt = runtime();
+    let client = client();
+    let base = gateway.url();
+    let pod_url = format!("{base}/api/v1/namespaces/{ns}/pods/web");
+    let pods_url = format!("{base}/api/v1/namespaces/{ns}/pods");
+    let node_url = format!("{base}/api/v1/nodes/{node}");
+    // Later writes in the cloud leave room for local versions above the pod's.
+    rt.block_on(create_configmaps(&client, &base, &ns, "later", 8))?;
+    let (_, configmaps) = rt.block_on(list_as(
+        &client,
+        &format!("{base}/api/v1/namespaces/{ns}/configmaps"),
+        KUBELET,
+    ))?;
+    ensure!(configmaps.len() >= 8, "the configmaps are listed");
+    let online = rt.block_on(read(&client, &pod_url))?;
+    rt.block_on(read(&client, &node_url))?;
+    let (list_rv, _) = rt.block_on(list_as(&client, &pods_url, KUBELET))?;
+    wait_sets(gateway.hub, "kubelet", 2)?;
+    let uid = online["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+
+    relay.cut();
+    wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
+    let status_url = format!("{pod_url}/status");
+    let patches: [(&'static str, String); 3] = [
+        (
+            "application/strategic-merge-patch+json",
+            format!(
+                r#"{{"metadata":{{"uid":"{uid}"}},"status":{{"$setElementOrder/conditions":[{{"type":"Ready"}}],"conditions":[{{"type":"Ready","status":"True"}}],"podIP":"10.88.0.7","podIPs":[{{"ip":"10.88.0.7"}}],"phase":"Running"}}}}"#
+            ),
+        ),
+        (
+            "application/merge-patch+json",
+            r#"{"status":{"message":"merged offline"}}"#.to_owned(),
+        ),
+        (
+            "application/json-patch+json",
+            r#"[{"op":"add","path":"/status/reason","value":"Patched"}]"#.to_owned(),
+        ),
+    ];
+    let mut last = rv(&online);
+    for (content_type, body) in &patches {
+        let (status, answer) = rt.block_on(write(
+            &client,
+            http::Method::PATCH,
+            &status_url,
+            content_type,
+            body,
+        ))?;
+        ensure!(status == 200, "{content_type}: {status} {answer}");
+        ensure!(
+            rv(&answer) >= last,
+            "{content_type}: the version went back: {answer}"
+        );
+        last = rv(&answer);
+    }
+    let patched = rt.block_on(read(&client, &pod_url))?;
+    let shows_patches = |pod: &serde_json::Value| {
+        pod["status"]["podIP"] == "10.88.0.7"
+            && pod["status"]["phase"] == "Running"
+            && pod["status"]["conditions"][0]["status"] == "True"
+            && pod["status"]["message"] == "merged offline"
+            && pod["status"]["reason"] == "Patched"
+    };
+    ensure!(
+        shows_patches(&patched),
+        "a GET shows every patch: {patched}"
+    );
+    ensure!(
+        rv(&patched) > rv(&online),
+        "a written pod is newer: {patched}"
+    );
+
+    let (status, node_answer) = rt.block_on(write(
+        &client,
+        http::Method::PATCH,
+        &format!("{node_url}/status"),
+        "application/strategic-merge-patch+json",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady"}]}}"#,
+    ))?;
+    ensure!(
+        status == 200,
+        "the node's status patch: {status} {node_answer}"
+    );
+    let node_read = rt.block_on(read(&client, &node_url))?;
+    let ready = node_read["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["reason"] == "KubeletReady");
+    ensure!(
+        ready,
+        "a GET of the node shows its Ready condition: {node_read}"
+    );
+
+    let mut watch = rt.block_on(Watch::open(
+        &client,
+        &format!("{pods_url}?watch=true&resourceVersion={list_rv}"),
+        KUBELET,
+    ))?;
+    let mut update = patched.clone();
+    update["metadata"]["labels"] = serde_json::json!({"written": "offline"});
+    let (status, updated) = rt.block_on(write(
+        &client,
+        http::Method::PUT,
+        &pod_url,
+        "application/json",
+        &update.to_string(),
+    ))?;
+    ensure!(status == 200, "the update: {status} {updated}");
+    ensure!(
+        updated["metadata"]["labels"]["written"] == "offline" && shows_patches(&updated),
+        "the update keeps the status and sets the label: {updated}"
+    );
+    let event = rt.block_on(watch.wait_for("MODIFIED", "web", Duration::from_secs(20)))?;
+    ensure!(
+        event["object"]["metadata"]["labels"]["written"] == "offline",
+        "the offline watch gets the update: {event}"
+    );
+    let (_, listed) = rt.block_on(list_as(&client, &pods_url, KUBELET))?;
+    ensure!(
+        listed.len() == 1 && listed[0]["metadata"]["labels"]["written"] == "offline",
+        "a list shows the update: {listed:?}"
+    );
+    ensure!(
+        rv(&listed[0]) == rv(&updated) && rv(&updated) >= last,
+        "a list shows the update's version"
+    );
+    drop(watch);
+
+    gateway.stop(Duration::from_secs(5));
+    gateway.restart()?;
+    let after_restart = rt.block_on(read(&client, &pod_url))?;
+    ensure!(
+        after_restart == updated,
+        "a restart keeps the local write:\n{after_restart}\nvs\n{updated}"
+    );
+    let (_, body) = rt.block_on(get_as(&client, &node_url, KUBELET))?;
+    ensure!(!body.is_empty(), "the node is still served");
+
+    relay.restore();
+    wait_readyz(&gateway, 200, "the gateway to reconnect")?;
+    // kubelet re-sends its status once the cloud answers: the cloud's version replaces ours.
+    let (status, cloud) = rt.block_on(write(
+        &client,
+        http::Method::PATCH,
+        &status_url,
+        "application/strategic-merge-patch+json",
+        r#"{"status":{"podIP":"10.88.0.9","podIPs":[{"ip":"10.88.0.9"}],"phase":"Running"}}"#,
+    ))?;
+    ensure!(status == 200, "the online patch: {status} {cloud}");
+    ensure!(
+        rv(&cloud) > rv(&updated),
+        "the cloud's version ({}) is newer than the local one ({})",
+        rv(&cloud),
+        rv(&updated)
+    );
+    let reread = rt.block_on(read(&client, &pod_url))?;
+    ensure!(
+        reread["status"]["podIP"] == "10.88.0.9" && rv(&reread) >= rv(&cloud),
+        "after the reconnect the cloud's pod is read: {reread}"
+    );
+    let (_, relisted) = rt.block_on(list_as(&client, &pods_url, KUBELET))?;
+    ensure!(
+        relisted.len() == 1 && rv(&relisted[0]) >= rv(&cloud),
+        "a list after the reconnect has the cloud's version"
+    );
+    Ok(())
+}
