@@ -57,5 +57,7 @@ pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS};
 pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selectors::{SelectorError, Selectors};
-pub use store::{Damage, Fault, History, Objects, SetMeta, Store, StoreError, WriteOp};
+pub use store::{
+    Damage, Fault, History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp,
+};
 pub use tee::{ListTee, ObjectTee, Tee, WatchTee};

@@ -13,7 +13,7 @@ use super::key::{ResourceKey, SetKey};
 use super::message::Message;
 use super::metrics::CacheMetrics;
 use super::policy::{CachePolicy, CacheTarget};
-use super::store::{Store, WriteOp};
+use super::store::{Store, VersionClock, WriteOp};
 use super::tee::{ListTee, ObjectTee, Tee, TeeLink, WatchTee};
 use super::usage::{Serving, UseLog};
 use super::writer::{Clocks, Writer};
@@ -52,6 +52,8 @@ pub struct Cache {
     writer: Writer,
     /// The highest resourceVersion the cloud was seen at (see [`Cache::saw_cloud_version`]).
     cloud: Arc<AtomicU64>,
+    /// The highest resourceVersion given to one of the node's own writes (persisted).
+    local_clock: AtomicU64,
     /// The node's own changes, for offline watches.
     local: tokio::sync::broadcast::Sender<Arc<LocalChange>>,
 }
@@ -65,7 +67,9 @@ impl Cache {
             0
         });
         let clock = Arc::new(RunningClock::new(base));
-        let cloud = Arc::new(AtomicU64::new(store.cloud_version().unwrap_or(0)));
+        let stored = |clock| store.version_clock(clock).unwrap_or(0);
+        let cloud = Arc::new(AtomicU64::new(stored(VersionClock::Cloud)));
+        let local_clock = AtomicU64::new(stored(VersionClock::Local));
         let clocks = Clocks {
             running: clock.clone(),
             cloud: cloud.clone(),
@@ -81,6 +85,7 @@ impl Cache {
             metrics,
             writer,
             cloud,
+            local_clock,
             local: tokio::sync::broadcast::channel(LOCAL_CHANGES_QUEUED).0,
         })
     }
@@ -108,6 +113,37 @@ impl Cache {
             .unwrap_or(0)
     }
 
+    /// The highest resourceVersion a set of `resource` (of `group`, in any version, for any
+    /// component) was synced at: a local write of one of its objects must be newer, or a
+    /// watch resumed from the set's version would not send it.
+    pub fn listed_version(&self, group: &str, resource: &str) -> u64 {
+        let sets = self.store.sets("").unwrap_or_default();
+        sets.iter()
+            .filter(|(set, _)| set.resource.group == group && set.resource.resource == resource)
+            .filter_map(|(_, meta)| meta.resource_version.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The resourceVersion the node's next own write of an object takes, newer than `floor`
+    /// (its object's and its sets' versions): one past both `floor` and every version given
+    /// locally before, but never past the cloud's ([`Cache::cloud_version`]), so what the
+    /// cloud sends later is newer still. With no room left, the highest of them, unchanged.
+    pub fn next_local_version(&self, floor: u64) -> u64 {
+        let cloud = self.cloud_version();
+        let next = |last: u64| {
+            let base = floor.max(last);
+            if base < cloud { base + 1 } else { base }
+        };
+        let previous = self
+            .local_clock
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(next(last))
+            })
+            .unwrap_or_else(|last| last);
+        next(previous)
+    }
+
     /// Applies the node's own writes (`ops`) in one durable transaction, then sends
     /// `changes` to the offline watches; an error says why the store did not take them.
     pub async fn write_local(
@@ -115,9 +151,16 @@ impl Cache {
         mut ops: Vec<WriteOp>,
         changes: Vec<LocalChange>,
     ) -> Result<(), String> {
-        let version = self.cloud.load(Ordering::Relaxed);
-        if version > 0 {
-            ops.push(WriteOp::CloudVersion { version });
+        for (clock, version) in [
+            (VersionClock::Cloud, self.cloud.load(Ordering::Relaxed)),
+            (
+                VersionClock::Local,
+                self.local_clock.load(Ordering::Relaxed),
+            ),
+        ] {
+            if version > 0 {
+                ops.push(WriteOp::VersionClock { clock, version });
+            }
         }
         let (done, outcome) = tokio::sync::oneshot::channel();
         if !self.writer.outbox().send(Message::Local { ops, done }) {
@@ -294,7 +337,10 @@ impl Cache {
         let version = self.cloud.load(Ordering::Relaxed);
         if version > 0 {
             let (done, _) = tokio::sync::oneshot::channel();
-            let ops = vec![WriteOp::CloudVersion { version }];
+            let ops = vec![WriteOp::VersionClock {
+                clock: VersionClock::Cloud,
+                version,
+            }];
             self.writer.outbox().send(Message::Local { ops, done });
         }
         self.writer.close();
@@ -323,3 +369,6 @@ impl Cache {
             .is_ok_and(|sets| sets.iter().any(|(held, _)| held == set))
     }
 }
+
+#[cfg(test)]
+mod tests;

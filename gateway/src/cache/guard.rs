@@ -25,7 +25,9 @@ use super::clock::now;
 use super::key::SetKey;
 use super::metrics::CacheMetrics;
 use super::redb_store::{FILE, RedbStore};
-use super::store::{Damage, Fault, History, Objects, SetMeta, Store, StoreError, WriteOp};
+use super::store::{
+    Damage, Fault, History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp,
+};
 
 /// How a store file is opened: [`RedbStore::open`], or in tests one over a faulty disk.
 type Opener = Box<dyn Fn(&Path) -> Result<RedbStore, StoreError> + Send + Sync>;
@@ -378,8 +380,8 @@ impl Store for GuardedStore {
         self.inner.run(|store| store.running_secs())
     }
 
-    fn cloud_version(&self) -> Result<u64, StoreError> {
-        self.inner.run(|store| store.cloud_version())
+    fn version_clock(&self, clock: VersionClock) -> Result<u64, StoreError> {
+        self.inner.run(|store| store.version_clock(clock))
     }
 
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::key::SetKey;
 use super::redb_store::RedbStore;
-use super::store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
+use super::store::{History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp};
 
 /// A redb store that calls `before_apply` before each write it applies.
 pub(crate) struct Hooked<H> {
@@ -31,8 +31,8 @@ impl<H: Fn() + Send + Sync> Store for Hooked<H> {
     fn running_secs(&self) -> Result<u64, StoreError> {
         self.store.running_secs()
     }
-    fn cloud_version(&self) -> Result<u64, StoreError> {
-        self.store.cloud_version()
+    fn version_clock(&self, clock: VersionClock) -> Result<u64, StoreError> {
+        self.store.version_clock(clock)
     }
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
         self.store.history(set)

@@ -20,11 +20,11 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 use self::history::{HISTORY, Tables};
 use self::sets::{commit, mark_stale, synced_meta};
 use self::tables::{
-    CLOCKS, CLOUD, COMPONENTS, DIGESTS, Digest, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED,
+    CLOCKS, COMPONENTS, DIGESTS, Digest, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED, clock_name,
     encoding, engine, prefix_end, put,
 };
 use super::key::SetKey;
-use super::store::{History, Objects, SetMeta, Store, StoreError, WriteOp};
+use super::store::{History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp};
 use crate::stream::{Meta, compare_versions};
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
@@ -266,10 +266,11 @@ impl Store for RedbStore {
             .map_or(0, |v| v.value()))
     }
 
-    fn cloud_version(&self) -> Result<u64, StoreError> {
+    fn version_clock(&self, clock: VersionClock) -> Result<u64, StoreError> {
         let txn = self.db.begin_read().map_err(engine)?;
         let clocks = txn.open_table(CLOCKS).map_err(engine)?;
-        Ok(clocks.get(CLOUD).map_err(engine)?.map_or(0, |v| v.value()))
+        let name = clock_name(clock);
+        Ok(clocks.get(name).map_err(engine)?.map_or(0, |v| v.value()))
     }
 
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
@@ -381,10 +382,11 @@ impl Store for RedbStore {
                     WriteOp::Running { secs } => {
                         clocks.insert(RUNNING, *secs).map_err(engine)?;
                     }
-                    WriteOp::CloudVersion { version } => {
-                        let stored = clocks.get(CLOUD).map_err(engine)?.map_or(0, |v| v.value());
+                    WriteOp::VersionClock { clock, version } => {
+                        let name = clock_name(*clock);
+                        let stored = clocks.get(name).map_err(engine)?.map_or(0, |v| v.value());
                         if *version > stored {
-                            clocks.insert(CLOUD, *version).map_err(engine)?;
+                            clocks.insert(name, *version).map_err(engine)?;
                         }
                     }
                     WriteOp::Synced {

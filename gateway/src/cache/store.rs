@@ -224,12 +224,22 @@ pub enum WriteOp {
         /// The seconds.
         secs: u64,
     },
-    /// The cloud was seen at resourceVersion `version` (kept when above the one stored): no
-    /// version given to a local write may pass it (see `local::versions`).
-    CloudVersion {
+    /// A clock of resourceVersions reached `version` (kept when above the one stored).
+    VersionClock {
+        /// Which clock.
+        clock: VersionClock,
         /// The resourceVersion.
         version: u64,
     },
+}
+
+/// The resourceVersion clocks a store keeps for the node's own writes (see `local::layer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionClock {
+    /// The highest resourceVersion the cloud was seen at: no local write passes it.
+    Cloud,
+    /// The highest resourceVersion given to a local write: the next one is newer.
+    Local,
 }
 
 /// Stored objects under a prefix, in key order.
@@ -248,9 +258,9 @@ pub trait Store: Send + Sync {
     /// How long the gateway has run over this store, as last written: the clock component
     /// uses are recorded in, so time the node was off never counts towards collecting one.
     fn running_secs(&self) -> Result<u64, StoreError>;
-    /// The highest resourceVersion the cloud was seen at, as last written
-    /// ([`WriteOp::CloudVersion`]); 0 when none was.
-    fn cloud_version(&self) -> Result<u64, StoreError>;
+    /// The resourceVersion `clock` was at, as last written ([`WriteOp::VersionClock`]); 0
+    /// when it never was.
+    fn version_clock(&self, clock: VersionClock) -> Result<u64, StoreError>;
     /// The history of `set`: the keys known to have entered it and those that left it.
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError>;
     /// Applies a batch of writes in one transaction; `durable` makes it (and every batch

@@ -206,7 +206,10 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, c
             });
             let version = clocks.cloud.load(Ordering::Relaxed);
             if version > 0 {
-                batch.push(WriteOp::CloudVersion { version });
+                batch.push(WriteOp::VersionClock {
+                    clock: super::store::VersionClock::Cloud,
+                    version,
+                });
             }
         }
         durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;

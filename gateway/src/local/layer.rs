@@ -4,11 +4,15 @@
 //! offline watches, and answered with the object that results.
 //!
 //! # Resource versions
-//! A write of an object shown at resourceVersion `r` takes `r + 1`, but never more than the
-//! highest version the cloud was seen at (the heartbeat's lease renewals, the cached sets):
-//! whatever the cloud sends later is newer, so the cloud's next version of the object replaces
-//! it in the cache and no client sees a version go back. With no room left (the object is as
-//! new as anything seen from the cloud) the write keeps the version it had.
+//! A local write takes a version one past the object's, past every set of its resource that
+//! is cached (so a watch resumed from a list's version sends it, the multiplexer's shared
+//! state takes it) and past every version given locally before ([`Cache::next_local_version`]),
+//! but never past the highest version the cloud was seen at (the heartbeat's lease renewals,
+//! the cached sets): whatever the cloud sends later is newer, so the cloud's next version of
+//! the object replaces it in the cache and no client sees a version go back. With no room
+//! left the write keeps the highest of those versions.
+//!
+//! [`Cache::next_local_version`]: crate::cache::Cache::next_local_version
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
@@ -35,12 +39,6 @@ struct Copy {
     resource: ResourceKey,
     key: String,
     object: Value,
-}
-
-/// The resourceVersion a write of an object shown at `shown` takes, with the cloud seen at
-/// `cloud` at most (see the module's doc).
-pub fn next_version(shown: u64, cloud: u64) -> u64 {
-    if shown < cloud { shown + 1 } else { shown }
 }
 
 impl Local {
@@ -105,7 +103,8 @@ impl Local {
             .map(|copy| version(&copy.object))
             .max()
             .unwrap_or(0);
-        let resource_version = next_version(shown, self.cache.cloud_version()).to_string();
+        let listed = self.cache.listed_version(&info.api_group, &info.resource);
+        let resource_version = self.cache.next_local_version(shown.max(listed)).to_string();
         let status = info.subresource == "status";
         let requester = base.resource.component.clone();
         let (mut answer, mut pod) = (None, None);
@@ -157,7 +156,6 @@ impl Local {
         ops: &mut Vec<WriteOp>,
         changes: &mut Vec<LocalChange>,
     ) -> Result<(), LocalError> {
-        let cloud = self.cache.cloud_version();
         let followers = followers(self.cache.store().as_ref(), pod)
             .map_err(|error| LocalError::store(&error))?;
         for Followed {
@@ -167,7 +165,11 @@ impl Local {
             mut after,
         } in followers
         {
-            let resource_version = next_version(version(&before), cloud).to_string();
+            let listed = self
+                .cache
+                .listed_version(&resource.group, &resource.resource);
+            let floor = version(&before).max(listed);
+            let resource_version = self.cache.next_local_version(floor).to_string();
             after["metadata"]["resourceVersion"] = resource_version.clone().into();
             let object = Bytes::from(after.to_string());
             ops.push(WriteOp::Upsert {
@@ -263,17 +265,4 @@ fn version(object: &Value) -> u64 {
         .as_str()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_local_version_follows_the_objects_and_never_passes_the_clouds() {
-        assert_eq!(next_version(10, 50), 11);
-        assert_eq!(next_version(49, 50), 50);
-        assert_eq!(next_version(50, 50), 50);
-        assert_eq!(next_version(60, 50), 60);
-    }
 }

@@ -3,7 +3,7 @@
 
 use redb::TableDefinition;
 
-use crate::cache::store::StoreError;
+use crate::cache::store::{StoreError, VersionClock};
 
 /// Objects by YurtHub key.
 pub(super) const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
@@ -16,12 +16,18 @@ pub(super) const UNCHANGED: &[u8] = b"";
 pub(super) const SETS: TableDefinition<&str, &[u8]> = TableDefinition::new("sets");
 /// Components → last use (seconds of running time, [`RUNNING`]).
 pub(super) const COMPONENTS: TableDefinition<&str, u64> = TableDefinition::new("components");
-/// Clocks by name: [`RUNNING`] and [`CLOUD`].
+/// Clocks by name: [`RUNNING`] and the resourceVersion clocks ([`clock_name`]).
 pub(super) const CLOCKS: TableDefinition<&str, u64> = TableDefinition::new("clocks");
 /// Seconds the gateway has run over this store, over all its starts.
 pub(super) const RUNNING: &str = "running";
-/// The highest resourceVersion the cloud was seen at.
-pub(super) const CLOUD: &str = "cloud";
+
+/// The name a resourceVersion clock is kept under in [`CLOCKS`].
+pub(super) fn clock_name(clock: VersionClock) -> &'static str {
+    match clock {
+        VersionClock::Cloud => "cloud",
+        VersionClock::Local => "local",
+    }
+}
 
 /// An object's length and XXH3-128 hash. Objects with equal digests are taken to be the
 /// same bytes: by chance, two differ with a probability of 2⁻¹²⁸; on purpose, only a filter
