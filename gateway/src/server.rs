@@ -253,6 +253,7 @@ pub async fn serve(
                     configured: config.pool_scope_resources.clone(),
                     named: leaders.pool_scope(),
                     feeds: leaders.sources(),
+                    local: Some(cache.local_changes()),
                 },
                 informers.as_ref().map(|informers| informers.changes()),
                 metrics.registry_mut(),

@@ -119,6 +119,10 @@ const TESTS: &[(&str, Test)] = &[
         own_endpoints::offline_endpoints_follow_the_nodes_pods,
     ),
     (
+        "own_endpoints::offline_endpoints_follow_the_nodes_pods_in_the_multiplexer",
+        own_endpoints::offline_endpoints_follow_the_nodes_pods_in_the_multiplexer,
+    ),
+    (
         "own_writes::offline_status_patches_and_updates_are_read_back",
         own_writes::offline_status_patches_and_updates_are_read_back,
     ),

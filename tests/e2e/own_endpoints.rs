@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use edgegate_testkit::{Gateway, Relay};
 
 use crate::own_writes::{read, rv, write};
@@ -61,18 +61,27 @@ fn address_of<'a>(
 /// GET shows them, kube-proxy's offline watch gets the slice as MODIFIED, and the endpoint
 /// of a pod on another node keeps what the cloud sent.
 pub fn offline_endpoints_follow_the_nodes_pods(env: &Env) -> Result<()> {
+    follow(env, false)
+}
+
+/// As [`offline_endpoints_follow_the_nodes_pods`], with EndpointSlices pool-scope:
+/// kube-proxy's list and watch are the multiplexer's, whose shared state takes the change.
+pub fn offline_endpoints_follow_the_nodes_pods_in_the_multiplexer(env: &Env) -> Result<()> {
+    follow(env, true)
+}
+
+fn follow(env: &Env, multiplexed: bool) -> Result<()> {
     let node = crate::support::unique("edge-ep");
     let ns = namespace(&env.cluster, "ep")?;
     let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
-    let gateway = Gateway::start_to(
-        &env.bin,
-        &env.cluster,
-        &relay.url(),
-        &[
-            "--heartbeat-interval-seconds=1",
-            &format!("--node-name={node}"),
-        ],
-    )?;
+    let node_name = format!("--node-name={node}");
+    let mut flags = vec!["--heartbeat-interval-seconds=1", node_name.as_str()];
+    if multiplexed {
+        // The test cluster is Kubernetes 1.20: its EndpointSlices are `v1beta1` (the
+        // default names `v1`'s, so without this kube-proxy's pass the multiplexer by).
+        flags.push("--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices");
+    }
+    let gateway = Gateway::start_to(&env.bin, &env.cluster, &relay.url(), &flags)?;
     let target = |pod: &str| format!(r#"{{"kind":"Pod","namespace":"{ns}","name":"{pod}"}}"#);
     let manifests = [
         (
@@ -129,11 +138,19 @@ pub fn offline_endpoints_follow_the_nodes_pods(env: &Env) -> Result<()> {
     ))?;
     ensure!(status == 200, "the online status patch: {status} {online}");
     rt.block_on(read(&client, &pod_url))?;
-    let (slices_rv, slices) = rt.block_on(list_as(&client, &slices_url, KUBE_PROXY))?;
-    ensure!(
-        slices.iter().any(|s| s["metadata"]["name"] == "web-edge"),
-        "kube-proxy lists the slice"
-    );
+    // As kube-proxy's reflector lists (from any version: the multiplexer's state, once its
+    // feed saw the slice).
+    let mut listed = None;
+    for _ in 0..40 {
+        let url = format!("{slices_url}?resourceVersion=0");
+        let (version, slices) = rt.block_on(list_as(&client, &url, KUBE_PROXY))?;
+        if slices.iter().any(|s| s["metadata"]["name"] == "web-edge") {
+            listed = Some(version);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let slices_rv = listed.context("kube-proxy's list never showed the slice")?;
     rt.block_on(list_as(
         &client,
         &format!("{base}/api/v1/endpoints"),
@@ -141,7 +158,20 @@ pub fn offline_endpoints_follow_the_nodes_pods(env: &Env) -> Result<()> {
     ))?;
     let slice_before = rt.block_on(read_as(&client, &slice_url, KUBE_PROXY))?;
     let endpoints_before = rt.block_on(read_as(&client, &endpoints_url, COREDNS))?;
-    wait_sets(gateway.hub, "kube-proxy", 1)?;
+    // The multiplexer's feed caches the shared sets for component `edgegate`.
+    wait_sets(
+        gateway.hub,
+        if multiplexed {
+            "edgegate"
+        } else {
+            "kube-proxy"
+        },
+        1,
+    )?;
+    if multiplexed {
+        let served = crate::support::metric(gateway.hub, "edgegate_multiplexer_answers_total")?;
+        ensure!(served >= 1.0, "the multiplexer answers kube-proxy's list");
+    }
     wait_sets(gateway.hub, "coredns", 1)?;
 
     relay.cut();
@@ -160,7 +190,9 @@ pub fn offline_endpoints_follow_the_nodes_pods(env: &Env) -> Result<()> {
         &status_patch("198.18.7.77", true),
     ))?;
     ensure!(status == 200, "the offline status patch: {status} {moved}");
-    let event = rt.block_on(watch.wait_for("MODIFIED", "web-edge", Duration::from_secs(20)))?;
+    let event = rt
+        .block_on(watch.wait_for("MODIFIED", "web-edge", Duration::from_secs(20)))
+        .with_context(|| gateway.log_tail(60))?;
     let watched = &event["object"];
     ensure!(
         watched["endpoints"][0]["addresses"] == serde_json::json!(["198.18.7.77"])
@@ -200,7 +232,9 @@ pub fn offline_endpoints_follow_the_nodes_pods(env: &Env) -> Result<()> {
         &status_patch("198.18.7.77", false),
     ))?;
     ensure!(status == 200, "the not-ready patch: {status} {down}");
-    let event = rt.block_on(watch.wait_for("MODIFIED", "web-edge", Duration::from_secs(20)))?;
+    let event = rt
+        .block_on(watch.wait_for("MODIFIED", "web-edge", Duration::from_secs(20)))
+        .with_context(|| gateway.log_tail(60))?;
     ensure!(
         event["object"]["endpoints"][0]["conditions"]["ready"] == false,
         "kube-proxy's offline watch gets the endpoint not ready: {event}"

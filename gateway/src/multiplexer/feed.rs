@@ -349,7 +349,7 @@ fn persisted(store: &dyn Store, resource: &Resource) -> Option<(ListType, Vec<Ob
 
 /// A list item with the `kind` and `apiVersion` of its list's items, which a watch event's
 /// object carries and a list's items do not; [`owned`] either way.
-fn typed(item: Bytes, list: &ListType) -> Bytes {
+pub(super) fn typed(item: Bytes, list: &ListType) -> Bytes {
     let kind = list.kind.strip_suffix("List").unwrap_or_default();
     if kind.is_empty() || !matches!(field_ranges(&item, &[], ["kind"]), Some([None])) {
         return owned(&item);

@@ -304,11 +304,29 @@ impl Shared {
     /// Applies one watch event; an event older than the state's version is not a change
     /// (a watch resumed from an older version replays what the state holds).
     pub fn apply(&self, kind: EventType, object: Object) {
+        self.change(kind, object, false);
+    }
+
+    /// Applies one of the node's own changes (the local layer's, while the cloud is away):
+    /// as [`Shared::apply`], but one no newer than the state (the local layer found no room
+    /// below the cloud's versions) is a change still, dated at the state's version; what the
+    /// state already holds, byte for byte, is none.
+    pub fn apply_local(&self, kind: EventType, object: Object) {
+        self.change(kind, object, true);
+    }
+
+    fn change(&self, kind: EventType, object: Object, local: bool) {
         let now = Instant::now();
         let mut inner = self.write();
-        if object.version <= inner.version {
+        let held = inner.objects.get(&object.key);
+        let known = match kind {
+            EventType::Deleted => held.is_none(),
+            _ => held.is_some_and(|held| held.bytes == object.bytes),
+        };
+        if (!local && object.version <= inner.version) || (local && known) {
             return;
         }
+        let version = object.version.max(inner.version);
         let object = Arc::new(object);
         let previous = match kind {
             EventType::Deleted => inner.objects.remove(&object.key),
@@ -326,7 +344,6 @@ impl Shared {
             (_, Some(_)) => EventType::Modified,
             (_, None) => EventType::Added,
         };
-        let version = object.version;
         inner.version = version;
         self.record(
             &mut inner,

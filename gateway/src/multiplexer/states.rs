@@ -11,15 +11,19 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use super::feed;
+use super::feed::typed;
 use super::metrics::MultiplexerMetrics;
 use super::resource::Resource;
-use super::state::Shared;
-use crate::cache::Store;
+use super::state::{Object, Shared};
+use crate::cache::{LocalChange, Store};
 use crate::filter::LookupChange;
 
 /// The `User-Agent` purpose of the feed's requests: they go upstream, never to the
 /// multiplexer itself.
 const FEED_PURPOSE: &str = "multiplexer";
+
+/// The component the feeds' requests are cached for (their `User-Agent`'s product).
+const FEED_COMPONENT: &str = "edgegate";
 
 /// The pool-scope resources' states, by resource: a set that changes while requests read it.
 type States = RwLock<HashMap<Resource, Arc<Shared>>>;
@@ -39,6 +43,9 @@ pub struct Sources {
     pub named: watch::Receiver<Option<Vec<Resource>>>,
     /// Changes whenever the feeds should go to their source again (the pool's leaders).
     pub feeds: watch::Receiver<u64>,
+    /// The node's own changes while the cloud is away (the local layer's): those of the
+    /// feeds' cached copies change the states at once.
+    pub local: Option<broadcast::Receiver<Arc<LocalChange>>>,
 }
 
 impl Multiplexer {
@@ -74,6 +81,9 @@ impl Multiplexer {
         let mut tasks = vec![tokio::spawn(feeds.follow(sources.named))];
         if let Some(lookups) = lookups {
             tasks.push(tokio::spawn(note_lookups(lookups, states.clone())));
+        }
+        if let Some(local) = sources.local {
+            tasks.push(tokio::spawn(apply_local(local, states.clone())));
         }
         Ok(Multiplexer {
             states,
@@ -221,6 +231,37 @@ async fn note_lookups(mut changes: broadcast::Receiver<LookupChange>, states: Ar
     }
 }
 
+/// Applies the node's own changes of the feeds' cached copies to their states. One missed
+/// (this fell behind) still reaches its state: the feed's offline watch sends what the
+/// cache holds after the state's version.
+async fn apply_local(mut changes: broadcast::Receiver<Arc<LocalChange>>, states: Arc<States>) {
+    loop {
+        let change = match changes.recv().await {
+            Ok(change) => change,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if change.resource.component != FEED_COMPONENT {
+            continue;
+        }
+        let resource = Resource {
+            group: change.resource.group.clone(),
+            version: change.resource.version.clone(),
+            plural: change.resource.resource.clone(),
+        };
+        let Some(state) = read(&states).get(&resource).cloned() else {
+            continue;
+        };
+        let bytes = typed(change.event.object.clone(), &state.list_type());
+        match Object::parse(bytes) {
+            Ok(object) => state.apply_local(change.event.kind, object),
+            Err(error) => {
+                tracing::debug!(resource = %resource, %error, "a local change the shared state cannot hold");
+            }
+        }
+    }
+}
+
 /// Whether a request is the feed's own (which the multiplexer must not answer).
 pub fn is_feed(headers: &HeaderMap) -> bool {
     headers
@@ -258,6 +299,7 @@ mod tests {
             configured: vec![services.clone()],
             named,
             feeds: watch::channel(1).1,
+            local: None,
         };
         // A proxy that refuses: the feeds retry in the background, which is not tested here.
         let proxy = "127.0.0.1:1".parse().unwrap();

@@ -170,3 +170,30 @@ fn objects_without_a_name_or_a_numeric_version_are_refused() {
         Err(ObjectError::Version { .. })
     ));
 }
+
+#[test]
+fn a_local_change_no_newer_than_the_state_is_a_change_at_its_version_sent_to_open_watches() {
+    let shared = Shared::new();
+    shared.replace(listed(), vec![object("a", "x", 5)], 10);
+    let (_, mut open) = shared.watch(None, "").unwrap();
+    // The local layer had no room below the cloud: the object kept a version under the state's.
+    let written = Bytes::from(
+        r#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"x","namespace":"a","resourceVersion":"6"},"spec":{"local":true}}"#,
+    );
+    shared.apply_local(EventType::Modified, Object::parse(written.clone()).unwrap());
+    let sent = open.try_recv().expect("an open watch gets the change");
+    assert_eq!((sent.kind, sent.version), (EventType::Modified, 10));
+    assert_eq!(sent.object.bytes, written);
+    assert_eq!(shared.get("a/x").unwrap().bytes, written);
+    // The same bytes again (the feed's offline watch sends them too) are no change.
+    shared.apply_local(EventType::Modified, Object::parse(written.clone()).unwrap());
+    shared.apply(EventType::Modified, Object::parse(written).unwrap());
+    assert!(open.try_recv().is_err(), "nothing sent twice");
+    // With room, a local change moves the state on as a cloud event would.
+    shared.apply_local(EventType::Modified, object("a", "x", 12));
+    assert_eq!(shared.version(), Some(12));
+    assert_eq!(
+        kinds(&changes_after(&shared, 10)),
+        [(EventType::Modified, "a/x", 12)]
+    );
+}
