@@ -61,6 +61,10 @@ pub(super) trait Framing: Send + 'static {
     const KIND: &'static str;
     /// Whether the pipeline's stop signal ends the body (a watch); a list runs to its end.
     const STOPPABLE: bool;
+    /// Whether the body ends cleanly when the upstream's breaks off (a watch: every event
+    /// sent was whole, and its client watches again from the last, as after a timeout); a
+    /// list's client must see it broken, not whole.
+    const RESUMABLE: bool;
     /// Bytes read from upstream.
     fn push(&mut self, data: &Bytes);
     /// Writes into `out` everything framed whole so far, through the pipeline.
@@ -121,6 +125,9 @@ where
             Err(error) => {
                 driver.done = true;
                 driver.pipeline.broke_off(F::KIND, &error);
+                if F::RESUMABLE && matches!(error.downcast_ref(), Some(StreamError::Upstream(_))) {
+                    return None;
+                }
                 Some((Err(error), driver))
             }
         }

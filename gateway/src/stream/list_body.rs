@@ -47,6 +47,7 @@ impl Framing for ListFraming {
     type Tee = dyn ListSink;
     const KIND: &'static str = "list";
     const STOPPABLE: bool = false;
+    const RESUMABLE: bool = false;
 
     fn push(&mut self, data: &Bytes) {
         self.framer.push(data);

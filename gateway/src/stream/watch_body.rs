@@ -1,6 +1,8 @@
 //! Watch bodies: events framed line by line, the objects of one read filtered in one call,
 //! each event re-encoded as the client is to see it (the visibility rule) and teed; a
-//! malformed body or a failed filter ends the watch with an ERROR event, not a broken stream.
+//! malformed body or a failed filter ends the watch with an ERROR event, not a broken stream,
+//! and an upstream that breaks off (the link lost) ends it cleanly: the client watches again
+//! from the last event it got, from the cache if the cloud is gone.
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::Stream;
@@ -45,6 +47,7 @@ impl Framing for WatchFraming {
     type Tee = dyn WatchSink;
     const KIND: &'static str = "watch";
     const STOPPABLE: bool = true;
+    const RESUMABLE: bool = true;
 
     fn push(&mut self, data: &Bytes) {
         self.framer.push(data);

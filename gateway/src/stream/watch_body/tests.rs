@@ -33,6 +33,28 @@ async fn a_malformed_watch_body_ends_with_an_error_event_not_a_broken_stream() {
     }
 }
 
+#[tokio::test]
+async fn a_watch_whose_upstream_breaks_off_ends_cleanly_after_its_whole_events() {
+    let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = vec![
+        Ok(Frame::data(Bytes::from(
+            r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#
+                .to_owned()
+                + "\n"
+                + r#"{"type":"ADDED","obj"#,
+        ))),
+        Err(std::io::Error::other("connection reset")),
+    ];
+    let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+    let (text, errors) = client_reads(watch(body, bare())).await;
+    assert_eq!(errors, 0, "a clean end, as at a timeout: {text}");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "the whole event alone: {text}");
+    assert_eq!(lines[0]["object"]["metadata"]["name"], "a");
+}
+
 /// A tee that cannot take the events named `lost-*`: it ends the watch there.
 struct Lossy;
 
