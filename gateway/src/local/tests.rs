@@ -216,3 +216,40 @@ async fn an_offline_watch_without_timeout_ends_within_one_to_two_min_request_tim
         "{lasted:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_answered_before_the_health_checks_turned_ends_after_a_second_not_at_once() {
+    let (_dir, mut local) = local_with_a_pod();
+    let (_cloud_up, health) = tokio::sync::watch::channel(true);
+    local.health = health;
+    let response = answered(local.read(&kubelet("/api/v1/pods?watch=true")).await);
+    let start = tokio::time::Instant::now();
+    response.into_body().collect().await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(1),
+        "no busy loop of watches"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_answered_before_the_health_checks_turned_lasts_once_they_do() {
+    let (_dir, mut local) = local_with_a_pod();
+    let (cloud, health) = tokio::sync::watch::channel(true);
+    local.health = health;
+    local.min_request_timeout = Duration::from_secs(100);
+    let response = answered(local.read(&kubelet("/api/v1/pods?watch=true")).await);
+    let start = tokio::time::Instant::now();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        cloud.send_replace(false);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        cloud.send_replace(true);
+    });
+    response.into_body().collect().await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(10_500),
+        "until the cloud is back"
+    );
+}

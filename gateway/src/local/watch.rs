@@ -30,11 +30,35 @@ type Reader = (
     mpsc::Receiver<Result<Bytes, BoxError>>,
 );
 
+/// How long a watch answered here while the health checks still take the cloud for
+/// healthy (a connection failed before their verdict) waits for them to turn before it ends.
+const UNDECIDED: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Resolves once the watch is to end because the cloud is back. One begun while the health
+/// checks still took the cloud for healthy ends after [`UNDECIDED`] unless they turn
+/// meanwhile: its client asks the cloud again, at most once a second, never in a busy loop.
+async fn cloud_back(health: &mut HealthWatch, offline_seen: &mut bool) {
+    if !*offline_seen {
+        let healthy = *health.borrow();
+        if healthy {
+            tokio::select! {
+                _ = health.wait_for(|healthy| !*healthy) => {}
+                () = tokio::time::sleep(UNDECIDED) => return,
+            }
+        }
+        *offline_seen = true;
+    }
+    // A health watch whose sender is gone (the gateway stops) ends the watch too.
+    let _ = health.wait_for(|healthy| *healthy).await;
+}
+
 /// The chunks of a backlog being read, and whether the watch ends after them.
 struct Waiting {
     backlog: Option<mpsc::Receiver<Result<Bytes, BoxError>>>,
     ends: bool,
     health: HealthWatch,
+    /// Whether the health checks took the cloud for gone since the watch began.
+    offline_seen: bool,
     deadline: tokio::time::Instant,
     /// The node's own changes, and which of them this watch sends.
     local: broadcast::Receiver<Arc<LocalChange>>,
@@ -94,6 +118,7 @@ impl Local {
             backlog,
             ends,
             health: self.health.clone(),
+            offline_seen: false,
             deadline: tokio::time::Instant::now() + timeout,
             local,
             wanted: Wanted {
@@ -114,7 +139,7 @@ impl Local {
             }
             loop {
                 let change = tokio::select! {
-                    _ = state.health.wait_for(|healthy| *healthy) => return None,
+                    () = cloud_back(&mut state.health, &mut state.offline_seen) => return None,
                     () = tokio::time::sleep_until(state.deadline) => return None,
                     change = state.local.recv() => change,
                 };
