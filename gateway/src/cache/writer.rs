@@ -159,6 +159,7 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, c
     let mut unflushed = false;
     let mut last_durable = Instant::now();
     let mut last_running = Instant::now();
+    let mut stored_cloud = 0;
     loop {
         let first = match rx.recv_timeout(FLUSH_EVERY) {
             Ok(message) => Some(message),
@@ -204,13 +205,16 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, c
             batch.push(WriteOp::Running {
                 secs: clocks.running.secs(),
             });
-            let version = clocks.cloud.load(Ordering::Relaxed);
-            if version > 0 {
-                batch.push(WriteOp::VersionClock {
-                    clock: super::store::VersionClock::Cloud,
-                    version,
-                });
-            }
+        }
+        // With whatever else is written: a power-off keeps what the cloud was last seen at,
+        // the room local writes have below it.
+        let cloud = clocks.cloud.load(Ordering::Relaxed);
+        if cloud > stored_cloud && (!batch.is_empty() || durable) {
+            stored_cloud = cloud;
+            batch.push(WriteOp::VersionClock {
+                clock: super::store::VersionClock::Cloud,
+                version: cloud,
+            });
         }
         durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;
         if batch.is_empty() && !durable {

@@ -103,6 +103,17 @@ pub struct Change {
     pub object: Arc<Object>,
     /// The object before the change, if the state held it.
     pub previous: Option<Arc<Object>>,
+    /// One of the node's own changes ([`Shared::apply_local`]).
+    pub local: bool,
+}
+
+impl Change {
+    /// Whether a watch that has seen the state at `since` is still to get this change: one
+    /// after it, or one of the node's own dated at it (the local layer had no room to date
+    /// it later; a client that listed after it gets it twice, the same bytes again).
+    pub fn follows(&self, since: u64) -> bool {
+        self.version > since || (self.local && self.version == since)
+    }
 }
 
 /// Where a watch starts.
@@ -256,6 +267,7 @@ impl Shared {
             version,
             object: object.clone(),
             previous,
+            local: false,
         };
         for (key, now) in &fresh {
             match old.get(key) {
@@ -353,6 +365,7 @@ impl Shared {
                 version,
                 object,
                 previous,
+                local,
             }),
         );
         drop(inner);
@@ -449,7 +462,7 @@ impl Shared {
                     .window
                     .iter()
                     .map(|(_, change)| change)
-                    .filter(|change| change.version > since)
+                    .filter(|change| change.follows(since))
                     .cloned()
                     .collect(),
             ),

@@ -236,7 +236,7 @@ impl Flow {
                 },
                 change = self.changes.recv() => match change {
                     Ok(change) => {
-                        if change.version <= self.since {
+                        if !change.follows(self.since) {
                             continue;
                         }
                         self.sent = self.sent.max(change.version);

@@ -189,11 +189,17 @@ fn a_local_change_no_newer_than_the_state_is_a_change_at_its_version_sent_to_ope
     shared.apply_local(EventType::Modified, Object::parse(written.clone()).unwrap());
     shared.apply(EventType::Modified, Object::parse(written).unwrap());
     assert!(open.try_recv().is_err(), "nothing sent twice");
+    // A watch from the state's version (its client listed before the change) gets it.
+    assert_eq!(
+        kinds(&changes_after(&shared, 10)),
+        [(EventType::Modified, "a/x", 10)]
+    );
     // With room, a local change moves the state on as a cloud event would.
     shared.apply_local(EventType::Modified, object("a", "x", 12));
     assert_eq!(shared.version(), Some(12));
     assert_eq!(
-        kinds(&changes_after(&shared, 10)),
-        [(EventType::Modified, "a/x", 12)]
+        kinds(&changes_after(&shared, 10))[1],
+        (EventType::Modified, "a/x", 12)
     );
+    assert!(changes_after(&shared, 12).iter().all(|c| c.version == 12));
 }
