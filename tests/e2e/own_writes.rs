@@ -110,9 +110,39 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         .as_str()
         .unwrap_or_default()
         .to_owned();
+    // kubelet's watch, fed from the cloud: it must not stall once the cloud is gone
+    // (YurtHub #2792), but end, so that kubelet watches again, from the cache.
+    let mut fed = rt.block_on(Watch::open(
+        &client,
+        &format!("{pods_url}?watch=true&resourceVersion={list_rv}"),
+        KUBELET,
+    ))?;
 
     relay.cut();
+    let cut = std::time::Instant::now();
+    // A hang guard, not a bound on time: the health checks decide when the cloud is gone.
+    let ended = rt.block_on(async {
+        while fed.next(Duration::from_secs(120)).await?.is_some() {}
+        anyhow::Ok(())
+    });
+    ended.context("kubelet's watch from the cloud did not end after the cut")?;
+    let ended_after = cut.elapsed();
     wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
+    let mut again = rt.block_on(Watch::open(
+        &client,
+        &format!("{pods_url}?watch=true&resourceVersion={list_rv}&allowWatchBookmarks=true"),
+        KUBELET,
+    ))?;
+    let bookmark = rt.block_on(again.next(Duration::from_secs(20)))?;
+    ensure!(
+        bookmark.as_ref().is_some_and(|e| e["type"] == "BOOKMARK"),
+        "the watch again from the cache starts with its bookmark: {bookmark:?}"
+    );
+    eprintln!(
+        "after the cut, kubelet's watch from the cloud ended in {ended_after:?}; watched again, it was fed from the cache {:?} after the cut",
+        cut.elapsed()
+    );
+    drop(again);
     let status_url = format!("{pod_url}/status");
     let patches: [(&'static str, String); 3] = [
         (

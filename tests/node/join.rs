@@ -1,11 +1,13 @@
 //! (a) The node joins through edgegate: Ready, pods run on the host network and on the CNI
-//! bridge, and kubelet's lease renewals never conflict.
+//! bridge, the node reaches the bridge pod's Service at its ClusterIP, and kubelet's lease
+//! renewals never conflict.
 
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use edgegate_testkit::Testbed;
 
+use crate::served;
 use crate::support::{
     PODS, apply, ensure_kubelet_logged_none, pod, pod_status, pod_tasks, requests,
     wait_pods_running, wait_requests,
@@ -15,13 +17,20 @@ use crate::support::{
 pub const LEASE_CONFLICT: &[&str] = &["failed to update lease", "the object has been modified"];
 
 /// The node registers and is Ready through the gateway (Testbed::start waits for it), its
-/// pods run, and kubelet's lease renewals (at least three, through the gateway) meet no
+/// pods run, a request from the node to the bridge pod's Service is answered, and kubelet's lease renewals (at least three, through the gateway) meet no
 /// conflict with the gateway's own node-lease heartbeat.
 pub fn the_node_joins_through_edgegate_and_runs_pods(testbed: &mut Testbed) -> Result<()> {
     let renewals = requests(testbed, "kubelet", "update", "leases")?;
     for (name, host_network) in PODS {
-        apply(testbed, &pod(name, *host_network).to_string())?;
+        let mut pod = pod(name, *host_network);
+        if *name == served::BACKEND {
+            // It backs the Service: busybox's httpd answers on port 80.
+            pod["spec"]["containers"][0]["command"] =
+                serde_json::json!(["/bin/httpd", "-f", "-p", "80", "-h", "/"]);
+        }
+        apply(testbed, &pod.to_string())?;
     }
+    let cluster_ip = served::create(testbed)?;
     let names: Vec<&str> = PODS.iter().map(|(name, _)| *name).collect();
     let ids = wait_pods_running(testbed, &names)?;
     let tasks = pod_tasks(testbed, &ids)?;
@@ -35,6 +44,11 @@ pub fn the_node_joins_through_edgegate_and_runs_pods(testbed: &mut Testbed) -> R
     ensure!(
         ip.starts_with(&prefix),
         "the bridge pod's IP {ip} is not in {prefix}0/24"
+    );
+    let took = served::wait_answers(testbed, &cluster_ip, Duration::from_secs(90))?;
+    eprintln!(
+        "the node reached {} at {cluster_ip} in {took:?}",
+        served::SERVED
     );
     let host = pod_status(testbed, "host")?;
     let node_ip = testbed.link.node_ip().to_string();

@@ -8,19 +8,21 @@
 //! and the tests run one at a time, in order: each leaves the node as the next expects (the
 //! link is cut by `outage::*` and restored by
 //! `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`), and each makes sure of the
-//! state it needs; the last four cut and restore the link themselves,
-//! `reboot::a_node_powered_off…` powers the whole node off and on, `flapping::*` cuts and
+//! state it needs; the last five cut and restore the link themselves (`failing::*` runs a
+//! pod of its own, deleted at its end), `reboot::a_node_powered_off…` powers the whole node off and on, `flapping::*` cuts and
 //! restores it over and over while the gateway caches four more components (it comes after
 //! the power-off, whose collection would take their caches for lost), and the last one
 //! hands edgegate to kubelet as a static pod, which the node keeps to its end. Run with
 //! `cargo test -p edgegate --test node [FILTER]` (`wan::` for the WAN's alone).
 #![allow(clippy::disallowed_methods)]
 
+mod failing;
 mod flapping;
 mod join;
 mod outage;
 mod reboot;
 mod reconnect;
+mod served;
 mod static_pod;
 mod support;
 mod topology;
@@ -63,6 +65,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "topology::the_other_filters_reach_kubelet_and_kube_proxy",
         topology::the_other_filters_reach_kubelet_and_kube_proxy,
+    ),
+    (
+        "failing::a_pod_failing_offline_is_dropped_from_its_service",
+        failing::a_pod_failing_offline_is_dropped_from_its_service,
     ),
     (
         "reconnect::what_changed_during_a_cut_reaches_the_node",

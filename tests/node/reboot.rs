@@ -2,17 +2,18 @@
 //! whole node powered off for longer than `--cache-gc-after` and booted without the cloud.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
-use edgegate_testkit::scenario::wait_pod_containers;
+use edgegate_testkit::scenario::{programs, wait_pod_containers, wait_programs};
 
 use crate::outage::{KEPT, WRITE_ERRORS};
+use crate::served;
 use crate::support::{
-    ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, pod_tasks, requests,
-    wait_pods_running, wait_readyz, wait_requests, wait_rules_back,
+    ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, pod_status, pod_tasks,
+    requests, wait_pods_running, wait_readyz, wait_requests,
 };
 
 /// How long the node stays off: longer than the [`GC_AFTER`] it boots with.
@@ -77,10 +78,14 @@ fn cached_sets(testbed: &Testbed) -> Result<BTreeSet<String>> {
 /// (d, e) Cut, the node is powered off (every process killed, containerd with its shims
 /// and containers, kube-proxy's chains gone) for longer than `--cache-gc-after`, and boots
 /// still cut with a gateway that collects after 10 s: nothing is collected (every cached
-/// set is still there), the pods run again (new containers, from the cache), kube-proxy's
-/// rules come back as they were, kubelet's node registration is answered. Then the link
-/// is restored and the node is Ready. Leaves the link up; later starts of the gateway get
-/// its usual flags.
+/// set is still there), the pods run again (new containers, from the cache), kubelet's node
+/// registration is answered. The bridge pod's new sandbox has a new address (host-local
+/// keeps the old one reserved on disk): the pod read through edgegate shows it and `Ready`,
+/// so do its Service's EndpointSlices, kube-proxy sends the Service there, and the node
+/// reaches the ClusterIP again; kube-proxy's other rules come back as they were, and kubelet
+/// logs no write refused. Then the link is restored: the node is Ready, the cloud has the
+/// new address, and kube-proxy keeps it. Leaves the link up; later starts of the gateway
+/// get its usual flags.
 pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
     testbed: &mut Testbed,
 ) -> Result<()> {
@@ -89,6 +94,16 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
     let rules = testbed.node.proxy_rules()?;
     let before = wait_pod_containers(testbed, KEPT)?;
     let sets = cached_sets(testbed)?;
+    let old_ip = pod_status(testbed, served::BACKEND)?["status"]["podIP"]
+        .as_str()
+        .context("the bridge pod has no IP")?
+        .to_owned();
+    let cluster_ip = served::cluster_ip(testbed)?;
+    ensure!(
+        served::answers(testbed, &cluster_ip),
+        "the node does not reach {} at {cluster_ip} before the power-off",
+        served::SERVED
+    );
     // kube-proxy's Services and EndpointSlices are the multiplexer's shared sets.
     ensure!(
         [
@@ -122,7 +137,43 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
             "{pod} runs the same process as before the power-off: {before:?}"
         );
     }
-    wait_rules_back(testbed, &rules, Duration::from_secs(90))?;
+    let running = Instant::now();
+    let new_ip = new_address(testbed, &old_ip)?;
+    wait_programs(testbed, served::SERVED, std::slice::from_ref(&new_ip))
+        .with_context(|| testbed.node.log_tail("edgegate", 40))?;
+    let took = served::wait_answers(testbed, &cluster_ip, Duration::from_secs(90))?;
+    eprintln!(
+        "the ClusterIP answered {:?} after the pods ran again ({took:?} after the new address was read)",
+        running.elapsed()
+    );
+    let slices = served::read_through_gateway(testbed, KUBE_PROXY, &served::slices_path())?;
+    ensure!(
+        served::backend_addresses(&slices) == [(new_ip.clone(), true)],
+        "the Service's EndpointSlices read through edgegate name {:?}, not {new_ip} ready",
+        served::backend_addresses(&slices)
+    );
+    let apart = served::rules_apart_from_served(&rules);
+    wait_until(
+        Duration::from_secs(90),
+        "kube-proxy's other rules to come back",
+        || {
+            testbed
+                .node
+                .proxy_rules()
+                .is_ok_and(|now| served::rules_apart_from_served(&now) == apart)
+        },
+    )
+    .with_context(|| testbed.node.log_tail("kube-proxy", 20))?;
+    let log = testbed.node.log("kubelet");
+    for (patterns, what) in [
+        (WRITE_ERRORS, "write errors after the offline boot"),
+        (
+            STATUS_REFUSED,
+            "pod status writes refused after the offline boot",
+        ),
+    ] {
+        ensure_kubelet_logged_none(&log[offset..], patterns, what)?;
+    }
     wait_until(
         Duration::from_secs(60),
         "kubelet's node registration to be answered",
@@ -149,5 +200,60 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
     testbed.link.restore()?;
     wait_readyz(testbed, false)?;
     testbed.node.wait_ready(&testbed.cloud)?;
+    // kubelet reconciles the pod's status with the cloud's once it reads it again.
+    wait_until(
+        Duration::from_secs(90),
+        "the cloud to have the new address",
+        || {
+            pod_status(testbed, served::BACKEND)
+                .is_ok_and(|pod| pod["status"]["podIP"] == new_ip.as_str())
+        },
+    )?;
+    ensure!(
+        programs(testbed, served::SERVED, std::slice::from_ref(&new_ip)),
+        "kube-proxy no longer sends {} to {new_ip} after the reconnect",
+        served::SERVED
+    );
     Ok(())
+}
+
+/// What kubelet logs when a write of a pod's status is refused or conflicts.
+const STATUS_REFUSED: &[&str] = &[
+    "Failed to update status for pod",
+    "the object has been modified",
+];
+
+/// The user agent of kube-proxy's reads.
+const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
+
+/// Waits until the bridge pod, read through edgegate, is `Ready` at an address other than
+/// `old`; that address.
+fn new_address(testbed: &Testbed, old: &str) -> Result<String> {
+    let path = format!("/api/v1/namespaces/default/pods/{}", served::BACKEND);
+    let agent = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
+    let mut seen = serde_json::Value::Null;
+    let found = wait_until(
+        Duration::from_secs(90),
+        "the bridge pod's new address",
+        || {
+            let Ok(pod) = served::read_through_gateway(testbed, agent, &path) else {
+                return false;
+            };
+            let ready = pod["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let moved = pod["status"]["podIP"]
+                .as_str()
+                .is_some_and(|ip| !ip.is_empty() && ip != old);
+            seen = pod;
+            ready && moved
+        },
+    );
+    found.with_context(|| format!("the pod read through edgegate: {}", seen["status"]))?;
+    Ok(seen["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
 }

@@ -16,7 +16,7 @@ pub const IMAGE: &str = "docker.io/edgegate/busybox:test";
 
 /// The busybox applets the image links in `/bin`: what the pods and the tests run.
 const APPLETS: &[&str] = &[
-    "sh", "sleep", "env", "cat", "ls", "ps", "wget", "true", "echo", "hostname",
+    "sh", "sleep", "env", "cat", "ls", "ps", "wget", "true", "echo", "hostname", "httpd",
 ];
 
 /// Writes the OCI image archive of [`IMAGE`] into `dir` and returns its path.

@@ -59,6 +59,35 @@ impl Testbed {
         tools.check_node()?;
         let exclusive = exclusive(EXCLUSIVE)?;
         let link = Link::create_as(kind)?;
+        // As on a node whose uplink stays up when the WAN beyond it goes: the Services'
+        // range keeps a route while the link is cut, so the node still reaches a ClusterIP
+        // that kube-proxy sends to a local pod (the cut takes the default route with it).
+        // (A veth pair standing in for a dummy device, which this kernel may not have.)
+        link.run(
+            "ip",
+            &[
+                "link",
+                "add",
+                "services",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "services-end",
+            ],
+        )?;
+        link.run("ip", &["link", "set", "services-end", "up"])?;
+        link.run("ip", &["link", "set", "services", "up"])?;
+        link.run(
+            "ip",
+            &[
+                "route",
+                "add",
+                crate::cloud::SERVICE_CIDR,
+                "dev",
+                "services",
+            ],
+        )?;
         let cloud = Cloud::start(tools, &link, NODE)?;
         let node = Node::start(tools, &link, &cloud, NODE, gateway, FILTERS)?;
         Ok(Testbed {

@@ -1,0 +1,164 @@
+//! The Service the bridge pod backs: selected by the pod's label, so the cloud's endpoint
+//! controllers name the pod (its address, its `targetRef`) in its EndpointSlice, and the
+//! node reaches it at its ClusterIP through kube-proxy's rules.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use edgegate_testkit::Testbed;
+use edgegate_testkit::node::GATEWAY_URL;
+use edgegate_testkit::process::wait_until;
+
+use crate::support::apply;
+
+/// The Service's name.
+pub const SERVED: &str = "bridge-web";
+
+/// The pod behind it, which serves HTTP on port 80.
+pub const BACKEND: &str = "bridge";
+
+/// The Service, selecting the [`BACKEND`] pod by its `app` label.
+fn service() -> String {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVED, "namespace": "default"},
+        "spec": {
+            "selector": {"app": BACKEND},
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}],
+        },
+    })
+    .to_string()
+}
+
+/// Creates the Service in the cloud; its ClusterIP.
+pub fn create(testbed: &Testbed) -> Result<String> {
+    apply(testbed, &service())?;
+    cluster_ip(testbed)
+}
+
+/// The Service's ClusterIP, as the cloud gave it.
+pub fn cluster_ip(testbed: &Testbed) -> Result<String> {
+    let ip = testbed.cloud.kubectl(&[
+        "get",
+        "service",
+        SERVED,
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ])?;
+    ensure!(!ip.trim().is_empty(), "{SERVED} has no ClusterIP");
+    Ok(ip.trim().to_owned())
+}
+
+/// Whether an HTTP request from the node to `ip` (port 80) is answered at all: the
+/// backend's busybox httpd answers any path, if only with 404.
+pub fn answers(testbed: &Testbed, ip: &str) -> bool {
+    let url = format!("http://{ip}/");
+    testbed
+        .node
+        .run(
+            "curl",
+            &[
+                "-s",
+                "-m",
+                "2",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &url,
+            ],
+        )
+        .is_ok_and(|code| code.trim() != "000" && !code.trim().is_empty())
+}
+
+/// Waits until the node reaches the Service at `ip`; how long that took. Not an assertion
+/// on time: `guard` only bounds a hang.
+pub fn wait_answers(testbed: &Testbed, ip: &str, guard: Duration) -> Result<Duration> {
+    let start = Instant::now();
+    let what = format!("the node to reach {SERVED} at {ip}");
+    wait_until(guard, &what, || answers(testbed, ip))
+        .with_context(|| testbed.node.log_tail("kube-proxy", 20))?;
+    Ok(start.elapsed())
+}
+
+/// `GET path` through the gateway's plain proxy inside the node, as `agent`: the JSON body.
+pub fn read_through_gateway(
+    testbed: &Testbed,
+    agent: &str,
+    path: &str,
+) -> Result<serde_json::Value> {
+    let url = format!("{GATEWAY_URL}{path}");
+    let out = testbed.node.run(
+        "curl",
+        &[
+            "-s",
+            "-m",
+            "5",
+            "-A",
+            agent,
+            "-H",
+            "Accept: application/json",
+            "-w",
+            "\n%{http_code}",
+            &url,
+        ],
+    )?;
+    let (body, status) = out.rsplit_once('\n').context("curl printed no status")?;
+    ensure!(status.trim() == "200", "{path} as {agent}: {status} {body}");
+    Ok(serde_json::from_str(body)?)
+}
+
+/// The addresses of the endpoints in `slices` (a list of EndpointSlices) that name
+/// [`BACKEND`] in their `targetRef`, each with whether it is ready.
+pub fn backend_addresses(slices: &serde_json::Value) -> Vec<(String, bool)> {
+    backend_addresses_of(slices, BACKEND)
+}
+
+/// The addresses of the endpoints in `slices` (a list of EndpointSlices) that name pod
+/// `pod` in their `targetRef`, each with whether it is ready.
+pub fn backend_addresses_of(slices: &serde_json::Value, pod: &str) -> Vec<(String, bool)> {
+    slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|slice| slice["endpoints"].as_array().into_iter().flatten())
+        .filter(|endpoint| endpoint["targetRef"]["name"] == pod)
+        .flat_map(|endpoint| {
+            let ready = endpoint["conditions"]["ready"] == true;
+            endpoint["addresses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str())
+                .map(move |a| (a.to_owned(), ready))
+        })
+        .collect()
+}
+
+/// The path of [`SERVED`]'s EndpointSlices (Kubernetes 1.20 serves `v1beta1`).
+pub fn slices_path() -> String {
+    format!(
+        "/apis/discovery.k8s.io/v1beta1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D{SERVED}"
+    )
+}
+
+/// kube-proxy's rules apart from those of [`SERVED`]: its lines, and every line naming one
+/// of the chains they jump to (its endpoints' chains, named after their addresses).
+pub fn rules_apart_from_served(rules: &[String]) -> Vec<String> {
+    let comment = format!("default/{SERVED}:http");
+    let chains: Vec<&str> = rules
+        .iter()
+        .filter(|line| line.contains(&comment))
+        .flat_map(|line| line.split_whitespace())
+        .filter(|word| word.starts_with("KUBE-SEP-"))
+        .collect();
+    rules
+        .iter()
+        .filter(|line| !line.contains(&comment))
+        .filter(|line| !chains.iter().any(|chain| line.contains(chain)))
+        .cloned()
+        .collect()
+}
