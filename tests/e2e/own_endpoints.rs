@@ -8,9 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::{Gateway, Relay};
 
-use crate::own_writes::{read, rv, write};
+use crate::own_writes::{read, read_as, rv, write};
 use crate::support::{
-    Env, Watch, apply, client, get_accepting, list_as, namespace, runtime, wait_readyz, wait_sets,
+    Env, Watch, apply, client, list_as, namespace, runtime, wait_readyz, wait_sets,
 };
 
 const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
@@ -22,21 +22,6 @@ fn status_patch(ip: &str, ready: bool) -> String {
     format!(
         r#"{{"status":{{"$setElementOrder/conditions":[{{"type":"Ready"}}],"conditions":[{{"type":"Ready","status":"{ready}"}}],"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"phase":"Running"}}}}"#
     )
-}
-
-/// GETs `url` as `agent`, as JSON.
-async fn read_as(
-    client: &crate::support::Plain,
-    url: &str,
-    agent: &str,
-) -> Result<serde_json::Value> {
-    let (status, body) = get_accepting(client, url, agent, "application/json").await?;
-    ensure!(
-        status == 200,
-        "{url}: {status} {}",
-        String::from_utf8_lossy(&body)
-    );
-    Ok(serde_json::from_slice(&body)?)
 }
 
 /// The Endpoints' address naming pod `name`, and the list it is in.

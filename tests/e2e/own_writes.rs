@@ -37,8 +37,13 @@ pub async fn write(
 
 /// GETs `url` as kubelet, as JSON.
 pub async fn read(client: &Plain, url: &str) -> Result<serde_json::Value> {
+    read_as(client, url, KUBELET).await
+}
+
+/// GETs `url` as `agent`, as JSON; fails unless it is answered `200`.
+pub async fn read_as(client: &Plain, url: &str, agent: &str) -> Result<serde_json::Value> {
     let (status, body) =
-        crate::support::get_accepting(client, url, KUBELET, "application/json").await?;
+        crate::support::get_accepting(client, url, agent, "application/json").await?;
     ensure!(
         status == 200,
         "{url}: {status} {}",

@@ -8,7 +8,7 @@ use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::{ensure_cut, pod, wait_programs};
 
-use crate::served::{backend_addresses_of, read_through_gateway};
+use crate::served::{backend_addresses_of, read_through_gateway, selecting};
 use crate::support::{apply, pod_status, pod_tasks, wait_pods_running};
 
 /// The pod, and the app its Service selects.
@@ -38,19 +38,6 @@ fn failing_pod(flags: &std::path::Path) -> String {
     pod.to_string()
 }
 
-fn service() -> String {
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": SERVICE, "namespace": "default"},
-        "spec": {
-            "selector": {"app": FAILING},
-            "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}],
-        },
-    })
-    .to_string()
-}
-
 /// Online, kube-proxy sends the Service to the pod. Cut, the pod's container is killed and
 /// fails at every start: the pod read through edgegate is not ready, so is its endpoint in
 /// the Service's EndpointSlices, and kube-proxy drops it from the Service. Then the link is
@@ -63,7 +50,7 @@ pub fn a_pod_failing_offline_is_dropped_from_its_service(testbed: &mut Testbed) 
     std::fs::create_dir_all(&flags)?;
     let _ = std::fs::remove_file(flags.join("fail"));
     apply(testbed, &failing_pod(&flags))?;
-    apply(testbed, &service())?;
+    apply(testbed, &selecting(SERVICE, FAILING))?;
     let ids = wait_pods_running(testbed, &[FAILING])?;
     let ip = pod_status(testbed, FAILING)?["status"]["podIP"]
         .as_str()

@@ -99,11 +99,8 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
         .context("the bridge pod has no IP")?
         .to_owned();
     let cluster_ip = served::cluster_ip(testbed)?;
-    ensure!(
-        served::answers(testbed, &cluster_ip),
-        "the node does not reach {} at {cluster_ip} before the power-off",
-        served::SERVED
-    );
+    served::wait_answers(testbed, &cluster_ip, Duration::from_secs(30))
+        .context("the node does not reach the Service before the power-off")?;
     // kube-proxy's Services and EndpointSlices are the multiplexer's shared sets.
     ensure!(
         [

@@ -17,14 +17,15 @@ pub const SERVED: &str = "bridge-web";
 /// The pod behind it, which serves HTTP on port 80.
 pub const BACKEND: &str = "bridge";
 
-/// The Service, selecting the [`BACKEND`] pod by its `app` label.
-fn service() -> String {
+/// A Service `name` on port 80 (`http`) selecting the pods labelled `app: {app}`: the
+/// cloud's endpoint controllers make its EndpointSlices, naming those pods.
+pub fn selecting(name: &str, app: &str) -> String {
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": SERVED, "namespace": "default"},
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {
-            "selector": {"app": BACKEND},
+            "selector": {"app": app},
             "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}],
         },
     })
@@ -33,7 +34,7 @@ fn service() -> String {
 
 /// Creates the Service in the cloud; its ClusterIP.
 pub fn create(testbed: &Testbed) -> Result<String> {
-    apply(testbed, &service())?;
+    apply(testbed, &selecting(SERVED, BACKEND))?;
     cluster_ip(testbed)
 }
 
