@@ -275,7 +275,8 @@ pub fn markdown(report: &Report, judged: &[(Series, Option<Trend>)]) -> String {
          {n} Services and {n} EndpointSlices, kubelet, kube-proxy and five simulated agents \
          through the gateway; {churn} updates/s ({updates} made) for {run:.0} s, sampled every \
          {every:?}, after a setup of {setup:.0?}; edgegate `{bin}`.\n\n\
-         A series fails when its least-squares slope from its second half (from {settled:.0} s \
+         A series fails when its resistant slope (Tukey: medians of the first and last third) \
+         from its second half (from {settled:.0} s \
          at the earliest: the multiplexer's 3 minutes of changes filling), extrapolated over \
          the run ({run:.0} s), exceeds the growth allowed.\n\n\
          | series | start | end | max | slope (/h) | growth over the run | allowed | |\n\

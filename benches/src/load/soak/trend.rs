@@ -1,7 +1,9 @@
-//! The soak's verdict: a series trends upward when the least-squares slope of its second
-//! half (after the warm-up: the agents' first lists, the allocator's pools filling, the
-//! multiplexer's window of changes filling), extrapolated over the whole run, exceeds its
-//! margin.
+//! The soak's verdict: a series trends upward when the slope of its second half (after the
+//! warm-up: the agents' first lists, the allocator's pools filling, the multiplexer's window
+//! of changes filling), extrapolated over the whole run, exceeds its margin. The slope is
+//! Tukey's resistant line — from the medians of the half's first and last thirds — so one
+//! sample (an allocator trimming its arenas, a burst of requests) cannot tilt it; a leak,
+//! which keeps growing, does.
 
 /// The gateway's bounded buffers fill over its first minutes — the multiplexer keeps the
 /// last 3 minutes of changes, so its memory grows for 3 minutes under churn and then holds —
@@ -54,7 +56,7 @@ pub struct Trend {
     pub end: f64,
     /// The largest value.
     pub max: f64,
-    /// The second half's least-squares slope, per hour.
+    /// The second half's resistant slope, per hour.
     pub slope_per_hour: f64,
     /// The slope times the run's length: the growth the trend predicts over the run.
     pub growth: f64,
@@ -85,10 +87,8 @@ pub fn judge(series: &Series, run_seconds: f64) -> Option<Trend> {
     if tail.len() < 3 {
         return None;
     }
-    let (slope, intercept) = least_squares(&tail);
-    let mut values: Vec<f64> = tail.iter().map(|(_, v)| *v).collect();
-    values.sort_by(f64::total_cmp);
-    let median = values[values.len() / 2];
+    let (slope, intercept) = resistant_line(&tail);
+    let median = median(tail.iter().map(|(_, v)| *v));
     let margin = series.margin;
     let allowed = margin
         .absolute
@@ -110,18 +110,34 @@ pub fn judge(series: &Series, run_seconds: f64) -> Option<Trend> {
     })
 }
 
-/// The least-squares line through `points`: (slope, intercept).
-fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
-    let n = points.len() as f64;
-    let mean_t = points.iter().map(|(t, _)| t).sum::<f64>() / n;
-    let mean_v = points.iter().map(|(_, v)| v).sum::<f64>() / n;
-    let (mut cov, mut var) = (0.0, 0.0);
-    for (t, v) in points {
-        cov += (t - mean_t) * (v - mean_v);
-        var += (t - mean_t) * (t - mean_t);
+/// Tukey's resistant line through `points` (in time order, at least three): the slope between
+/// the (median time, median value) of the first and of the last third, and the intercept that
+/// puts the line through the median residual of all. (slope, intercept).
+fn resistant_line(points: &[(f64, f64)]) -> (f64, f64) {
+    let third = points.len().div_ceil(3);
+    let centre = |part: &[(f64, f64)]| {
+        (
+            median(part.iter().map(|(t, _)| *t)),
+            median(part.iter().map(|(_, v)| *v)),
+        )
+    };
+    let (t0, v0) = centre(&points[..third]);
+    let (t1, v1) = centre(&points[points.len() - third..]);
+    let slope = if t1 > t0 { (v1 - v0) / (t1 - t0) } else { 0.0 };
+    let intercept = median(points.iter().map(|(t, v)| v - slope * t));
+    (slope, intercept)
+}
+
+/// The median of `values` (the mean of the middle two of an even count); 0 of none.
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
-    let slope = if var > 0.0 { cov / var } else { 0.0 };
-    (slope, mean_v - slope * mean_t)
 }
 
 #[cfg(test)]
@@ -169,6 +185,50 @@ mod tests {
         assert!((trend.growth - 5.0).abs() < 1e-9);
         assert!((trend.slope_per_hour - 60.0).abs() < 1e-9);
         assert!(!trend.holds());
+    }
+
+    #[test]
+    fn one_dip_or_one_spike_in_the_second_half_is_no_trend() {
+        // Flat at 34 with a little noise; the allocator trims its arenas once just after the
+        // warm-up (a dip), and a burst lifts one sample near the end (a spike). A
+        // least-squares line through them rises by more than the margin; a leak it is not.
+        let s = series(Margin::absolute(1.5), |t| {
+            let noise = if (t as i64 / 10) % 2 == 0 { 0.1 } else { -0.1 };
+            let blip = match t as i64 {
+                210 => -2.0,
+                280 => 1.5,
+                _ => 0.0,
+            };
+            34.0 + noise + blip
+        });
+        let trend = judge(&s, 300.0).unwrap();
+        let (ls, _) = {
+            let tail: Vec<_> = s
+                .points
+                .iter()
+                .copied()
+                .filter(|(t, _)| *t >= SETTLED_AFTER)
+                .collect();
+            least_squares_for_comparison(&tail)
+        };
+        assert!(
+            ls * 300.0 > 1.5,
+            "the least-squares line would call it a leak: {ls}"
+        );
+        assert!(trend.holds(), "{trend:?}");
+    }
+
+    /// The ordinary least-squares slope, to show what the resistant line is robust to.
+    fn least_squares_for_comparison(points: &[(f64, f64)]) -> (f64, f64) {
+        let n = points.len() as f64;
+        let mean_t = points.iter().map(|(t, _)| t).sum::<f64>() / n;
+        let mean_v = points.iter().map(|(_, v)| v).sum::<f64>() / n;
+        let cov: f64 = points
+            .iter()
+            .map(|(t, v)| (t - mean_t) * (v - mean_v))
+            .sum();
+        let var: f64 = points.iter().map(|(t, _)| (t - mean_t).powi(2)).sum();
+        (cov / var, mean_v - cov / var * mean_t)
     }
 
     #[test]
