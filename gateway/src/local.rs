@@ -20,6 +20,7 @@ mod list;
 mod media;
 mod own;
 mod patch;
+mod relist;
 mod strategic;
 mod watch;
 mod write;

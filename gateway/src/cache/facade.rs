@@ -125,6 +125,17 @@ impl Cache {
             .unwrap_or(0)
     }
 
+    /// The lowest version of the node's own writes in `set` its cloud has not seen (see
+    /// [`SetMeta::own_writes_from`]); `None` when there are none, or the set is not cached.
+    ///
+    /// [`SetMeta::own_writes_from`]: super::store::SetMeta::own_writes_from
+    pub fn own_writes_from(&self, set: &SetKey) -> Option<String> {
+        let encoded = set.encode();
+        let sets = self.store.sets(&encoded).ok()?;
+        let (_, meta) = sets.into_iter().find(|(found, _)| found == set)?;
+        Some(meta.own_writes_from).filter(|from| !from.is_empty())
+    }
+
     /// The resourceVersion the node's next own write of an object takes, newer than `floor`
     /// (its object's and its sets' versions): one past both `floor` and every version given
     /// locally before, but never past the cloud's ([`Cache::cloud_version`]), so what the

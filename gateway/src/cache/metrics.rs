@@ -32,6 +32,9 @@ pub struct CacheMetrics {
     pub store_resets: Counter,
     /// The node's own writes taken by the local layer while the cloud was away.
     pub local_writes: Counter,
+    /// Watches answered `410 Expired` after a cut because the node's own writes changed
+    /// their set: the writer lists the cloud's objects again.
+    pub own_write_relists: Counter,
     /// Disk faults (episodes, not failed writes), by kind.
     pub disk_faults: Family<FaultLabels, Counter>,
 }
@@ -51,6 +54,11 @@ impl CacheMetrics {
             "local_writes",
             "The node's own writes taken by the local layer while the cloud was away",
             self.local_writes.clone(),
+        );
+        cache.register(
+            "own_write_relists",
+            "Watches answered 410 Expired after a cut because the node's own writes changed their set",
+            self.own_write_relists.clone(),
         );
         cache.register(
             "commits",

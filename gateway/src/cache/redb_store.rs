@@ -18,7 +18,7 @@ use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use self::history::{HISTORY, Tables};
-use self::sets::{commit, mark_stale, synced_meta};
+use self::sets::{commit, mark_own_write, mark_stale, synced_meta};
 use self::tables::{
     CLOCKS, COMPONENTS, DIGESTS, Digest, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED, clock_name,
     encoding, engine, prefix_end, put,
@@ -378,6 +378,13 @@ impl Store for RedbStore {
                     WriteOp::Lost { set } => {
                         synced = None;
                         mark_stale(&mut sets, set)?;
+                    }
+                    WriteOp::OwnWrite {
+                        set,
+                        resource_version,
+                    } => {
+                        synced = None;
+                        mark_own_write(&mut sets, set, resource_version)?;
                     }
                     WriteOp::Running { secs } => {
                         clocks.insert(RUNNING, *secs).map_err(engine)?;

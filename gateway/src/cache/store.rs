@@ -113,6 +113,13 @@ pub struct SetMeta {
     /// Tombstones the set keeps in its history, so they are pruned without counting them.
     #[serde(default)]
     pub tombstones: u64,
+    /// The lowest resourceVersion the node's own writes (the local layer's, of the set's
+    /// component) took in the set since its list committed; empty when none. The cloud has
+    /// not seen them, so once it is back a watch of the set that resumes (from any version)
+    /// is answered `410 Expired`: the writer lists again from the cloud, finds its writes
+    /// missing and makes them again. The next commit of a list clears it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub own_writes_from: String,
 }
 
 /// What a set's history says of one key.
@@ -202,6 +209,14 @@ pub enum WriteOp {
     Lost {
         /// The set.
         set: SetKey,
+    },
+    /// The node's own write (the local layer's) put an object at `resource_version` in
+    /// `set`: see [`SetMeta::own_writes_from`]. Ignored for sets that were never listed.
+    OwnWrite {
+        /// The set.
+        set: SetKey,
+        /// The write's resourceVersion.
+        resource_version: String,
     },
     /// A set is synced to a resourceVersion (a bookmark or an event of its watch); ignored
     /// for sets that were never listed.

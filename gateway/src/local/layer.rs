@@ -25,7 +25,7 @@ use super::endpoints::{Followed, PodEndpoint, followers};
 use super::error::LocalError;
 use super::own::{Own, written};
 use super::patch::Change;
-use crate::cache::{LocalChange, ResourceKey, WriteOp};
+use crate::cache::{LocalChange, ResourceKey, Selectors, SetKey, WriteOp};
 use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, Verb};
 use crate::stream::{Event, EventType};
@@ -130,6 +130,13 @@ impl Local {
                 },
             });
             if copy.resource.component == requester {
+                self.mark_own_write(
+                    &copy.resource,
+                    &info.namespace,
+                    &bytes,
+                    &resource_version,
+                    &mut ops,
+                )?;
                 answer = Some(bytes);
                 if own == Own::Pod {
                     pod = Some(PodEndpoint::of(&result));
@@ -146,6 +153,38 @@ impl Local {
         self.cache.metrics().local_writes.inc();
         tracing::debug!(resource = %info.resource, name = %info.name, resource_version, "written locally");
         Ok(Ok(json(StatusCode::OK, answer.unwrap_or_default())))
+    }
+
+    /// Notes the write in every set of the writer's `resource` that holds `object`: once
+    /// the cloud is back, a watch of such a set from the write's version on is answered
+    /// `410 Expired`, so the writer lists the cloud's object again and, finding its write
+    /// missing, makes it again (kubelet reconciles its pods' statuses so). Endpoints that
+    /// follow are not noted: the cloud corrects them itself once it has the pod.
+    fn mark_own_write(
+        &self,
+        resource: &ResourceKey,
+        namespace: &str,
+        object: &Bytes,
+        resource_version: &str,
+        ops: &mut Vec<WriteOp>,
+    ) -> Result<(), LocalError> {
+        let sets = self
+            .cache
+            .store()
+            .sets(&SetKey::resource_prefix(resource))
+            .map_err(|error| LocalError::store(&error))?;
+        for (set, _) in sets {
+            let holds = (set.namespace.is_empty() || set.namespace == namespace)
+                && Selectors::new(&set.label_selector, &set.field_selector)
+                    .is_ok_and(|selectors| selectors.matches(object));
+            if holds {
+                ops.push(WriteOp::OwnWrite {
+                    set,
+                    resource_version: resource_version.to_owned(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Has every cached endpoint that names `pod` follow it: written with the pod's write,

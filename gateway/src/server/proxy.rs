@@ -147,6 +147,12 @@ async fn forward(
         let node = matches!(caller, Caller::Node);
         return Ok(state.local.serve(context, request, node).await?);
     }
+    // The writer of what the node wrote while cut lists it again from the cloud.
+    if matches!(caller, Caller::Node)
+        && let Some(relist) = state.local.relist_after_own_writes(context).await
+    {
+        return Ok(relist);
+    }
     let server = state
         .balancer
         .pick()

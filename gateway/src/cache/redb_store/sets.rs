@@ -164,6 +164,30 @@ pub(super) fn synced_meta(
     Ok(Some(meta))
 }
 
+/// Notes an own write at `resource_version` in `set`, if it was ever listed: its
+/// `own_writes_from` becomes the lower of it and the one noted before.
+pub(super) fn mark_own_write(
+    sets: &mut Table<&str, &[u8]>,
+    set: &SetKey,
+    resource_version: &str,
+) -> Result<(), StoreError> {
+    let key = set.encode();
+    let meta = match sets.get(key.as_str()).map_err(engine)? {
+        Some(current) => Some(read_meta(current.value(), &key)?),
+        None => None,
+    };
+    let Some(mut meta) = meta else {
+        return Ok(());
+    };
+    let lower = meta.own_writes_from.is_empty()
+        || compare_versions(resource_version, &meta.own_writes_from).is_some_and(|o| o.is_lt());
+    if lower {
+        meta.own_writes_from = resource_version.to_owned();
+        write_meta(sets, &key, &meta)?;
+    }
+    Ok(())
+}
+
 /// Marks `set` stale, if it was ever listed.
 pub(super) fn mark_stale(sets: &mut Table<&str, &[u8]>, set: &SetKey) -> Result<(), StoreError> {
     let key = set.encode();
