@@ -64,8 +64,9 @@ pub fn rv(object: &serde_json::Value) -> u64 {
 /// JSON patch), a JSON `UPDATE` of the pod and a strategic merge of its Node's status are
 /// each answered with the object they make. A GET and a list show the result, an offline
 /// watch gets it as MODIFIED, and a restart of the gateway still shows it; no version goes
-/// back. After the reconnect, the cloud's next write of the pod replaces the local one at a
-/// newer version.
+/// back. After the reconnect, kubelet's watch resumed from its write gets `410 Expired`, its
+/// list is the cloud's (without the write) and its next watch the cloud's, where its write
+/// made again replaces the local one at a newer version.
 pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()> {
     let node = crate::support::unique("edge-own");
     let ns = namespace(&env.cluster, "own")?;
@@ -267,6 +268,43 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
 
     relay.restore();
     wait_readyz(&gateway, 200, "the gateway to reconnect")?;
+    // kubelet's watch resumed from its own write lists again: the cloud never saw it.
+    let mut resumed = rt.block_on(Watch::open(
+        &client,
+        &format!("{pods_url}?watch=true&resourceVersion={}", rv(&updated)),
+        KUBELET,
+    ))?;
+    let expired = rt.block_on(resumed.next(Duration::from_secs(20)))?;
+    ensure!(
+        expired
+            .as_ref()
+            .is_some_and(|e| e["type"] == "ERROR" && e["object"]["code"] == 410),
+        "kubelet's resumed watch is told to list again: {expired:?}"
+    );
+    ensure!(
+        rt.block_on(resumed.next(Duration::from_secs(20)))?
+            .is_none(),
+        "and it ends"
+    );
+    // Its list is the cloud's, which lacks the write: kubelet re-sends it (below). The
+    // list's commit clears the mark, so its next watch is the cloud's.
+    // As kubelet's reflector lists again: from its last version, in pages.
+    let listing = std::time::Instant::now();
+    let (relist_rv, relisted) = rt.block_on(list_as(
+        &client,
+        &format!("{pods_url}?limit=500&resourceVersion={}", rv(&updated)),
+        KUBELET,
+    ))?;
+    eprintln!("relisted in {:?}", listing.elapsed());
+    ensure!(
+        relisted.len() == 1 && relisted[0]["status"]["podIP"] != updated["status"]["podIP"],
+        "the list after the reconnect is the cloud's: {relisted:?}"
+    );
+    let mut from_cloud = rt.block_on(Watch::open(
+        &client,
+        &format!("{pods_url}?watch=true&resourceVersion={relist_rv}"),
+        KUBELET,
+    ))?;
     // kubelet re-sends its status once the cloud answers: the cloud's version replaces ours.
     let (status, cloud) = rt.block_on(write(
         &client,
@@ -281,6 +319,11 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         "the cloud's version ({}) is newer than the local one ({})",
         rv(&cloud),
         rv(&updated)
+    );
+    let event = rt.block_on(from_cloud.wait_for("MODIFIED", "web", Duration::from_secs(20)))?;
+    ensure!(
+        rv(&event["object"]) == rv(&cloud),
+        "the watch after the relist is the cloud's: {event}"
     );
     let reread = rt.block_on(read(&client, &pod_url))?;
     ensure!(

@@ -8,8 +8,8 @@ use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::{ensure_cut, pod, wait_programs};
 
-use crate::served::{backend_addresses_of, read_through_gateway, selecting};
 use crate::support::{apply, pod_status, pod_tasks, wait_pods_running};
+use edgegate_testkit::served::{backend_addresses_of, read_through_gateway, selecting};
 
 /// The pod, and the app its Service selects.
 const FAILING: &str = "failing";

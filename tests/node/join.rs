@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use edgegate_testkit::Testbed;
+use edgegate_testkit::served;
 
-use crate::served;
 use crate::support::{
     PODS, apply, ensure_kubelet_logged_none, pod, pod_status, pod_tasks, requests,
     wait_pods_running, wait_requests,
@@ -22,12 +22,11 @@ pub const LEASE_CONFLICT: &[&str] = &["failed to update lease", "the object has 
 pub fn the_node_joins_through_edgegate_and_runs_pods(testbed: &mut Testbed) -> Result<()> {
     let renewals = requests(testbed, "kubelet", "update", "leases")?;
     for (name, host_network) in PODS {
-        let mut pod = pod(name, *host_network);
-        if *name == served::BACKEND {
-            // It backs the Service: busybox's httpd answers on port 80.
-            pod["spec"]["containers"][0]["command"] =
-                serde_json::json!(["/bin/httpd", "-f", "-p", "80", "-h", "/"]);
-        }
+        let pod = if *name == served::BACKEND {
+            served::backend_pod()
+        } else {
+            pod(name, *host_network)
+        };
         apply(testbed, &pod.to_string())?;
     }
     let cluster_ip = served::create(testbed)?;

@@ -22,7 +22,6 @@ mod join;
 mod outage;
 mod reboot;
 mod reconnect;
-mod served;
 mod static_pod;
 mod support;
 mod topology;

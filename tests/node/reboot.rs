@@ -8,9 +8,9 @@ use anyhow::{Context, Result, ensure};
 use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::{programs, wait_pod_containers, wait_programs};
+use edgegate_testkit::served;
 
 use crate::outage::{KEPT, WRITE_ERRORS};
-use crate::served;
 use crate::support::{
     ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, pod_status, pod_tasks,
     requests, wait_pods_running, wait_readyz, wait_requests,
@@ -135,7 +135,7 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
         );
     }
     let running = Instant::now();
-    let new_ip = new_address(testbed, &old_ip)?;
+    let new_ip = served::new_address(testbed, &old_ip)?;
     wait_programs(testbed, served::SERVED, std::slice::from_ref(&new_ip))
         .with_context(|| testbed.node.log_tail("edgegate", 40))?;
     let took = served::wait_answers(testbed, &cluster_ip, Duration::from_secs(90))?;
@@ -222,7 +222,7 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
             if !programs(testbed, served::SERVED, std::slice::from_ref(&new_ip)) {
                 flapped.push(restored.elapsed());
             }
-            cloud_slices(testbed)
+            served::cloud_slices(testbed)
                 .is_ok_and(|slices| served::backend_addresses(&slices) == [(new_ip.clone(), true)])
         },
     )?;
@@ -240,22 +240,6 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
     Ok(())
 }
 
-/// The cloud's EndpointSlices of [`served::SERVED`].
-fn cloud_slices(testbed: &Testbed) -> Result<serde_json::Value> {
-    let selector = format!("kubernetes.io/service-name={}", served::SERVED);
-    let text = testbed.cloud.kubectl(&[
-        "get",
-        "endpointslices",
-        "-n",
-        "default",
-        "-l",
-        &selector,
-        "-o",
-        "json",
-    ])?;
-    Ok(serde_json::from_str(&text)?)
-}
-
 /// What kubelet logs when a write of a pod's status is refused or conflicts.
 const STATUS_REFUSED: &[&str] = &[
     "Failed to update status for pod",
@@ -264,35 +248,3 @@ const STATUS_REFUSED: &[&str] = &[
 
 /// The user agent of kube-proxy's reads.
 const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
-
-/// Waits until the bridge pod, read through edgegate, is `Ready` at an address other than
-/// `old`; that address.
-fn new_address(testbed: &Testbed, old: &str) -> Result<String> {
-    let path = format!("/api/v1/namespaces/default/pods/{}", served::BACKEND);
-    let agent = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
-    let mut seen = serde_json::Value::Null;
-    let found = wait_until(
-        Duration::from_secs(90),
-        "the bridge pod's new address",
-        || {
-            let Ok(pod) = served::read_through_gateway(testbed, agent, &path) else {
-                return false;
-            };
-            let ready = pod["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True");
-            let moved = pod["status"]["podIP"]
-                .as_str()
-                .is_some_and(|ip| !ip.is_empty() && ip != old);
-            seen = pod;
-            ready && moved
-        },
-    );
-    found.with_context(|| format!("the pod read through edgegate: {}", seen["status"]))?;
-    Ok(seen["status"]["podIP"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned())
-}

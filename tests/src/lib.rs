@@ -45,6 +45,7 @@ pub mod pool;
 pub mod process;
 pub mod relay;
 pub mod scenario;
+pub mod served;
 pub mod sweep;
 pub mod testbed;
 pub mod toolchain;

@@ -136,6 +136,11 @@ impl Cache {
         Some(meta.own_writes_from).filter(|from| !from.is_empty())
     }
 
+    /// The highest resourceVersion given to the node's own writes (0 before the first).
+    pub fn last_local_version(&self) -> u64 {
+        self.local_clock.load(Ordering::Relaxed)
+    }
+
     /// The resourceVersion the node's next own write of an object takes, newer than `floor`
     /// (its object's and its sets' versions): one past both `floor` and every version given
     /// locally before, but never past the cloud's ([`Cache::cloud_version`]), so what the

@@ -62,5 +62,41 @@ impl Local {
     }
 }
 
+impl Local {
+    /// Online, the resourceVersion a list is forwarded with in place of its client's, when
+    /// the client's is one the local layer gave (past every version the cloud was seen at
+    /// for the resource): the highest the cloud was seen at for it. The cloud's watch cache
+    /// of the resource may not have reached the local version, and kube-apiserver holds a
+    /// list from a version its cache has not reached (1.20: 3 s, then `504` with
+    /// `Retry-After`, which client-go retries ten times before it lists from no version —
+    /// 43 s for kubelet's list after a reboot while cut). `None` for any other request, and
+    /// for a list that asks for its version exactly.
+    pub fn cloud_version_for_list(&self, context: &RequestContext) -> Option<u64> {
+        if context.info.verb.api() != Some(Verb::List)
+            || context.query.resource_version_match.as_deref() == Some("Exact")
+        {
+            return None;
+        }
+        let asked: u64 = context.query.resource_version.as_deref()?.parse().ok()?;
+        let cloud = self
+            .cache
+            .listed_version(&context.info.api_group, &context.info.resource);
+        (cloud > 0 && asked > cloud && asked <= self.cache.last_local_version()).then_some(cloud)
+    }
+}
+
+/// `query` with its `resourceVersion` set to `version`, the rest as it was.
+pub fn with_resource_version(query: &str, version: u64) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "resourceVersion" {
+            out.append_pair(&key, &version.to_string());
+        } else {
+            out.append_pair(&key, &value);
+        }
+    }
+    out.finish()
+}
+
 #[cfg(test)]
 mod tests;

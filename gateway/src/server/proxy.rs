@@ -153,6 +153,9 @@ async fn forward(
     {
         return Ok(relist);
     }
+    if let Some(version) = state.local.cloud_version_for_list(context) {
+        list_from(&mut request, version);
+    }
     let server = state
         .balancer
         .pick()
@@ -227,6 +230,20 @@ async fn forward(
         return Ok(upgrade::tunnel(client_upgrade, response));
     }
     respond::respond(&state.cache, &state.watch_ends, context, plan, response).await
+}
+
+/// Has `request` (a list) ask for resourceVersion `version`.
+fn list_from<B>(request: &mut Request<B>, version: u64) {
+    let uri = request.uri();
+    let query = crate::local::with_resource_version(uri.query().unwrap_or_default(), version);
+    let target = format!("{}?{query}", uri.path());
+    match target.parse() {
+        Ok(uri) => {
+            tracing::debug!(%target, "a list from a local resourceVersion asks the cloud from its own");
+            *request.uri_mut() = uri;
+        }
+        Err(error) => tracing::warn!(%error, "a list's resourceVersion could not be replaced"),
+    }
 }
 
 /// For a response filters will judge, a wait until the informers behind their lookups have

@@ -209,3 +209,44 @@ fn the_lowest_own_write_is_kept_and_an_unlisted_set_is_not_marked() {
     store.apply(&listed("kubelet", 2, "30"), true).unwrap();
     assert_eq!(store.sets("").unwrap()[0].1.own_writes_from, "");
 }
+
+#[tokio::test]
+async fn a_list_from_a_local_version_asks_the_cloud_from_the_resource_s_cloud_version() {
+    let (_dir, local) = local();
+    let asks =
+        |target: &str| local.cloud_version_for_list(&request("kubelet", Method::GET, target));
+    assert_eq!(
+        asks(&format!("{PODS}&resourceVersion=11")),
+        None,
+        "no local write yet"
+    );
+    patch_status(&local).await;
+    let written = local.cache.last_local_version();
+    assert_eq!(written, 11, "one past the sets' 10");
+    assert_eq!(asks(&format!("{PODS}&resourceVersion={written}")), Some(10));
+    assert_eq!(
+        asks(&format!("/api/v1/pods?resourceVersion={written}")),
+        Some(10),
+        "whichever set it lists"
+    );
+    for target in [
+        format!("{PODS}&resourceVersion=10"),
+        format!("{PODS}&resourceVersion=0"),
+        PODS.to_owned(),
+        // Past every local version: the cloud's, not ours.
+        format!("{PODS}&resourceVersion=50"),
+        format!("{PODS}&resourceVersion={written}&resourceVersionMatch=Exact"),
+        format!("{PODS}&resourceVersion={written}&watch=true"),
+    ] {
+        assert_eq!(asks(&target), None, "{target}");
+    }
+}
+
+#[test]
+fn only_the_resource_version_of_a_query_is_replaced() {
+    let query = "fieldSelector=spec.nodeName%3Dedge-1&resourceVersion=11&limit=500";
+    assert_eq!(
+        crate::local::with_resource_version(query, 10),
+        "fieldSelector=spec.nodeName%3Dedge-1&resourceVersion=10&limit=500"
+    );
+}

@@ -2,8 +2,10 @@
 //! front of it, for trying the gateway out. Extra arguments are passed to edgegate.
 //!
 //! `cargo dev --node`: a real edge node behind edgegate (see `node.rs`);
-//! `cargo dev --node --trials N`: reconnect times measured on it (see `trials.rs`).
+//! `cargo dev --node --trials N`: reconnect times measured on it (see `trials.rs`);
+//! `cargo dev --node --boot-trials N`: offline boots measured on it (see `boots.rs`).
 
+mod boots;
 mod node;
 mod trials;
 
@@ -20,6 +22,7 @@ fn main() -> ExitCode {
     let result = match args.peek().map(String::as_str) {
         Some("--node") => match args.nth(1) {
             Some(flag) if flag == "--trials" => trials::run(args.collect()),
+            Some(flag) if flag == "--boot-trials" => boots::run(args.collect()),
             first => node::run(first.into_iter().chain(args).collect()),
         },
         Some(node::GATEWAY) => node::gateway(args.skip(1).collect()),

@@ -52,6 +52,7 @@ pub fn gateway_command(extra: Vec<String>) -> Result<GatewayCommand> {
 const USAGE: &str = "\
 usage: cargo dev --node [--wan] [EDGEGATE FLAGS...]
        cargo dev --node --trials N [EDGEGATE FLAGS...]
+       cargo dev --node --boot-trials N [EDGEGATE FLAGS...]
 
 Brings up a real edge node (containerd, kubelet, kube-proxy 1.20.2 and edgegate in a network
 namespace) and its cloud (etcd, kube-apiserver, kube-controller-manager), and follows commands
@@ -62,6 +63,10 @@ typed on stdin: cut | restore | restart kubelet | restart kube-proxy | restart e
   --trials N   instead, N times: cut the link, delete a pod and move a Service's endpoints in
           the cloud, restore, and time the pod stopped and kube-proxy's rules updated; prints
           each trial, p50 and max
+  --boot-trials N   instead, N times: cut the link, power the node off and boot it still cut
+          (a pod on the CNI bridge backs a Service, and comes back at a new address), restore,
+          and time the ClusterIP answering from the pod running again, and the cloud having
+          the new address from the link's return; prints each trial, p50 and max
 ";
 
 /// Brings the node up (`extra` flags go to edgegate, after `--wan` if given), prints what to

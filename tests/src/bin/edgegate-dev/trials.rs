@@ -88,7 +88,7 @@ fn endpoint(trial: usize) -> String {
 }
 
 /// The median by nearest rank and the maximum.
-fn p50_max(times: &mut [Duration]) -> (Duration, Duration) {
+pub fn p50_max(times: &mut [Duration]) -> (Duration, Duration) {
     times.sort();
     let rank = times.len().div_ceil(2).max(1);
     (

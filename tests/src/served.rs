@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::Testbed;
-use edgegate_testkit::node::GATEWAY_URL;
-use edgegate_testkit::process::wait_until;
 
-use crate::support::apply;
+use crate::Testbed;
+use crate::node::GATEWAY_URL;
+use crate::process::wait_until;
+use crate::scenario;
 
 /// The Service's name.
 pub const SERVED: &str = "bridge-web";
@@ -32,10 +32,80 @@ pub fn selecting(name: &str, app: &str) -> String {
     .to_string()
 }
 
+/// The pod behind the Service, on the CNI bridge: busybox's httpd answers on port 80.
+pub fn backend_pod() -> serde_json::Value {
+    let mut pod = scenario::pod(BACKEND, false);
+    pod["spec"]["containers"][0]["command"] =
+        serde_json::json!(["/bin/httpd", "-f", "-p", "80", "-h", "/"]);
+    pod
+}
+
 /// Creates the Service in the cloud; its ClusterIP.
 pub fn create(testbed: &Testbed) -> Result<String> {
-    apply(testbed, &selecting(SERVED, BACKEND))?;
+    testbed.cloud.cluster.apply(&selecting(SERVED, BACKEND))?;
     cluster_ip(testbed)
+}
+
+/// The backend's address as the cloud has it (empty when it has none).
+pub fn cloud_address(testbed: &Testbed) -> Result<String> {
+    let ip = testbed.cloud.kubectl(&[
+        "get",
+        "pod",
+        BACKEND,
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.status.podIP}",
+    ])?;
+    Ok(ip.trim().to_owned())
+}
+
+/// The cloud's EndpointSlices of [`SERVED`].
+pub fn cloud_slices(testbed: &Testbed) -> Result<serde_json::Value> {
+    let selector = format!("kubernetes.io/service-name={SERVED}");
+    let text = testbed.cloud.kubectl(&[
+        "get",
+        "endpointslices",
+        "-n",
+        "default",
+        "-l",
+        &selector,
+        "-o",
+        "json",
+    ])?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// Waits until the backend, read through edgegate as kubelet, is `Ready` at an address
+/// other than `old`; that address.
+pub fn new_address(testbed: &Testbed, old: &str) -> Result<String> {
+    let path = format!("/api/v1/namespaces/default/pods/{BACKEND}");
+    let agent = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
+    let mut seen = serde_json::Value::Null;
+    let found = wait_until(
+        Duration::from_secs(90),
+        "the bridge pod's new address",
+        || {
+            let Ok(pod) = read_through_gateway(testbed, agent, &path) else {
+                return false;
+            };
+            let ready = pod["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            let moved = pod["status"]["podIP"]
+                .as_str()
+                .is_some_and(|ip| !ip.is_empty() && ip != old);
+            seen = pod;
+            ready && moved
+        },
+    );
+    found.with_context(|| format!("the pod read through edgegate: {}", seen["status"]))?;
+    Ok(seen["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
 }
 
 /// The Service's ClusterIP, as the cloud gave it.
