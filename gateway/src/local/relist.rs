@@ -81,7 +81,8 @@ impl Local {
         let cloud = self
             .cache
             .listed_version(&context.info.api_group, &context.info.resource);
-        (cloud > 0 && asked > cloud && asked <= self.cache.last_local_version()).then_some(cloud)
+        let local = self.cache.last_local_version();
+        (cloud > 0 && asked > cloud && asked <= local).then_some(cloud)
     }
 }
 
