@@ -29,6 +29,7 @@ mod multiplexer;
 mod offline;
 mod operator;
 mod own_endpoints;
+mod own_memory;
 mod own_writes;
 mod pool_leader;
 mod protobuf_watch;
@@ -125,6 +126,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "own_writes::offline_status_patches_and_updates_are_read_back",
         own_writes::offline_status_patches_and_updates_are_read_back,
+    ),
+    (
+        "own_memory::the_local_layer_for_a_node_with_110_pods",
+        own_memory::the_local_layer_for_a_node_with_110_pods,
     ),
     (
         "offline::restart_while_offline_serves_from_cache",
