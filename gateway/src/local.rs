@@ -36,7 +36,6 @@ use crate::request::{RequestContext, RequestInfo, Verb};
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
 pub use error::LocalError;
-pub use relist::with_resource_version;
 /// The offline answers to writes, for the `local_write` fuzz target ([`crate::fuzzing`]).
 #[cfg(feature = "fuzzing")]
 pub(crate) use write::{create, echo};

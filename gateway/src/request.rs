@@ -10,4 +10,4 @@ mod list_query;
 pub use component::component_of;
 pub use context::RequestContext;
 pub use info::{RequestInfo, RequestVerb, Verb};
-pub use list_query::ListQuery;
+pub use list_query::{ListQuery, with_resource_version};

@@ -86,18 +86,5 @@ impl Local {
     }
 }
 
-/// `query` with its `resourceVersion` set to `version`, the rest as it was.
-pub fn with_resource_version(query: &str, version: u64) -> String {
-    let mut out = form_urlencoded::Serializer::new(String::new());
-    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-        if key == "resourceVersion" {
-            out.append_pair(&key, &version.to_string());
-        } else {
-            out.append_pair(&key, &value);
-        }
-    }
-    out.finish()
-}
-
 #[cfg(test)]
 mod tests;

@@ -122,6 +122,19 @@ fn exact_name(selector: &str) -> Option<String> {
     })
 }
 
+/// `query` with its `resourceVersion` set to `version`, the rest as it was.
+pub fn with_resource_version(query: &str, version: u64) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "resourceVersion" {
+            out.append_pair(&key, &version.to_string());
+        } else {
+            out.append_pair(&key, &value);
+        }
+    }
+    out.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,6 +177,15 @@ mod tests {
         assert_eq!(
             (query.fields.as_str(), query.labels.as_str()),
             ("metadata.name=a", "x")
+        );
+    }
+
+    #[test]
+    fn only_the_resource_version_of_a_query_is_replaced() {
+        let query = "fieldSelector=spec.nodeName%3Dedge-1&resourceVersion=11&limit=500";
+        assert_eq!(
+            with_resource_version(query, 10),
+            "fieldSelector=spec.nodeName%3Dedge-1&resourceVersion=10&limit=500"
         );
     }
 }

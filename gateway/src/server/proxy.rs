@@ -235,7 +235,7 @@ async fn forward(
 /// Has `request` (a list) ask for resourceVersion `version`.
 fn list_from<B>(request: &mut Request<B>, version: u64) {
     let uri = request.uri();
-    let query = crate::local::with_resource_version(uri.query().unwrap_or_default(), version);
+    let query = crate::request::with_resource_version(uri.query().unwrap_or_default(), version);
     let target = format!("{}?{query}", uri.path());
     match target.parse() {
         Ok(uri) => {

@@ -241,12 +241,3 @@ async fn a_list_from_a_local_version_asks_the_cloud_from_the_resource_s_cloud_ve
         assert_eq!(asks(&target), None, "{target}");
     }
 }
-
-#[test]
-fn only_the_resource_version_of_a_query_is_replaced() {
-    let query = "fieldSelector=spec.nodeName%3Dedge-1&resourceVersion=11&limit=500";
-    assert_eq!(
-        crate::local::with_resource_version(query, 10),
-        "fieldSelector=spec.nodeName%3Dedge-1&resourceVersion=10&limit=500"
-    );
-}
