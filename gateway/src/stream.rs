@@ -45,7 +45,8 @@ pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};
 pub use object_body::{ObjectError, object};
 pub use protobuf::{
-    ProtobufBody, TranscodeError, is_protobuf_object, is_protobuf_watch, watch_accept,
+    DESCRIBED_RELEASE, ProtobufBody, TranscodeError, is_protobuf_object, is_protobuf_watch,
+    protobuf_object_json, watch_accept,
 };
 pub use sink::{ListEnd, ListSink, ObjectSink, Sink, WatchSink};
 pub use stop::{Stop, StopSignal};

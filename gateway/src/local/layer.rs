@@ -24,11 +24,12 @@ use super::Local;
 use super::endpoints::{Followed, PodEndpoint, followers};
 use super::error::LocalError;
 use super::own::{Own, written};
-use super::patch::Change;
+use super::write::PROTOBUF;
+use super::patch::{Change, PatchError};
 use crate::cache::{LocalChange, ResourceKey, Selectors, SetKey, WriteOp};
 use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, Verb};
-use crate::stream::{Event, EventType};
+use crate::stream::{Event, EventType, protobuf_object_json};
 
 /// The largest body a local write may carry: Kubernetes objects are at most 1.5 MiB in etcd,
 /// a little more as JSON.
@@ -66,12 +67,10 @@ impl Local {
             .and_then(|value| value.to_str().ok())
             .unwrap_or("application/json")
             .to_owned();
+        let media = super::media::media_type(&content_type);
         let change = match verb {
             Verb::Patch => Change::of_patch(&content_type).map_err(LocalError::Patch)?,
-            // An update in protobuf is answered as before (the cached object).
-            Verb::Update if super::media::media_type(&content_type) == "application/json" => {
-                Change::Replace
-            }
+            Verb::Update if media == "application/json" || media == PROTOBUF => Change::Replace,
             _ => return Ok(Err(request)),
         };
         if change == Change::Apply {
@@ -97,6 +96,16 @@ impl Local {
         let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(_) => return Err(LocalError::TooLarge),
+        };
+        let body = if media == PROTOBUF {
+            let object = protobuf_object_json(&body).map_err(|error| {
+                LocalError::Patch(PatchError::Body(format!(
+                    "the protobuf object cannot be read offline: {error}"
+                )))
+            })?;
+            Bytes::from(object.to_string())
+        } else {
+            body
         };
         let shown = copies
             .iter()

@@ -18,7 +18,7 @@ use crate::request::RequestContext;
 const MAX_BODY: usize = 3 << 20;
 
 /// Kubernetes' protobuf media type.
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(super) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// The four bytes every Kubernetes protobuf object starts with (its `runtime.Unknown`
 /// envelope).
 const PROTOBUF_MAGIC: &[u8] = b"k8s\0";

@@ -12,6 +12,7 @@
 //! its `apiVersion`, `kind` and encoded message). Memory stays bounded: a frame above
 //! [`MAX_OBJECT`] is refused.
 
+mod described;
 mod error;
 mod json;
 mod schema;
@@ -30,6 +31,7 @@ use http_body::{Body, Frame};
 
 use super::error::MAX_OBJECT;
 use crate::error::BoxError;
+pub use described::{DESCRIBED_RELEASE, protobuf_object_json};
 pub use error::TranscodeError;
 use schema::{KNOWN, Known, STATUS};
 use wire::Fields;

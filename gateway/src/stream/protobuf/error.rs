@@ -19,6 +19,9 @@ pub enum TranscodeError {
     /// An object of a kind the gateway does not know.
     #[error("an object of {0} is not known")]
     UnknownKind(String),
+    /// An object the schema cannot read (a field it does not know holds a value).
+    #[error("{0}")]
+    Unreadable(String),
     /// An object encoded again (`contentEncoding`).
     #[error("an object encoded as {0:?}")]
     Encoded(String),

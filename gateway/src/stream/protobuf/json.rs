@@ -15,7 +15,7 @@ use super::schema::{Field, Kind, Message};
 use super::wire::{Fields, Value};
 
 /// Seconds since 1970 of 9999-12-31T23:59:59Z: beyond it RFC 3339 has no year.
-const LAST_SECOND: i64 = 253_402_300_799;
+pub(super) const LAST_SECOND: i64 = 253_402_300_799;
 
 /// Writes `bytes`, a `schema` message, as a JSON object whose first members are `kind` and
 /// `apiVersion`.
