@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use bytes::Bytes;
 use edgegate_testkit::{ADMIN_TOKEN, Gateway, Relay};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 
 use crate::support::{
     Env, Plain, Watch, apply, client, create_configmaps, get_as, list_as, namespace, request,
@@ -21,9 +22,12 @@ pub async fn write(
     method: http::Method,
     url: &str,
     content_type: &'static str,
-    body: &str,
+    body: impl AsRef<[u8]>,
 ) -> Result<(http::StatusCode, serde_json::Value)> {
-    let mut request = request(method, url, Some(ADMIN_TOKEN), KUBELET, Some(body))?;
+    let mut request = request(method, url, Some(ADMIN_TOKEN), KUBELET, None)?;
+    *request.body_mut() = Full::new(Bytes::copy_from_slice(body.as_ref()))
+        .map_err(|never| match never {})
+        .boxed();
     request
         .headers_mut()
         .insert("content-type", http::HeaderValue::from_static(content_type));
@@ -61,7 +65,8 @@ pub fn rv(object: &serde_json::Value) -> u64 {
 }
 
 /// Offline, kubelet's `PATCH pods/x/status` in each patch type (strategic merge, JSON merge,
-/// JSON patch), a JSON `UPDATE` of the pod and a strategic merge of its Node's status are
+/// JSON patch), a JSON `UPDATE` of the pod, a protobuf `UPDATE` of its status and a
+/// strategic merge of its Node's status are
 /// each answered with the object they make. A GET and a list show the result, an offline
 /// watch gets it as MODIFIED, and a restart of the gateway still shows it; no version goes
 /// back. After the reconnect, kubelet's watch resumed from its write gets `410 Expired`, its
@@ -109,6 +114,24 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
     ))?;
     ensure!(configmaps.len() >= 8, "the configmaps are listed");
     let online = rt.block_on(read(&client, &pod_url))?;
+    // The pod as kube-apiserver encodes it in protobuf, as kubelet reads it.
+    let (status, online_protobuf) = rt.block_on(crate::support::get_accepting(
+        &client,
+        &pod_url,
+        KUBELET,
+        "application/vnd.kubernetes.protobuf",
+    ))?;
+    ensure!(
+        status == 200 && online_protobuf.starts_with(b"k8s\0"),
+        "the pod in protobuf: {status}"
+    );
+    // Read by Kubernetes' schema, it is the pod kube-apiserver writes in JSON (Go's encoder
+    // writes the zeros of fields JSON leaves out).
+    let described = edgegate::stream::protobuf_object_json(&online_protobuf)?;
+    ensure!(
+        without_zeros(described.clone()) == without_zeros(online.clone()),
+        "the pod read from protobuf:\n{described}\nvs its JSON\n{online}"
+    );
     rt.block_on(read(&client, &node_url))?;
     // As kubelet's reflector first lists: from the cloud's watch cache, at its version.
     let (list_rv, _) = rt.block_on(list_as(
@@ -269,6 +292,35 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
     );
     drop(watch);
 
+    // An update of its status in protobuf: kube-apiserver's encoding of the pod, with a
+    // later metadata and status after it on the wire (protobuf merges a message sent twice).
+    let body = protobuf_update(
+        &online_protobuf,
+        &rv(&updated).to_string(),
+        ("written", "protobuf"),
+        "10.88.0.8",
+    )?;
+    let (status, updated) = rt.block_on(write(
+        &client,
+        http::Method::PUT,
+        &status_url,
+        "application/vnd.kubernetes.protobuf",
+        &body,
+    ))?;
+    ensure!(status == 200, "the protobuf update: {status} {updated}");
+    ensure!(
+        updated["status"]["podIP"] == "10.88.0.8"
+            && updated["metadata"]["labels"]["written"] == "protobuf"
+            && updated["spec"]["containers"][0]["image"] == "registry.invalid/web:1"
+            && rv(&updated) > rv(&listed[0]),
+        "the protobuf update is answered with the pod it makes: {updated}"
+    );
+    let read_back = rt.block_on(read(&client, &pod_url))?;
+    ensure!(
+        read_back == updated,
+        "a GET shows the protobuf update:\n{read_back}\nvs\n{updated}"
+    );
+
     gateway.stop(Duration::from_secs(5));
     gateway.restart()?;
     let after_restart = rt.block_on(read(&client, &pod_url))?;
@@ -356,4 +408,94 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         "a list after the reconnect has the cloud's version"
     );
     Ok(())
+}
+
+/// `pod`, kube-apiserver's protobuf of a pod (`k8s\0` and a `runtime.Unknown`), with a
+/// metadata naming `resource_version` and adding `label`, and a status naming `pod_ip`,
+/// written after its own: a reader that merges as protobuf does sees the pod so changed.
+fn protobuf_update(
+    pod: &[u8],
+    resource_version: &str,
+    label: (&str, &str),
+    pod_ip: &str,
+) -> Result<Vec<u8>> {
+    fn varint(out: &mut Vec<u8>, mut v: usize) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    fn field(tag: u8, value: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag << 3 | 2];
+        varint(&mut out, value.len());
+        out.extend_from_slice(value);
+        out
+    }
+    let envelope = pod.strip_prefix(b"k8s\0").context("no magic")?;
+    // The envelope's fields: typeMeta (1), raw (2), contentEncoding (3), contentType (4).
+    let (mut rest, mut fields) = (envelope, Vec::new());
+    while let Some((&key, after)) = rest.split_first() {
+        let (mut len, mut shift, mut at) = (0usize, 0, 0);
+        loop {
+            let byte = *after.get(at).context("cut envelope")?;
+            len |= usize::from(byte & 0x7f) << shift;
+            shift += 7;
+            at += 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        ensure!(
+            key & 7 == 2,
+            "an envelope field that is not length-delimited"
+        );
+        let value = after.get(at..at + len).context("cut envelope field")?;
+        fields.push((key >> 3, value.to_vec()));
+        rest = &after[at + len..];
+    }
+    let metadata = [
+        field(6, resource_version.as_bytes()),
+        field(
+            11,
+            &[field(1, label.0.as_bytes()), field(2, label.1.as_bytes())].concat(),
+        ),
+    ]
+    .concat();
+    let later = [field(1, &metadata), field(3, &field(6, pod_ip.as_bytes()))].concat();
+    let mut out = b"k8s\0".to_vec();
+    for (tag, value) in fields {
+        let value = if tag == 2 {
+            [value, later.clone()].concat()
+        } else {
+            value
+        };
+        out.extend(field(tag, &value));
+    }
+    Ok(out)
+}
+
+/// `value` without its zeros (`""`, `0`, `false`, `null`, empty lists and objects), at any
+/// depth: what a Go client decodes the same whether they are written or not.
+fn without_zeros(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let zero = |v: &Value| match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    };
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (k, without_zeros(v)))
+                .filter(|(_, v)| !zero(v))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_zeros).collect()),
+        other => other,
+    }
 }

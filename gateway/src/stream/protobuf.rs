@@ -34,13 +34,10 @@ use crate::error::BoxError;
 pub use described::{DESCRIBED_RELEASE, protobuf_object_json};
 pub use error::TranscodeError;
 use schema::{KNOWN, Known, STATUS};
-use wire::Fields;
+use wire::{Fields, MAGIC};
 
 /// Kubernetes' protobuf media type.
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-
-/// What starts an object encoded in Kubernetes' protobuf.
-const MAGIC: &[u8] = b"k8s\0";
 
 /// Resources of [`KNOWN`] whose protobuf turned out not to be known: asked for as JSON for
 /// the rest of the process's life.

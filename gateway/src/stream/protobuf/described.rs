@@ -16,12 +16,13 @@ use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
-use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, MessageDescriptor, ReflectMessage as _, Value};
+use prost_reflect::{
+    DescriptorPool, DynamicMessage, MapKey, MessageDescriptor, ReflectMessage as _, Value,
+};
 use serde_json::{Map, Value as Json};
 
-use super::MAGIC;
 use super::error::TranscodeError;
-use super::wire::{Fields, Value as Wire};
+use super::wire::{Fields, MAGIC, Value as Wire};
 
 /// Kubernetes' descriptors, compiled by `protos/`.
 const DESCRIPTORS: &[u8] = include_bytes!("kubernetes.binpb");
@@ -93,7 +94,11 @@ fn message_of(api_version: &str, kind: &str) -> Result<MessageDescriptor, Transc
         .as_ref()
         .map_err(|error| TranscodeError::Unreadable(format!("the descriptors: {error}")))?;
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let package = group.split('.').next().filter(|g| !g.is_empty()).unwrap_or("core");
+    let package = group
+        .split('.')
+        .next()
+        .filter(|g| !g.is_empty())
+        .unwrap_or("core");
     pool.get_message_by_name(&format!("k8s.io.api.{package}.{version}.{kind}"))
         .ok_or_else(|| TranscodeError::UnknownKind(format!("{kind} of {api_version}")))
 }

@@ -3,6 +3,9 @@
 
 use super::error::TranscodeError;
 
+/// What starts an object encoded in Kubernetes' protobuf.
+pub(super) const MAGIC: &[u8] = b"k8s\0";
+
 /// One field's value as it is on the wire.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Value<'a> {

@@ -136,7 +136,10 @@ fn pod() -> DynamicMessage {
                         ("type", text("Ready")),
                         ("status", text("True")),
                         ("lastTransitionTime", time(1_700_000_060)),
-                        ("lastProbeTime", Value::Message(message(&format!("{META}Time"), vec![]))),
+                        (
+                            "lastProbeTime",
+                            Value::Message(message(&format!("{META}Time"), vec![])),
+                        ),
                     ],
                 ))]),
             ),
@@ -231,8 +234,8 @@ fn a_message_sent_twice_is_merged_as_protobuf_reads_it() {
 fn an_older_release_field_is_left_out_when_zero_and_refused_otherwise() {
     // ObjectMeta's field 15 was 1.20's `clusterName`, which 1.36 no longer has.
     let with = |value: &str| {
-        let mut meta = message(&format!("{META}ObjectMeta"), vec![("name", text("n"))])
-            .encode_to_vec();
+        let mut meta =
+            message(&format!("{META}ObjectMeta"), vec![("name", text("n"))]).encode_to_vec();
         meta.push(15 << 3 | 2);
         meta.push(value.len() as u8);
         meta.extend_from_slice(value.as_bytes());
@@ -251,7 +254,10 @@ fn an_older_release_field_is_left_out_when_zero_and_refused_otherwise() {
 #[test]
 fn a_kind_outside_the_schema_or_a_broken_body_is_an_error() {
     let unknown = protobuf_object_json(&envelope("example.com/v1", "Widget", Vec::new()));
-    assert!(matches!(unknown, Err(TranscodeError::UnknownKind(_))), "{unknown:?}");
+    assert!(
+        matches!(unknown, Err(TranscodeError::UnknownKind(_))),
+        "{unknown:?}"
+    );
     assert!(protobuf_object_json(b"{\"kind\":\"Pod\"}").is_err());
     let cut = envelope("v1", "Pod", pod().encode_to_vec());
     for end in [4, 10, cut.len() / 2, cut.len() - 1] {
@@ -269,8 +275,12 @@ fn endpoint_slices_are_described_in_both_versions() {
             ),
             vec![("addressType", text("IPv4"))],
         );
-        let object = protobuf_object_json(&envelope(api_version, "EndpointSlice", slice.encode_to_vec()))
-            .expect("a slice reads");
+        let object = protobuf_object_json(&envelope(
+            api_version,
+            "EndpointSlice",
+            slice.encode_to_vec(),
+        ))
+        .expect("a slice reads");
         assert_eq!(object["addressType"], "IPv4");
         assert_eq!(object["apiVersion"], api_version);
     }
