@@ -30,7 +30,8 @@ const DESCRIPTORS: &[u8] = include_bytes!("kubernetes.binpb");
 /// The Kubernetes release the descriptors were compiled from.
 pub const DESCRIBED_RELEASE: &str = "1.36.3";
 
-static POOL: LazyLock<Result<DescriptorPool, String>> =
+/// Kubernetes' descriptors, decoded once.
+pub(super) static POOL: LazyLock<Result<DescriptorPool, String>> =
     LazyLock::new(|| DescriptorPool::decode(DESCRIPTORS).map_err(|error| error.to_string()));
 
 /// The embedded structs Go's JSON writes inline (`json:",inline"` in the release's
@@ -89,7 +90,10 @@ pub fn protobuf_object_json(body: &[u8]) -> Result<Json, TranscodeError> {
 
 /// The message of `kind` in `apiVersion`: Kubernetes names a group's package after the
 /// group's first label (`k8s.io.api.discovery.v1`), the core group's `core`.
-fn message_of(api_version: &str, kind: &str) -> Result<MessageDescriptor, TranscodeError> {
+pub(super) fn message_of(
+    api_version: &str,
+    kind: &str,
+) -> Result<MessageDescriptor, TranscodeError> {
     let pool = POOL
         .as_ref()
         .map_err(|error| TranscodeError::Unreadable(format!("the descriptors: {error}")))?;

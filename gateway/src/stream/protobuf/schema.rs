@@ -5,7 +5,9 @@
 //! kube-apiserver writes their JSON in; fields of older releases are kept (a 1.20 cluster's
 //! `clusterName`, `topologyKeys`), each with whether Go's JSON leaves it out when zero. A
 //! field not listed here makes a body untranscodable, and
-//! the resource is then asked for as JSON.
+//! the resource is then asked for as JSON. What the tables hold beyond the JSON rules (numbers,
+//! names, kinds) is checked against the descriptor set compiled from those files
+//! (`schema/tests.rs`), so a release's new field fails a test once `protos/` is run again.
 
 /// How a field's value is written in JSON.
 #[derive(Debug)]
@@ -389,14 +391,18 @@ const ENDPOINT_CONDITIONS: Message = Message {
 const ENDPOINT_HINTS: Message = Message {
     name: "EndpointHints",
     fields: &[
-        many(1, "forZones", M(&FOR_NAME)),
-        many(2, "forNodes", M(&FOR_NAME)),
+        many(1, "forZones", M(&FOR_ZONE)),
+        many(2, "forNodes", M(&FOR_NODE)),
     ],
 };
 
-/// `ForZone` and `ForNode`: a name.
-const FOR_NAME: Message = Message {
+const FOR_ZONE: Message = Message {
     name: "ForZone",
+    fields: &[one(1, "name", S)],
+};
+
+const FOR_NODE: Message = Message {
+    name: "ForNode",
     fields: &[one(1, "name", S)],
 };
 
@@ -409,3 +415,6 @@ const ENDPOINT_PORT: Message = Message {
         one(4, "appProtocol", S),
     ],
 };
+
+#[cfg(test)]
+mod tests;
