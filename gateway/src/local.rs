@@ -6,9 +6,9 @@
 //! | get | the cached object, or 404; of a subresource, the object for `status` (it is the object), else 503 |
 //! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
 //! | watch | the set's changes after the client's resourceVersion as events (and a bookmark when asked), then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
-//! | create | the request body echoed with 201 (JSON or protobuf, as it came) |
+//! | create | of a pod bound to this node (a mirror pod), on its identity: made in the cached sets that hold it (the local layer), 201 with the pod; of anything else, the request body echoed with 201 (JSON or protobuf, as it came) |
 //! | update, patch | of the node's own Node and pods (and their status), on its identity: applied to the cached copies and answered with the result (the local layer); of anything else, the cached object, nothing applied; kubelet's lease renewal is echoed |
-//! | delete | 403 |
+//! | delete | kubelet's final delete (grace period 0) of a pod bound to this node: removed from the cached sets, 200 with the pod; any other, 403 |
 //!
 //! With `--node-name`, kubelet's writes of its node lease are answered here online too
 //! ([`Local::kubelet_lease`]): the gateway's heartbeat is the node's lease in the cloud.
@@ -16,6 +16,7 @@
 mod endpoints;
 mod error;
 mod layer;
+mod lifecycle;
 mod list;
 mod media;
 mod own;
@@ -155,6 +156,10 @@ impl Local {
             _ if !self.answers(context) => Err(unanswerable(
                 "this request cannot be answered from the local cache",
             )),
+            Verb::Create if node => match self.create_own(context, request).await? {
+                Ok(answer) => Ok(answer),
+                Err(request) => write::create(context, request).await,
+            },
             Verb::Create => write::create(context, request).await,
             Verb::Update | Verb::Patch
                 if is_kubelet_lease(&context.info, &context.cache_component) =>
@@ -172,6 +177,10 @@ impl Local {
                 self.cache.caught_up().await;
                 self.get(context)
             }
+            Verb::Delete if node => match self.delete_own(context, request).await? {
+                Ok(answer) => Ok(answer),
+                Err(_) => Err(LocalError::Delete),
+            },
             Verb::Delete | Verb::DeleteCollection => Err(LocalError::Delete),
         }
     }

@@ -30,6 +30,7 @@ mod offline;
 mod operator;
 mod own_endpoints;
 mod own_memory;
+mod own_pods;
 mod own_writes;
 mod pool_leader;
 mod protobuf_watch;
@@ -126,6 +127,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "own_writes::offline_status_patches_and_updates_are_read_back",
         own_writes::offline_status_patches_and_updates_are_read_back,
+    ),
+    (
+        "own_pods::offline_mirror_pod_creates_and_final_deletes",
+        own_pods::offline_mirror_pod_creates_and_final_deletes,
     ),
     (
         "own_memory::the_local_layer_for_a_node_with_110_pods",

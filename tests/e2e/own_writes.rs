@@ -410,31 +410,26 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
     Ok(())
 }
 
-/// `pod`, kube-apiserver's protobuf of a pod (`k8s\0` and a `runtime.Unknown`), with a
-/// metadata naming `resource_version` and adding `label`, and a status naming `pod_ip`,
-/// written after its own: a reader that merges as protobuf does sees the pod so changed.
-fn protobuf_update(
-    pod: &[u8],
-    resource_version: &str,
-    label: (&str, &str),
-    pod_ip: &str,
-) -> Result<Vec<u8>> {
-    fn varint(out: &mut Vec<u8>, mut v: usize) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
+/// A length-delimited protobuf field: its key, its length, its bytes.
+pub fn pb_field(tag: u8, value: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag << 3 | 2];
+    let mut len = value.len();
+    while len >= 0x80 {
+        out.push((len as u8) | 0x80);
+        len >>= 7;
     }
-    fn field(tag: u8, value: &[u8]) -> Vec<u8> {
-        let mut out = vec![tag << 3 | 2];
-        varint(&mut out, value.len());
-        out.extend_from_slice(value);
-        out
-    }
-    let envelope = pod.strip_prefix(b"k8s\0").context("no magic")?;
+    out.push(len as u8);
+    out.extend_from_slice(value);
+    out
+}
+
+/// `object`, Kubernetes' protobuf of an object (`k8s\0` and a `runtime.Unknown`), with
+/// `later` written after its own fields: a reader that merges as protobuf does sees the
+/// object so changed.
+pub fn pb_appended(object: &[u8], later: &[u8]) -> Result<Vec<u8>> {
+    let envelope = object.strip_prefix(b"k8s\0").context("no magic")?;
     // The envelope's fields: typeMeta (1), raw (2), contentEncoding (3), contentType (4).
-    let (mut rest, mut fields) = (envelope, Vec::new());
+    let (mut rest, mut out) = (envelope, b"k8s\0".to_vec());
     while let Some((&key, after)) = rest.split_first() {
         let (mut len, mut shift, mut at) = (0usize, 0, 0);
         loop {
@@ -451,32 +446,48 @@ fn protobuf_update(
             "an envelope field that is not length-delimited"
         );
         let value = after.get(at..at + len).context("cut envelope field")?;
-        fields.push((key >> 3, value.to_vec()));
-        rest = &after[at + len..];
-    }
-    let metadata = [
-        field(6, resource_version.as_bytes()),
-        field(
-            11,
-            &[field(1, label.0.as_bytes()), field(2, label.1.as_bytes())].concat(),
-        ),
-    ]
-    .concat();
-    let later = [field(1, &metadata), field(3, &field(6, pod_ip.as_bytes()))].concat();
-    let mut out = b"k8s\0".to_vec();
-    for (tag, value) in fields {
-        let value = if tag == 2 {
-            [value, later.clone()].concat()
+        let value = if key >> 3 == 2 {
+            [value, later].concat()
         } else {
-            value
+            value.to_vec()
         };
-        out.extend(field(tag, &value));
+        out.extend(pb_field(key >> 3, &value));
+        rest = &after[at + len..];
     }
     Ok(out)
 }
 
-/// `value` without its zeros (`""`, `0`, `false`, `null`, empty lists and objects), at any
-/// depth: what a Go client decodes the same whether they are written or not.
+/// `pod`'s protobuf with a metadata naming `resource_version` and adding `label`, and a
+/// status naming `pod_ip`, after its own.
+fn protobuf_update(
+    pod: &[u8],
+    resource_version: &str,
+    label: (&str, &str),
+    pod_ip: &str,
+) -> Result<Vec<u8>> {
+    let metadata = [
+        pb_field(6, resource_version.as_bytes()),
+        pb_field(
+            11,
+            &[
+                pb_field(1, label.0.as_bytes()),
+                pb_field(2, label.1.as_bytes()),
+            ]
+            .concat(),
+        ),
+    ]
+    .concat();
+    let later = [
+        pb_field(1, &metadata),
+        pb_field(3, &pb_field(6, pod_ip.as_bytes())),
+    ]
+    .concat();
+    pb_appended(pod, &later)
+}
+
+/// `value` without its zeros (`""`, `0`, `false`, `null`, empty lists), at any depth: what
+/// a Go client decodes the same whether they are written or not. Empty objects stay: Go
+/// writes every struct, and `managedFields` are trees of them.
 fn without_zeros(value: serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     let zero = |v: &Value| match v {
@@ -485,7 +496,7 @@ fn without_zeros(value: serde_json::Value) -> serde_json::Value {
         Value::Number(n) => n.as_f64() == Some(0.0),
         Value::String(s) => s.is_empty(),
         Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
+        Value::Object(_) => false,
     };
     match value {
         Value::Object(fields) => Value::Object(

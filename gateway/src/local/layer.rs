@@ -36,10 +36,13 @@ use crate::stream::{Event, EventType, protobuf_object_json};
 const MAX_BODY: usize = 3 << 20;
 
 /// One component's cached copy of the object written.
-struct Copy {
-    resource: ResourceKey,
-    key: String,
-    object: Value,
+pub(super) struct Copy {
+    /// The resource, for that component.
+    pub resource: ResourceKey,
+    /// The object's key in the store.
+    pub key: String,
+    /// The object as that component's copy holds it.
+    pub object: Value,
 }
 
 impl Local {
@@ -177,28 +180,41 @@ impl Local {
         resource_version: &str,
         ops: &mut Vec<WriteOp>,
     ) -> Result<(), LocalError> {
+        for set in self.holding(resource, namespace, object)? {
+            ops.push(WriteOp::OwnWrite {
+                set,
+                resource_version: resource_version.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The sets of `resource` (one component's) that hold `object` in `namespace`.
+    pub(super) fn holding(
+        &self,
+        resource: &ResourceKey,
+        namespace: &str,
+        object: &Bytes,
+    ) -> Result<Vec<SetKey>, LocalError> {
         let sets = self
             .cache
             .store()
             .sets(&SetKey::resource_prefix(resource))
             .map_err(|error| LocalError::store(&error))?;
-        for (set, _) in sets {
-            let holds = (set.namespace.is_empty() || set.namespace == namespace)
-                && Selectors::new(&set.label_selector, &set.field_selector)
-                    .is_ok_and(|selectors| selectors.matches(object));
-            if holds {
-                ops.push(WriteOp::OwnWrite {
-                    set,
-                    resource_version: resource_version.to_owned(),
-                });
-            }
-        }
-        Ok(())
+        Ok(sets
+            .into_iter()
+            .map(|(set, _)| set)
+            .filter(|set| {
+                (set.namespace.is_empty() || set.namespace == namespace)
+                    && Selectors::new(&set.label_selector, &set.field_selector)
+                        .is_ok_and(|selectors| selectors.matches(object))
+            })
+            .collect())
     }
 
     /// Has every cached endpoint that names `pod` follow it: written with the pod's write,
     /// at a version one past its own (never past the cloud's).
-    fn follow(
+    pub(super) fn follow(
         &self,
         pod: &PodEndpoint,
         ops: &mut Vec<WriteOp>,
@@ -237,10 +253,14 @@ impl Local {
         Ok(())
     }
 
-    /// Every component's cached copy of the object `context` writes.
-    fn copies(&self, context: &RequestContext) -> Result<Vec<Copy>, LocalError> {
-        let store = self.cache.store();
-        let mut components: Vec<String> = store
+    /// The resource `context` writes, for every component the cache knows and its own.
+    pub(super) fn components(
+        &self,
+        context: &RequestContext,
+    ) -> Result<Vec<ResourceKey>, LocalError> {
+        let mut components: Vec<String> = self
+            .cache
+            .store()
             .components()
             .map_err(|error| LocalError::store(&error))?
             .into_iter()
@@ -249,12 +269,20 @@ impl Local {
         if !components.contains(&context.cache_component) {
             components.push(context.cache_component.clone());
         }
-        let mut copies = Vec::new();
-        for component in components {
-            let resource = ResourceKey {
+        Ok(components
+            .into_iter()
+            .map(|component| ResourceKey {
                 component,
                 ..super::resource_of(context)
-            };
+            })
+            .collect())
+    }
+
+    /// Every component's cached copy of the object `context` writes.
+    pub(super) fn copies(&self, context: &RequestContext) -> Result<Vec<Copy>, LocalError> {
+        let store = self.cache.store();
+        let mut copies = Vec::new();
+        for resource in self.components(context)? {
             let key = resource.object_key(&context.info.namespace, &context.info.name);
             let Some(bytes) = store.get(&key).map_err(|error| LocalError::store(&error))? else {
                 continue;
@@ -308,7 +336,7 @@ fn preconditions(
 }
 
 /// An object's resourceVersion as a number (0 when it has none the gateway can read).
-fn version(object: &Value) -> u64 {
+pub(super) fn version(object: &Value) -> u64 {
     object["metadata"]["resourceVersion"]
         .as_str()
         .and_then(|v| v.parse().ok())

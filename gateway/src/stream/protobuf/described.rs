@@ -89,7 +89,8 @@ pub fn protobuf_object_json(body: &[u8]) -> Result<Json, TranscodeError> {
 }
 
 /// The message of `kind` in `apiVersion`: Kubernetes names a group's package after the
-/// group's first label (`k8s.io.api.discovery.v1`), the core group's `core`.
+/// group's first label (`k8s.io.api.discovery.v1`), the core group's `core`; meta's kinds
+/// (`DeleteOptions`) are in every group version.
 pub(super) fn message_of(
     api_version: &str,
     kind: &str,
@@ -104,6 +105,10 @@ pub(super) fn message_of(
         .filter(|g| !g.is_empty())
         .unwrap_or("core");
     pool.get_message_by_name(&format!("k8s.io.api.{package}.{version}.{kind}"))
+        // Every group version holds meta's options too (a delete's `DeleteOptions`).
+        .or_else(|| {
+            pool.get_message_by_name(&format!("k8s.io.apimachinery.pkg.apis.meta.v1.{kind}"))
+        })
         .ok_or_else(|| TranscodeError::UnknownKind(format!("{kind} of {api_version}")))
 }
 
@@ -116,7 +121,7 @@ fn to_json(message: &DynamicMessage, depth: usize) -> Result<Json, TranscodeErro
         "k8s.io.apimachinery.pkg.apis.meta.v1.Time" => return Ok(time(message, false)),
         "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime" => return Ok(time(message, true)),
         "k8s.io.apimachinery.pkg.api.resource.Quantity" => {
-            return Ok(string_field(message, "string").into());
+            return Ok(string_field(message, 1).into());
         }
         "k8s.io.apimachinery.pkg.util.intstr.IntOrString" => return Ok(int_or_string(message)),
         "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1"
@@ -201,15 +206,15 @@ fn value_json(value: &Value, depth: usize) -> Result<Json, TranscodeError> {
     })
 }
 
-fn string_field(message: &DynamicMessage, name: &str) -> String {
-    match message.get_field_by_name(name).as_deref() {
+fn string_field(message: &DynamicMessage, number: u32) -> String {
+    match message.get_field_by_number(number).as_deref() {
         Some(Value::String(s)) => s.clone(),
         _ => String::new(),
     }
 }
 
-fn int_field(message: &DynamicMessage, name: &str) -> i64 {
-    match message.get_field_by_name(name).as_deref() {
+fn int_field(message: &DynamicMessage, number: u32) -> i64 {
+    match message.get_field_by_number(number).as_deref() {
         Some(Value::I64(n)) => *n,
         Some(Value::I32(n)) => i64::from(*n),
         _ => 0,
@@ -219,7 +224,7 @@ fn int_field(message: &DynamicMessage, name: &str) -> i64 {
 /// `meta.v1.Time` (to the second) or `MicroTime` (to the microsecond), in UTC; the zero
 /// time, which Go's encoder writes as an empty message, is `null`.
 fn time(message: &DynamicMessage, micro: bool) -> Json {
-    let (seconds, nanos) = (int_field(message, "seconds"), int_field(message, "nanos"));
+    let (seconds, nanos) = (int_field(message, 1), int_field(message, 2));
     let at = u64::try_from(seconds)
         .ok()
         .filter(|s| *s <= super::json::LAST_SECOND as u64)
@@ -239,16 +244,17 @@ fn time(message: &DynamicMessage, micro: bool) -> Json {
 
 /// `util.intstr.IntOrString`: a number (type 0) or a string (type 1).
 fn int_or_string(message: &DynamicMessage) -> Json {
-    if int_field(message, "type") == 1 {
-        string_field(message, "strVal").into()
+    if int_field(message, 1) == 1 {
+        string_field(message, 3).into()
     } else {
-        int_field(message, "intVal").into()
+        int_field(message, 2).into()
     }
 }
 
-/// A message whose `raw` bytes are JSON, written as that JSON; empty, `null`.
+/// A message whose field 1 holds JSON (`FieldsV1`'s `Raw`, `RawExtension`'s `raw`),
+/// written as that JSON; empty, `null`.
 fn raw_json(message: &DynamicMessage) -> Result<Json, TranscodeError> {
-    let raw = match message.get_field_by_name("raw").as_deref() {
+    let raw = match message.get_field_by_number(1).as_deref() {
         Some(Value::Bytes(raw)) => raw.clone(),
         _ => Default::default(),
     };

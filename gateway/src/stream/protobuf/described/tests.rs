@@ -69,6 +69,22 @@ fn pod() -> DynamicMessage {
             ("generateName", text("")),
             ("creationTimestamp", time(1_700_000_000)),
             (
+                "managedFields",
+                Value::List(vec![Value::Message(message(
+                    &format!("{META}ManagedFieldsEntry"),
+                    vec![
+                        ("manager", text("kubelet")),
+                        (
+                            "fieldsV1",
+                            Value::Message(message(
+                                &format!("{META}FieldsV1"),
+                                vec![("Raw", Value::Bytes(r#"{"f:status":{}}"#.into()))],
+                            )),
+                        ),
+                    ],
+                ))]),
+            ),
+            (
                 "labels",
                 Value::Map([(MapKey::String("app".into()), text("web"))].into()),
             ),
@@ -188,6 +204,7 @@ fn a_pod_in_protobuf_reads_as_the_json_kube_apiserver_takes() {
                 "name": "web", "namespace": "default", "uid": "6d3e",
                 "resourceVersion": "41", "generateName": "",
                 "creationTimestamp": "2023-11-14T22:13:20Z",
+                "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
                 "labels": {"app": "web"},
             },
             "spec": {
