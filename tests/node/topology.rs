@@ -152,7 +152,7 @@ fn refiltered_in_place(testbed: &Testbed, local: &str, both: &[String]) -> Resul
 const POOL: &str = "pool-a";
 
 /// Where the node's filters send pods and kube-proxy: their default hub address, as the
-/// node's filter dir holds no `NAME.toml` (README "The YurtHub filters").
+/// node's filter dir holds no `NAME.toml` (docs/filters/yurthub-filters.md).
 const HUB: (&str, &str) = ("169.254.2.1", "10268");
 
 /// The pod that mounts kube-proxy's ConfigMap and sets the apiserver's address itself.

@@ -10,7 +10,7 @@ use crate::netns::{Link, LinkKind};
 use crate::node::{GatewayCommand, Node};
 use crate::toolchain::Toolchain;
 
-/// The filters edgegate runs on the node: YurtHub's seven (README "The YurtHub filters").
+/// The filters edgegate runs on the node: YurtHub's seven (docs/filters/yurthub-filters.md).
 pub const FILTERS: &[&str] = &[
     "masterservice",
     "servicetopology",
