@@ -152,10 +152,6 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         KUBELET,
     ))?;
 
-    ensure!(
-        own_write_sets(gateway.hub)? == 0,
-        "no set holds own writes before the cut"
-    );
     relay.cut();
     let cut = std::time::Instant::now();
     // A hang guard, not a bound on time: the health checks decide when the cloud is gone.
@@ -325,13 +321,6 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         "a GET shows the protobuf update:\n{read_back}\nvs\n{updated}"
     );
 
-    // kubelet's pods, the one set of the test it listed: listed again after the reconnect.
-    let marked = own_write_sets(gateway.hub)?;
-    ensure!(
-        marked >= 1,
-        "/metrics counts the sets holding own writes: {marked}"
-    );
-
     gateway.stop(Duration::from_secs(5));
     gateway.restart()?;
     let after_restart = rt.block_on(read(&client, &pod_url))?;
@@ -382,11 +371,6 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
     ensure!(
         relisted.len() == 1 && relisted[0]["status"]["podIP"] != updated["status"]["podIP"],
         "the list after the reconnect is the cloud's: {relisted:?}"
-    );
-    let after_relist = own_write_sets(gateway.hub)?;
-    ensure!(
-        after_relist < marked,
-        "the relisted set no longer holds own writes: {after_relist} of {marked}"
     );
     let mut from_cloud = rt.block_on(Watch::open(
         &client,
@@ -525,16 +509,4 @@ fn without_zeros(value: serde_json::Value) -> serde_json::Value {
         Value::Array(items) => Value::Array(items.into_iter().map(without_zeros).collect()),
         other => other,
     }
-}
-
-/// `edgegate_cache_own_write_sets` on the gateway's `/metrics`.
-fn own_write_sets(hub: std::net::SocketAddr) -> Result<u64> {
-    let metrics = edgegate_testkit::http::get(hub, "/metrics")?.body;
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("edgegate_cache_own_write_sets "))
-        .context("no edgegate_cache_own_write_sets on /metrics")?
-        .trim()
-        .parse()
-        .context("edgegate_cache_own_write_sets is not a number")
 }

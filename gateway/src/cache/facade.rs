@@ -125,25 +125,6 @@ impl Cache {
             .unwrap_or(0)
     }
 
-    /// Counts the sets that hold the node's own writes into the `own_write_sets` gauge: a
-    /// read of the store's set metadata, for `/metrics`.
-    pub fn count_own_write_sets(&self) {
-        match self.store.sets("") {
-            Ok(sets) => {
-                let marked = sets
-                    .iter()
-                    .filter(|(_, meta)| !meta.own_writes_from.is_empty())
-                    .count();
-                self.metrics
-                    .own_write_sets
-                    .set(i64::try_from(marked).unwrap_or(i64::MAX));
-            }
-            Err(error) => {
-                tracing::debug!(error = %crate::error::error_chain(&error), "cannot count the sets holding own writes");
-            }
-        }
-    }
-
     /// The lowest version of the node's own writes in `set` its cloud has not seen (see
     /// [`SetMeta::own_writes_from`]); `None` when there are none, or the set is not cached.
     ///

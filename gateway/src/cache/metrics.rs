@@ -3,7 +3,6 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// Counters of the cache, cheap to clone (they share their values).
@@ -36,9 +35,6 @@ pub struct CacheMetrics {
     /// Watches answered `410 Expired` after a cut because the node's own writes changed
     /// their set: the writer lists the cloud's objects again.
     pub own_write_relists: Counter,
-    /// Cached sets holding the node's own writes that the cloud has not replaced yet: each
-    /// is listed again after the reconnect. Counted when `/metrics` is read.
-    pub own_write_sets: Gauge,
     /// Disk faults (episodes, not failed writes), by kind.
     pub disk_faults: Family<FaultLabels, Counter>,
 }
@@ -63,11 +59,6 @@ impl CacheMetrics {
             "own_write_relists",
             "Watches answered 410 Expired after a cut because the node's own writes changed their set",
             self.own_write_relists.clone(),
-        );
-        cache.register(
-            "own_write_sets",
-            "Cached sets holding the node's own writes that the cloud has not replaced yet (each listed again after the reconnect)",
-            self.own_write_sets.clone(),
         );
         cache.register(
             "commits",

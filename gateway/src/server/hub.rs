@@ -62,9 +62,6 @@ where
             bytes::Bytes::from(state.filters.describe().to_string()),
         ),
         "/metrics" => {
-            let cache = state.cache.clone();
-            // A read of the store's set metadata, off the runtime's threads.
-            let _ = tokio::task::spawn_blocking(move || cache.count_own_write_sets()).await;
             let mut response = text(StatusCode::OK, state.metrics.encode());
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
