@@ -66,6 +66,8 @@ pub struct Metrics {
     pub upstream_healthy: Family<ServerLabels, Gauge>,
     /// Health changes of upstream servers.
     pub upstream_health_changes: Family<ServerLabels, Counter>,
+    /// Requests sent again to another server after this one could not answer them.
+    pub upstream_failovers: Family<ServerLabels, Counter>,
     /// Errors the gateway answered itself, by fault and kind.
     pub errors: Family<ErrorLabels, Counter>,
     /// Tasks alive in the async runtime, read when the metrics are encoded.
@@ -88,6 +90,7 @@ impl Metrics {
         let response_bytes = Family::<RequestLabels, Counter>::default();
         let upstream_healthy = Family::<ServerLabels, Gauge>::default();
         let upstream_health_changes = Family::<ServerLabels, Counter>::default();
+        let upstream_failovers = Family::<ServerLabels, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
         let tasks = Gauge::default();
         registry.register(
@@ -116,6 +119,11 @@ impl Metrics {
             upstream_health_changes.clone(),
         );
         registry.register(
+            "upstream_failovers",
+            "Requests sent again to another apiserver after this one could not answer them",
+            upstream_failovers.clone(),
+        );
+        registry.register(
             "errors",
             "Errors answered by the gateway itself, by fault and kind",
             errors.clone(),
@@ -132,6 +140,7 @@ impl Metrics {
             response_bytes,
             upstream_healthy,
             upstream_health_changes,
+            upstream_failovers,
             errors,
             tasks,
             components: BoundedLabels::new(MAX_COMPONENTS),

@@ -1,11 +1,13 @@
 //! The way to kube-apiserver: the gateway's credentials, pooled TLS clients for both
-//! identities, the balancer that picks a healthy server, and the health checker.
+//! identities, the balancer that picks a healthy server, the health checker, and requests
+//! kept to be tried again on another server.
 
 mod balancer;
 mod cert_files;
 mod credentials;
 pub mod health;
 mod lease;
+mod replay;
 mod transport;
 
 pub use balancer::{Balancer, LbMode, Server};
@@ -13,4 +15,5 @@ pub use cert_files::{CertFiles, CertFilesError};
 pub use credentials::{Credentials, CredentialsError};
 pub use health::{HealthSettings, HealthWatch};
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};
+pub use replay::Replayable;
 pub use transport::{BoxError, CallerOnly, RequestBody, Transport, TransportError};

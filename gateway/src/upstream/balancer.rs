@@ -22,6 +22,8 @@ pub struct Server {
     /// The URL as the operator wrote it, for logs and metric labels.
     pub name: String,
     healthy: AtomicBool,
+    /// Set by a request that could not connect, until the health checker adopts it.
+    marked_down: AtomicBool,
     /// Woken when the server turns unhealthy: requests in flight to it stop waiting.
     lost: Notify,
     /// Woken by a request whose answer is late: the checker probes now, not at its next beat.
@@ -34,6 +36,7 @@ impl Server {
             name: url.to_string().trim_end_matches('/').to_owned(),
             url,
             healthy: AtomicBool::new(false),
+            marked_down: AtomicBool::new(false),
             lost: Notify::new(),
             suspect: Notify::new(),
         }
@@ -67,6 +70,20 @@ impl Server {
     /// Asks the health checker to probe the server now: an answer from it is late.
     pub fn suspect(&self) {
         self.suspect.notify_one();
+    }
+
+    /// Takes the server out of the rotation at once: a request could not connect to it. The
+    /// health checker adopts the verdict at its next probe, and brings the server back after
+    /// its threshold of good probes.
+    pub fn mark_down(&self) {
+        self.marked_down.store(true, Ordering::Release);
+        self.set_healthy(false);
+        self.suspect.notify_one();
+    }
+
+    /// Whether a request marked the server down since the last call.
+    pub(crate) fn take_marked_down(&self) -> bool {
+        self.marked_down.swap(false, Ordering::AcqRel)
     }
 
     /// Resolves when a request has suspected the server since the last call.
@@ -114,6 +131,22 @@ impl Balancer {
                 (0..n)
                     .map(|i| &self.servers[(start + i) % n])
                     .find(|s| s.is_healthy())
+            }
+        }
+    }
+
+    /// A healthy server other than `failed` by the balancing rule: where a request goes when
+    /// `failed` could not answer it.
+    pub fn pick_except(&self, failed: &Server) -> Option<&Server> {
+        let others = || self.servers.iter().filter(|s| !std::ptr::eq(*s, failed));
+        match self.mode {
+            LbMode::Priority => others().find(|s| s.is_healthy()),
+            LbMode::Rr => {
+                let n = self.servers.len();
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                (0..n)
+                    .map(|i| &self.servers[(start + i) % n])
+                    .find(|s| !std::ptr::eq(*s, failed) && s.is_healthy())
             }
         }
     }
@@ -194,6 +227,37 @@ mod tests {
         b.servers()[0].set_healthy(true);
         assert_eq!(b.pick().unwrap().name, "https://a:6443");
         assert_eq!(b.pick_any().unwrap().name, "https://a:6443");
+    }
+
+    #[test]
+    fn a_failed_server_is_skipped_in_every_mode() {
+        for mode in [LbMode::Rr, LbMode::Priority] {
+            let b = balancer(mode);
+            for s in b.servers() {
+                s.set_healthy(true);
+            }
+            let failed = &b.servers()[0];
+            let others = names((0..4).map(|_| b.pick_except(failed)));
+            assert!(!others.contains(&"https://a:6443"), "{mode:?}: {others:?}");
+            assert!(!others.contains(&"-"), "{mode:?}: {others:?}");
+            b.servers()[1].set_healthy(false);
+            b.servers()[2].set_healthy(false);
+            assert!(
+                b.pick_except(failed).is_none(),
+                "{mode:?}: no other is healthy"
+            );
+        }
+    }
+
+    #[test]
+    fn marking_down_is_at_once_and_is_reported_to_the_checker_once() {
+        let b = balancer(LbMode::Rr);
+        let server = &b.servers()[0];
+        server.set_healthy(true);
+        server.mark_down();
+        assert!(!server.is_healthy(), "out of the rotation at once");
+        assert!(server.take_marked_down());
+        assert!(!server.take_marked_down());
     }
 
     #[test]

@@ -100,6 +100,34 @@ async fn check_server(
 ) {
     let server = &balancer.servers()[index];
     let mut verdict = Verdict::new(server.is_healthy(), settings.clone());
+    let publish = |healthy: bool, why: &str| {
+        metrics
+            .upstream_healthy
+            .get_or_create(&labels(server))
+            .set(i64::from(healthy));
+        metrics
+            .upstream_health_changes
+            .get_or_create(&labels(server))
+            .inc();
+        if healthy {
+            tracing::info!(server = %server.name, "upstream is healthy again");
+        } else {
+            tracing::warn!(server = %server.name, why, "upstream is unhealthy");
+        }
+        any_healthy.send_if_modified(|any| {
+            let now = balancer.any_healthy();
+            std::mem::replace(any, now) != now
+        });
+    };
+    // A request that could not connect took the server out already: the verdict follows,
+    // and good probes bring it back as after failed ones.
+    let adopt_mark = |verdict: &mut Verdict| {
+        if server.take_marked_down() && verdict.healthy {
+            verdict.mark_down();
+            server.set_healthy(false);
+            publish(false, "a request could not connect");
+        }
+    };
     loop {
         let delay = verdict.next_delay();
         tokio::select! {
@@ -111,28 +139,14 @@ async fn check_server(
                 server.suspected().await;
             } => {}
         }
+        adopt_mark(&mut verdict);
         let ok = probe(&transport, server, &settings).await;
+        adopt_mark(&mut verdict);
         let Some(healthy) = verdict.observe(ok) else {
             continue;
         };
         if server.set_healthy(healthy) {
-            metrics
-                .upstream_healthy
-                .get_or_create(&labels(server))
-                .set(i64::from(healthy));
-            metrics
-                .upstream_health_changes
-                .get_or_create(&labels(server))
-                .inc();
-            if healthy {
-                tracing::info!(server = %server.name, "upstream is healthy again");
-            } else {
-                tracing::warn!(server = %server.name, "upstream is unhealthy");
-            }
-            any_healthy.send_if_modified(|any| {
-                let now = balancer.any_healthy();
-                std::mem::replace(any, now) != now
-            });
+            publish(healthy, "its probes failed");
         }
     }
 }
@@ -212,6 +226,12 @@ impl Verdict {
         }
     }
 
+    /// Turns the verdict unhealthy at once, as a request that could not connect found it.
+    fn mark_down(&mut self) {
+        self.healthy = false;
+        self.streak = 0;
+    }
+
     /// Takes one probe result; returns the verdict once it is settled (changed or not).
     fn observe(&mut self, ok: bool) -> Option<bool> {
         if ok == self.healthy {
@@ -268,6 +288,20 @@ mod tests {
         assert_eq!(v.observe(false), None);
         assert_eq!(v.observe(false), None);
         assert_eq!(v.observe(false), Some(false));
+    }
+
+    #[test]
+    fn a_server_marked_down_needs_the_threshold_to_return() {
+        let mut v = Verdict::new(true, settings());
+        v.observe(false);
+        v.mark_down();
+        assert_eq!(
+            v.next_delay(),
+            Duration::from_secs(10),
+            "settled, not in doubt"
+        );
+        assert_eq!(v.observe(true), None, "one good probe is not enough");
+        assert_eq!(v.observe(true), Some(true));
     }
 
     #[test]
