@@ -3,6 +3,7 @@
 
 mod activity;
 mod caller;
+mod failover;
 #[cfg(feature = "fuzzing")]
 mod fuzz_hub;
 mod headers;

@@ -9,12 +9,11 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::caller::{Caller, PeerCertificate};
-use super::lost::unless_lost;
 use super::metered::{InFlight, Metered};
 use super::plan::{self, Plan};
 use super::state::State;
 use super::status::ProxyError;
-use super::{headers, limit, respond, upgrade};
+use super::{failover, headers, limit, respond, upgrade};
 use crate::metrics::{Metrics, RequestLabels, ResponseLabels};
 use crate::multiplexer::{self, Answer};
 use crate::reply::ResponseBody;
@@ -193,8 +192,15 @@ async fn forward(
     let request: Request<RequestBody> = request.map(|body| body.map_err(Into::into).boxed_unsync());
 
     let reads = matches!(info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch));
-    let sent = state.transport.send(&server.url, request);
-    let response = match unless_lost(server, state.late_answer, sent).await {
+    let upstreams = failover::Upstreams {
+        balancer: &state.balancer,
+        transport: &state.transport,
+        metrics: &state.metrics,
+        late_answer: state.late_answer,
+    };
+    let failover::Sent { server, answer } =
+        failover::send(&upstreams, server, request, reads).await;
+    let response = match answer {
         Some(Ok(response)) => {
             if let Caller::Own(own) = caller
                 && response.status() != http::StatusCode::UNAUTHORIZED
@@ -209,7 +215,6 @@ async fn forward(
             source,
         })) if reads => {
             tracing::debug!(server = %name, error = %source, "connect failed: answering from the cache");
-            server.suspect();
             offline()?;
             return Ok(state.local.read(context).await?);
         }
