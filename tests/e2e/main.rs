@@ -17,6 +17,7 @@ mod deploy;
 mod disk_damage;
 mod disk_faults;
 mod edge_link;
+mod failover;
 mod filters;
 mod flapping;
 mod hostile_clients;
@@ -72,6 +73,10 @@ const TESTS: &[(&str, Test)] = &[
         proxy::anonymous_kubectl_uses_the_gateway_identity,
     ),
     ("proxy::upgrade_is_tunneled", proxy::upgrade_is_tunneled),
+    (
+        "failover::a_killed_apiserver_fails_no_request",
+        failover::a_killed_apiserver_fails_no_request,
+    ),
     (
         "multiplexer::node_clients_share_one_upstream_watch_per_resource",
         multiplexer::node_clients_share_one_upstream_watch_per_resource,

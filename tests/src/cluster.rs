@@ -206,6 +206,36 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// A second kube-apiserver of this cluster, as an HA control plane runs several: the same
+    /// etcd storage, PKI and users, on a port of its own, with its own kubeconfigs and logs.
+    /// Its PKI files are this cluster's: it must not outlive it.
+    pub fn replica(&self) -> Result<Cluster> {
+        let dir = scratch_dir("replica")?;
+        std::fs::copy(self.dir.join("tokens.csv"), dir.join("tokens.csv"))?;
+        let port = free_port()?;
+        let server = format!("https://{}:{port}", self.options.address);
+        let admin_kubeconfig = dir.join("admin.kubeconfig");
+        let ca = Some(self.pki.ca_cert.as_path());
+        write_kubeconfig(&admin_kubeconfig, &server, ca, &User::Token(ADMIN_TOKEN))?;
+        let gateway_kubeconfig = dir.join("gateway.kubeconfig");
+        let gateway = User::Certificate(&self.pki.gateway_cert, &self.pki.gateway_key);
+        write_kubeconfig(&gateway_kubeconfig, &server, ca, &gateway)?;
+        let replica = Cluster {
+            prefix: self.prefix.clone(),
+            dir,
+            pki: self.pki.clone(),
+            port,
+            options: self.options.clone(),
+            admin_kubeconfig,
+            gateway_kubeconfig,
+            tools: self.tools.clone(),
+            etcd: self.etcd.clone(),
+            apiserver: Mutex::new(None),
+        };
+        replica.start_apiserver()?;
+        Ok(replica)
+    }
+
     /// The apiserver's URL.
     pub fn url(&self) -> String {
         format!("https://{}:{}", self.options.address, self.port)
@@ -312,6 +342,19 @@ impl Cluster {
             "the apiserver port to close",
             || std::net::TcpStream::connect((self.options.address, self.port)).is_err(),
         )
+    }
+
+    /// Kills kube-apiserver (SIGKILL: no graceful shutdown, its connections reset), as a
+    /// machine that dies does.
+    pub fn kill_apiserver(&self) -> Result<()> {
+        let mut slot = self
+            .apiserver
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?;
+        if let Some(mut process) = slot.take() {
+            process.kill();
+        }
+        Ok(())
     }
 
     /// Runs kubectl against the apiserver directly, as admin; returns stdout.
