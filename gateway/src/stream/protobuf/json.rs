@@ -215,8 +215,8 @@ fn int_or_string(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> 
     Ok(())
 }
 
-/// A message whose field 1 is JSON (`meta.v1.FieldsV1`), written as it is once checked;
-/// empty, `null`.
+/// A message whose field 1 is JSON (`meta.v1.FieldsV1`), written as it is once checked (UTF-8
+/// JSON); empty, `null`.
 fn raw_json(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> {
     let mut raw: &[u8] = &[];
     for field in Fields::of(bytes) {
@@ -234,7 +234,9 @@ fn raw_json(out: &mut Vec<u8>, bytes: &[u8]) -> Result<(), TranscodeError> {
         out.extend_from_slice(b"null");
         return Ok(());
     }
-    serde_json::from_slice::<serde::de::IgnoredAny>(raw).map_err(|_| TranscodeError::NotJson)?;
+    // Skipping the values checks the JSON's shape, not that its strings are UTF-8.
+    let text = std::str::from_utf8(raw).map_err(|_| TranscodeError::NotJson)?;
+    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|_| TranscodeError::NotJson)?;
     out.extend_from_slice(raw);
     Ok(())
 }

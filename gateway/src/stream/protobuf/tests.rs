@@ -304,6 +304,14 @@ fn what_it_does_not_know_is_an_error_that_names_it() {
         transcode(&not_utf8, Some(&KNOWN[0])),
         Err(TranscodeError::NotUtf8)
     ));
+    // managedFields' JSON that is not UTF-8 would make the line no JSON at all.
+    let fields = bytes(17, &bytes(7, &bytes(1, b"{\"f:a\xd2\":{}}")));
+    let bad = message(&[bytes(1, &[text(1, "web"), fields].concat())]);
+    let frames = frame("ADDED", "discovery.k8s.io/v1beta1", "EndpointSlice", &bad);
+    assert!(matches!(
+        transcode(&frames, Some(V1BETA1)),
+        Err(TranscodeError::NotJson)
+    ));
 }
 
 /// `chunks` as a body, each chunk a data frame.
