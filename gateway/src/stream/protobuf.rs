@@ -15,6 +15,10 @@
 mod described;
 mod error;
 mod json;
+#[cfg(test)]
+mod recorded;
+#[cfg(feature = "fuzzing")]
+mod reference;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -33,6 +37,8 @@ use super::error::MAX_OBJECT;
 use crate::error::BoxError;
 pub use described::{DESCRIBED_RELEASE, protobuf_object_json};
 pub use error::TranscodeError;
+#[cfg(feature = "fuzzing")]
+pub use reference::reference_objects;
 use schema::{KNOWN, Known, STATUS};
 use wire::{Fields, MAGIC};
 
