@@ -118,3 +118,93 @@ requests = [
 ]
 for method, target in requests:
     put("request_info", bytes([method]) + target)
+
+# protobuf_watch: kube-apiserver 1.20.2's own protobuf watches (gateway/src/stream/protobuf/
+# recorded/), whole, frame by frame, and the EndpointSlices relabelled discovery.k8s.io/v1
+# (1.20 serves no v1; the fields the two share are numbered alike). The seed's top byte picks
+# the resource: 0 Services, 1 v1 EndpointSlices, 2 v1beta1 EndpointSlices.
+RECORDED = os.path.join(ROOT, "gateway", "src", "stream", "protobuf", "recorded")
+
+
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def fields(message):
+    """The (number, wire type, value) of a message's fields; a value is bytes or an int."""
+    at, out = 0, []
+    while at < len(message):
+        key, at = read_varint(message, at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = read_varint(message, at)
+        elif wire == 2:
+            length, at = read_varint(message, at)
+            value, at = message[at : at + length], at + length
+        else:
+            raise ValueError("wire type %d" % wire)
+        out.append((number, wire, value))
+    return out
+
+
+def read_varint(data, at):
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def encode(parts):
+    out = bytearray()
+    for number, wire, value in parts:
+        out += varint(number << 3 | wire)
+        out += varint(value) if wire == 0 else varint(len(value)) + value
+    return bytes(out)
+
+
+def replace_bytes(message, number, change):
+    return encode([(n, w, change(v) if n == number and w == 2 else v) for n, w, v in fields(message)])
+
+
+def frames_of(stream):
+    at, out = 0, []
+    while at + 4 <= len(stream):
+        length = int.from_bytes(stream[at : at + 4], "big")
+        out.append(stream[at + 4 : at + 4 + length])
+        at += 4 + length
+    return out
+
+
+def framed(frames):
+    return b"".join(len(f).to_bytes(4, "big") + f for f in frames)
+
+
+def relabelled(frame, api_version):
+    def raw(unknown):
+        assert unknown.startswith(b"k8s\0")
+        meta = lambda tm: replace_bytes(tm, 1, lambda _: api_version)
+        return b"k8s\0" + replace_bytes(unknown[4:], 1, meta)
+
+    return replace_bytes(frame, 2, lambda ext: replace_bytes(ext, 1, raw))
+
+
+for name, top in [("services.pb", 0), ("endpointslices-v1beta1.pb", 2)]:
+    with open(os.path.join(RECORDED, name), "rb") as f:
+        stream = f.read()
+    seed = bytes([0x35, 0x9A, 0x11, top])
+    frames = frames_of(stream)
+    put("protobuf_watch", seed + stream)
+    for frame in frames:
+        put("protobuf_watch", seed + framed([frame]))
+    if top == 2:
+        v1 = [relabelled(frame, b"discovery.k8s.io/v1") for frame in frames]
+        put("protobuf_watch", bytes([0x35, 0x9A, 0x11, 1]) + framed(v1))

@@ -11,6 +11,7 @@ use crate::reply::ResponseBody;
 use crate::request::RequestContext;
 
 pub use crate::server::{HubFixture, SECRET_VALUE};
+pub use crate::stream::reference_objects;
 
 /// The local proxy's offline answer to a write: a create is echoed with 201, kubelet's
 /// lease renewal (`create` false) with 200.

@@ -44,6 +44,8 @@ pub use list::{ListFrame, ListFramer};
 pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};
 pub use object_body::{ObjectError, object};
+#[cfg(feature = "fuzzing")]
+pub use protobuf::reference_objects;
 pub use protobuf::{
     DESCRIBED_RELEASE, ProtobufBody, TranscodeError, is_protobuf_object, is_protobuf_watch,
     protobuf_object_json, watch_accept,
