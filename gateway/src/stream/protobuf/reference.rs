@@ -1,5 +1,5 @@
 //! What the protobuf watch fuzz target holds the transcoder to: each whole frame's object as
-//! Kubernetes' descriptors read it ([`protobuf_object_json`]), where the frame is as Go's
+//! Kubernetes' descriptors read it (`protobuf_object_json`), where the frame is as Go's
 //! encoder writes one: each field that is not repeated at most once, each map key once.
 //! Elsewhere protobuf's rule (a message sent twice is merged) and the transcoder's (the last
 //! one is taken, as for any other field) may rightly differ, and no apiserver sends it.
@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use prost_reflect::{Kind, MessageDescriptor};
 use serde_json::Value as Json;
 
-use super::described::message_of;
+use super::described::{message_of, protobuf_object_json};
 use super::wire::{Fields, MAGIC, Value};
-use super::{MAX_OBJECT, protobuf_object_json};
+use crate::stream::error::MAX_OBJECT;
 
 /// The nesting deepest a canonical message is checked to.
 const MAX_DEPTH: usize = 64;
