@@ -330,11 +330,7 @@ impl Cluster {
 
     /// Stops kube-apiserver (SIGTERM, then SIGKILL after 5 s) and waits until its port is closed.
     pub fn stop_apiserver(&self) -> Result<()> {
-        let mut slot = self
-            .apiserver
-            .lock()
-            .map_err(|_| anyhow::anyhow!("poisoned"))?;
-        if let Some(mut process) = slot.take() {
+        if let Some(mut process) = self.take_apiserver()? {
             process.terminate(Duration::from_secs(5));
         }
         wait_until(
@@ -347,14 +343,18 @@ impl Cluster {
     /// Kills kube-apiserver (SIGKILL: no graceful shutdown, its connections reset), as a
     /// machine that dies does.
     pub fn kill_apiserver(&self) -> Result<()> {
+        if let Some(mut process) = self.take_apiserver()? {
+            process.kill();
+        }
+        Ok(())
+    }
+
+    fn take_apiserver(&self) -> Result<Option<Process>> {
         let mut slot = self
             .apiserver
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?;
-        if let Some(mut process) = slot.take() {
-            process.kill();
-        }
-        Ok(())
+        Ok(slot.take())
     }
 
     /// Runs kubectl against the apiserver directly, as admin; returns stdout.
