@@ -15,25 +15,19 @@
 //! [`Cache::next_local_version`]: crate::cache::Cache::next_local_version
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use serde_json::Value;
 
 use super::Local;
 use super::endpoints::{Followed, PodEndpoint, followers};
 use super::error::LocalError;
+use super::media::{PROTOBUF, content_type, media_type, whole};
 use super::own::{Own, written};
 use super::patch::{Change, PatchError};
-use super::write::PROTOBUF;
 use crate::cache::{LocalChange, ResourceKey, Selectors, SetKey, WriteOp};
 use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, Verb};
 use crate::stream::{Event, EventType, protobuf_object_json};
-
-/// The largest body a local write may carry: Kubernetes objects are at most 1.5 MiB in etcd,
-/// a little more as JSON.
-const MAX_BODY: usize = 3 << 20;
 
 /// One component's cached copy of the object written.
 pub(super) struct Copy {
@@ -64,13 +58,8 @@ impl Local {
         let Some(own) = Own::of(info, node) else {
             return Ok(Err(request));
         };
-        let content_type = request
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or("application/json")
-            .to_owned();
-        let media = super::media::media_type(&content_type);
+        let content_type = content_type(request.headers()).to_owned();
+        let media = media_type(&content_type);
         let change = match verb {
             Verb::Patch => Change::of_patch(&content_type).map_err(LocalError::Patch)?,
             Verb::Update if media == "application/json" || media == PROTOBUF => Change::Replace,
@@ -96,10 +85,7 @@ impl Local {
         if !own.owns(&base.object, node) {
             return Ok(Err(request));
         }
-        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(_) => return Err(LocalError::TooLarge),
-        };
+        let body = whole(request.into_body()).await?;
         let body = if media == PROTOBUF {
             let object = protobuf_object_json(&body).map_err(|error| {
                 LocalError::Patch(PatchError::Body(format!(

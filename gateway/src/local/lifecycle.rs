@@ -6,25 +6,20 @@
 //! after the reconnect from its version is told to list again, and the cloud's list wins.
 
 use bytes::Bytes;
-use http::header::CONTENT_TYPE;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 
 use super::Local;
 use super::endpoints::PodEndpoint;
 use super::error::LocalError;
 use super::layer::{Copy, version};
+use super::media::{is_protobuf, whole};
 use super::own::Own;
 use super::patch::PatchError;
-use super::write::PROTOBUF;
 use crate::cache::{LocalChange, WriteOp};
 use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, RequestInfo};
 use crate::stream::{Event, EventType, protobuf_object_json};
-
-/// The largest body a create may carry, as for every local write.
-const MAX_BODY: usize = 3 << 20;
 
 /// The letters kube-apiserver appends to a `generateName` (no vowels, no look-alikes).
 const NAME_LETTERS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -45,15 +40,8 @@ where
     B::Error: Into<crate::error::BoxError>,
 {
     let (parts, body) = request.into_parts();
-    let protobuf = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| super::media::media_type(t) == PROTOBUF);
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => Ok((parts, collected.to_bytes(), protobuf)),
-        Err(_) => Err(LocalError::TooLarge),
-    }
+    let protobuf = is_protobuf(&parts.headers);
+    Ok((parts, whole(body).await?, protobuf))
 }
 
 /// A body as a JSON object, from JSON or Kubernetes' protobuf; an empty one is `{}`.

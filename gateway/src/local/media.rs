@@ -1,4 +1,19 @@
-//! The media type a `Content-Type` header names, read as kube-apiserver reads it.
+//! A local write's body: the media type its `Content-Type` names, read as kube-apiserver
+//! reads it, and the body itself, whole and bounded.
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http::header::CONTENT_TYPE;
+use http_body_util::{BodyExt, Limited};
+
+use super::error::LocalError;
+
+/// Kubernetes' protobuf media type.
+pub(super) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
+/// The largest body a local write may carry: Kubernetes objects are at most 1.5 MiB in etcd,
+/// a little more as JSON.
+const MAX_BODY: usize = 3 << 20;
 
 /// The media type of a `Content-Type` value, lowercase, without its parameters.
 pub(super) fn media_type(content_type: &str) -> String {
@@ -8,4 +23,29 @@ pub(super) fn media_type(content_type: &str) -> String {
         .unwrap_or_default()
         .trim()
         .to_ascii_lowercase()
+}
+
+/// The `Content-Type` of a request, JSON when it names none (as kube-apiserver reads it).
+pub(super) fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("application/json")
+}
+
+/// Whether a request's body is in Kubernetes' protobuf.
+pub(super) fn is_protobuf(headers: &HeaderMap) -> bool {
+    media_type(content_type(headers)) == PROTOBUF
+}
+
+/// `body`, whole; refused beyond [`MAX_BODY`] before more is read.
+pub(super) async fn whole<B>(body: B) -> Result<Bytes, LocalError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<crate::error::BoxError>,
+{
+    match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(_) => Err(LocalError::TooLarge),
+    }
 }

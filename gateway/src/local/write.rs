@@ -6,19 +6,12 @@
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 
 use super::error::LocalError;
-use super::media::media_type;
+use super::media::{PROTOBUF, media_type, whole};
 use crate::reply::{ResponseBody, full};
 use crate::request::RequestContext;
 
-/// The largest body an offline write may carry: Kubernetes objects are at most 1.5 MiB in
-/// etcd, a little more as JSON.
-const MAX_BODY: usize = 3 << 20;
-
-/// Kubernetes' protobuf media type.
-pub(super) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 /// The four bytes every Kubernetes protobuf object starts with (its `runtime.Unknown`
 /// envelope).
 const PROTOBUF_MAGIC: &[u8] = b"k8s\0";
@@ -99,12 +92,7 @@ where
             return Err(LocalError::Media(media));
         }
     };
-    let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => {
-            return Err(LocalError::TooLarge);
-        }
-    };
+    let body = whole(request.into_body()).await?;
     if !media.holds_object(&body) {
         return Err(LocalError::NotAnObject(media.content_type()));
     }
@@ -113,7 +101,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use http_body_util::Full;
+    use http_body_util::{BodyExt, Full};
 
     use super::*;
 
