@@ -85,7 +85,9 @@ impl Local {
         if !own.owns(&base.object, node) {
             return Ok(Err(request));
         }
-        let body = whole(request.into_body()).await?;
+        let body = whole(request.into_body())
+            .await
+            .ok_or(LocalError::TooLarge)?;
         let body = if media == PROTOBUF {
             let object = protobuf_object_json(&body).map_err(|error| {
                 LocalError::Patch(PatchError::Body(format!(

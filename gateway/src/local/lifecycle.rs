@@ -41,7 +41,8 @@ where
 {
     let (parts, body) = request.into_parts();
     let protobuf = is_protobuf(&parts.headers);
-    Ok((parts, whole(body).await?, protobuf))
+    let body = whole(body).await.ok_or(LocalError::TooLarge)?;
+    Ok((parts, body, protobuf))
 }
 
 /// A body as a JSON object, from JSON or Kubernetes' protobuf; an empty one is `{}`.

@@ -6,8 +6,6 @@ use http::HeaderMap;
 use http::header::CONTENT_TYPE;
 use http_body_util::{BodyExt, Limited};
 
-use super::error::LocalError;
-
 /// Kubernetes' protobuf media type.
 pub(super) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 
@@ -38,14 +36,12 @@ pub(super) fn is_protobuf(headers: &HeaderMap) -> bool {
     media_type(content_type(headers)) == PROTOBUF
 }
 
-/// `body`, whole; refused beyond [`MAX_BODY`] before more is read.
-pub(super) async fn whole<B>(body: B) -> Result<Bytes, LocalError>
+/// `body`, whole; `None` beyond [`MAX_BODY`] (before more is read) or when it breaks off.
+pub(super) async fn whole<B>(body: B) -> Option<Bytes>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<crate::error::BoxError>,
 {
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(_) => Err(LocalError::TooLarge),
-    }
+    let collected = Limited::new(body, MAX_BODY).collect().await.ok()?;
+    Some(collected.to_bytes())
 }

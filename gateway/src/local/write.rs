@@ -92,7 +92,9 @@ where
             return Err(LocalError::Media(media));
         }
     };
-    let body = whole(request.into_body()).await?;
+    let body = whole(request.into_body())
+        .await
+        .ok_or(LocalError::TooLarge)?;
     if !media.holds_object(&body) {
         return Err(LocalError::NotAnObject(media.content_type()));
     }
