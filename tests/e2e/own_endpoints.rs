@@ -6,12 +6,10 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use edgegate_testkit::{Gateway, Relay};
 
+use crate::own_node::OwnNode;
 use crate::own_writes::{read, read_as, rv, write};
-use crate::support::{
-    Env, Watch, apply, client, list_as, namespace, runtime, wait_readyz, wait_sets,
-};
+use crate::support::{Env, Watch, apply, client, list_as, runtime, wait_readyz, wait_sets};
 
 const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
 const COREDNS: &str = "coredns/1.7.0 (linux/amd64) kubernetes/faecb19";
@@ -56,17 +54,16 @@ pub fn offline_endpoints_follow_the_nodes_pods_in_the_multiplexer(env: &Env) -> 
 }
 
 fn follow(env: &Env, multiplexed: bool) -> Result<()> {
-    let node = crate::support::unique("edge-ep");
-    let ns = namespace(&env.cluster, "ep")?;
-    let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
-    let node_name = format!("--node-name={node}");
-    let mut flags = vec!["--heartbeat-interval-seconds=1", node_name.as_str()];
-    if multiplexed {
-        // The test cluster is Kubernetes 1.20: its EndpointSlices are `v1beta1` (the
-        // default names `v1`'s, so without this kube-proxy's pass the multiplexer by).
-        flags.push("--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices");
-    }
-    let gateway = Gateway::start_to(&env.bin, &env.cluster, &relay.url(), &flags)?;
+    // The test cluster is Kubernetes 1.20: its EndpointSlices are `v1beta1` (the default
+    // names `v1`'s, so without this kube-proxy's pass the multiplexer by).
+    let pool_scope = "--pool-scope-resources=/v1/services,discovery.k8s.io/v1beta1/endpointslices";
+    let extra: &[&str] = if multiplexed { &[pool_scope] } else { &[] };
+    let OwnNode {
+        node,
+        ns,
+        relay,
+        gateway,
+    } = OwnNode::start(env, "ep", extra)?;
     let target = |pod: &str| format!(r#"{{"kind":"Pod","namespace":"{ns}","name":"{pod}"}}"#);
     let manifests = [
         (

@@ -3,10 +3,10 @@
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::process::proc_status_bytes;
-use edgegate_testkit::{Gateway, Relay};
 
+use crate::own_node::OwnNode;
 use crate::own_writes::{KUBELET, write};
-use crate::support::{Env, apply, client, list_as, namespace, runtime, wait_readyz, wait_sets};
+use crate::support::{Env, apply, client, list_as, runtime, wait_readyz, wait_sets};
 
 /// kubelet's default `--max-pods`.
 const PODS: usize = 110;
@@ -23,18 +23,12 @@ const GROWTH_BOUND: u64 = 16 << 20;
 /// [`GROWTH_BOUND`] (the layer keeps nothing per pod in memory: every write is read from,
 /// and written to, the store).
 pub fn the_local_layer_for_a_node_with_110_pods(env: &Env) -> Result<()> {
-    let node = crate::support::unique("edge-full");
-    let ns = namespace(&env.cluster, "full")?;
-    let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
-    let mut gateway = Gateway::start_to(
-        &env.bin,
-        &env.cluster,
-        &relay.url(),
-        &[
-            "--heartbeat-interval-seconds=1",
-            &format!("--node-name={node}"),
-        ],
-    )?;
+    let OwnNode {
+        node,
+        ns,
+        relay,
+        mut gateway,
+    } = OwnNode::start(env, "full", &[])?;
     let items: Vec<serde_json::Value> = (0..PODS)
         .map(|i| {
             serde_json::json!({

@@ -6,12 +6,11 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use edgegate_testkit::{Gateway, Relay};
 
+use crate::own_node::OwnNode;
 use crate::own_writes::{KUBELET, pb_appended, pb_field, read, rv, write};
 use crate::support::{
-    Env, Watch, apply, client, create_configmaps, get_as, list_as, namespace, runtime, wait_readyz,
-    wait_sets,
+    Env, Watch, client, create_configmaps, get_as, list_as, runtime, wait_readyz, wait_sets,
 };
 
 /// Offline, kubelet creates a mirror pod and deletes a pod of its node: a GET, kubelet's
@@ -20,32 +19,12 @@ use crate::support::{
 /// reconnect, kubelet's watch resumed from its writes is told to list again, and the list
 /// is the cloud's.
 pub fn offline_mirror_pod_creates_and_final_deletes(env: &Env) -> Result<()> {
-    let node = crate::support::unique("edge-pods");
-    let ns = namespace(&env.cluster, "pods")?;
-    let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
-    let mut gateway = Gateway::start_to(
-        &env.bin,
-        &env.cluster,
-        &relay.url(),
-        &[
-            "--heartbeat-interval-seconds=1",
-            &format!("--node-name={node}"),
-        ],
-    )?;
-    apply(
-        &env.cluster,
-        &gateway.dir,
-        "node.json",
-        &format!(r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}}}}"#),
-    )?;
-    apply(
-        &env.cluster,
-        &gateway.dir,
-        "pod.json",
-        &format!(
-            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"web","namespace":"{ns}"}},"spec":{{"nodeName":"{node}","containers":[{{"name":"web","image":"registry.invalid/web:1"}}]}}}}"#
-        ),
-    )?;
+    let OwnNode {
+        node,
+        ns,
+        relay,
+        mut gateway,
+    } = OwnNode::start(env, "pods", &[])?.with_web_pod(env)?;
     let rt = runtime();
     let client = client();
     let base = gateway.url();
@@ -97,13 +76,16 @@ pub fn offline_mirror_pod_creates_and_final_deletes(env: &Env) -> Result<()> {
     ]
     .concat();
     let mirror_body = pb_appended(&web_protobuf, &pb_field(1, &metadata))?;
-    let (status, mirror) = rt.block_on(write(
-        &client,
-        http::Method::POST,
-        &pods_url,
-        "application/vnd.kubernetes.protobuf",
-        &mirror_body,
-    ))?;
+    let create_mirror = || {
+        rt.block_on(write(
+            &client,
+            http::Method::POST,
+            &pods_url,
+            "application/vnd.kubernetes.protobuf",
+            &mirror_body,
+        ))
+    };
+    let (status, mirror) = create_mirror()?;
     ensure!(status == 201, "the mirror pod's create: {status} {mirror}");
     ensure!(
         mirror["metadata"]["name"] == "web-mirror"
@@ -127,13 +109,7 @@ pub fn offline_mirror_pod_creates_and_final_deletes(env: &Env) -> Result<()> {
         read_back == mirror,
         "a GET shows the mirror pod: {read_back}"
     );
-    let (status, again) = rt.block_on(write(
-        &client,
-        http::Method::POST,
-        &pods_url,
-        "application/vnd.kubernetes.protobuf",
-        &mirror_body,
-    ))?;
+    let (status, again) = create_mirror()?;
     ensure!(status == 409, "a second create conflicts: {status} {again}");
 
     // A pod of another node is echoed, as every other offline create is, and not kept.

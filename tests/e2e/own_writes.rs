@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use bytes::Bytes;
-use edgegate_testkit::{ADMIN_TOKEN, Gateway, Relay};
+use edgegate_testkit::ADMIN_TOKEN;
 use http_body_util::{BodyExt, Full};
 
+use crate::own_node::OwnNode;
 use crate::support::{
-    Env, Plain, Watch, apply, client, create_configmaps, get_as, list_as, namespace, request,
-    runtime, wait_readyz, wait_sets,
+    Env, Plain, Watch, client, create_configmaps, get_as, list_as, request, runtime, wait_readyz,
+    wait_sets,
 };
 
 pub const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
@@ -73,32 +74,12 @@ pub fn rv(object: &serde_json::Value) -> u64 {
 /// list is the cloud's (without the write) and its next watch the cloud's, where its write
 /// made again replaces the local one at a newer version.
 pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()> {
-    let node = crate::support::unique("edge-own");
-    let ns = namespace(&env.cluster, "own")?;
-    let relay = Relay::start(([127, 0, 0, 1], env.cluster.port).into())?;
-    let mut gateway = Gateway::start_to(
-        &env.bin,
-        &env.cluster,
-        &relay.url(),
-        &[
-            "--heartbeat-interval-seconds=1",
-            &format!("--node-name={node}"),
-        ],
-    )?;
-    apply(
-        &env.cluster,
-        &gateway.dir,
-        "node.json",
-        &format!(r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}}}}"#),
-    )?;
-    apply(
-        &env.cluster,
-        &gateway.dir,
-        "pod.json",
-        &format!(
-            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"web","namespace":"{ns}"}},"spec":{{"nodeName":"{node}","containers":[{{"name":"web","image":"registry.invalid/web:1"}}]}}}}"#
-        ),
-    )?;
+    let OwnNode {
+        node,
+        ns,
+        relay,
+        mut gateway,
+    } = OwnNode::start(env, "own", &[])?.with_web_pod(env)?;
     let rt = runtime();
     let client = client();
     let base = gateway.url();
