@@ -22,6 +22,7 @@ mod filters;
 mod flapping;
 mod hostile_clients;
 mod hostile_upstream;
+mod http2;
 mod hub_cfg;
 mod hub_interface;
 mod locked_hub;
@@ -31,6 +32,7 @@ mod offline;
 mod operator;
 mod own_endpoints;
 mod own_memory;
+mod own_node;
 mod own_pods;
 mod own_writes;
 mod pool_leader;
@@ -73,6 +75,10 @@ const TESTS: &[(&str, Test)] = &[
         proxy::anonymous_kubectl_uses_the_gateway_identity,
     ),
     ("proxy::upgrade_is_tunneled", proxy::upgrade_is_tunneled),
+    (
+        "http2::http2_clients_are_served_over_one_connection",
+        http2::http2_clients_are_served_over_one_connection,
+    ),
     (
         "failover::a_killed_apiserver_fails_no_request",
         failover::a_killed_apiserver_fails_no_request,

@@ -1,0 +1,132 @@
+//! HTTP/2 toward clients: the HTTPS proxy offers `h2` by ALPN, as kube-apiserver does, and
+//! client-go takes it. Over one connection, many requests at once and a watch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use bytes::Bytes;
+use edgegate_testkit::ADMIN_TOKEN;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+
+use crate::support::{Env, get, namespace, runtime};
+
+/// Requests sent at once over the one connection.
+const AT_ONCE: usize = 32;
+
+type Sender = http2::SendRequest<Empty<Bytes>>;
+
+/// A client speaking only HTTP/2 to the HTTPS proxy: the connection is HTTP/2 (ALPN `h2`),
+/// 32 gets at once over it are each answered with what the plain proxy answers, and a
+/// watch over it streams an event while the gets go on.
+pub fn http2_clients_are_served_over_one_connection(env: &Env) -> Result<()> {
+    let port = edgegate_testkit::process::free_port()?;
+    let pki = &env.cluster.pki;
+    let gateway = env.gateway(&[
+        &format!("--proxy-secure-port={port}"),
+        &format!("--tls-cert-file={}", pki.gateway_serving_cert.display()),
+        &format!(
+            "--tls-private-key-file={}",
+            pki.gateway_serving_key.display()
+        ),
+    ])?;
+    let ns = namespace(&env.cluster, "http2")?;
+    env.cluster
+        .kubectl(&["create", "configmap", "a", "-n", &ns])?;
+    let rt = runtime();
+    let path = format!("/api/v1/namespaces/{ns}/configmaps/a");
+    let (status, over_http1) = rt.block_on(get(
+        &crate::support::client(),
+        &format!("{}{path}", gateway.url()),
+    ))?;
+    ensure!(status == 200, "over HTTP/1.1: {status}");
+
+    rt.block_on(async {
+        let (sender, alpn) = connect(port, &pki.ca_cert).await?;
+        ensure!(alpn.as_deref() == Some(&b"h2"[..]), "ALPN chose {alpn:?}");
+        let watch_path = format!("/api/v1/namespaces/{ns}/configmaps?watch=true&resourceVersion=0");
+        let mut watch = send(&sender, &watch_path).await?;
+        ensure!(
+            watch.version() == http::Version::HTTP_2 && watch.status() == 200,
+            "the watch: {watch:?}"
+        );
+        let gets = (0..AT_ONCE).map(|_| {
+            let sender = sender.clone();
+            let path = path.clone();
+            async move {
+                let response = send(&sender, &path).await?;
+                ensure!(
+                    response.version() == http::Version::HTTP_2,
+                    "{:?}",
+                    response.version()
+                );
+                let status = response.status();
+                let body = response.into_body().collect().await?.to_bytes();
+                Ok::<_, anyhow::Error>((status, body))
+            }
+        });
+        for answer in futures_util::future::join_all(gets).await {
+            let (status, body) = answer?;
+            ensure!(
+                status == 200 && body == over_http1,
+                "{status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        // The watch's first event, over the same connection: the ConfigMap listed from 0.
+        let first = tokio::time::timeout(Duration::from_secs(20), watch.body_mut().frame())
+            .await
+            .context("no watch event over HTTP/2")?
+            .context("the watch ended")??;
+        let data = first.into_data().map_err(|_| anyhow::anyhow!("not data"))?;
+        let event: serde_json::Value =
+            serde_json::from_slice(data.split(|b| *b == b'\n').next().unwrap_or_default())?;
+        ensure!(
+            event["type"] == "ADDED" && event["object"]["metadata"]["name"] == "a",
+            "{event}"
+        );
+        Ok(())
+    })?;
+    println!("{AT_ONCE} gets and a watch over one HTTP/2 connection, as over HTTP/1.1");
+    Ok(())
+}
+
+/// An HTTP/2 connection to the HTTPS proxy on `port`, trusting `ca`; and the protocol ALPN
+/// settled on.
+async fn connect(port: u16, ca: &std::path::Path) -> Result<(Sender, Option<Vec<u8>>)> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca)? {
+        roots.add(cert?)?;
+    }
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = ServerName::try_from("127.0.0.1")?.to_owned();
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(name, tcp)
+        .await?;
+    let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    Ok((sender, alpn))
+}
+
+async fn send(sender: &Sender, path: &str) -> Result<http::Response<hyper::body::Incoming>> {
+    let request = http::Request::get(format!("https://127.0.0.1{path}"))
+        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .header("accept", "application/json")
+        .header("user-agent", "e2e-http2/v1")
+        .body(Empty::new())?;
+    let mut sender = sender.clone();
+    sender.ready().await?;
+    Ok(sender.send_request(request).await?)
+}
