@@ -66,7 +66,7 @@ fi
 missing=()
 for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
 if [ ${#missing[@]} -gt 0 ]; then
-  log "building ${missing[*]} $K8S_VERSION from Debian's source package (13–20 minutes on 2 cores for all four)"
+  log "building ${missing[*]} $K8S_VERSION from Debian's source package (5–20 minutes on 2 cores for all four)"
   if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
     cat <<SRC | sudo_if tee /etc/apt/sources.list.d/edgegate-src.sources >/dev/null
 Types: deb-src

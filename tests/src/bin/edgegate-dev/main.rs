@@ -39,7 +39,7 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<ExitCode> {
     eprintln!(
-        "edgegate-dev: provisioning etcd, kubectl and the Kubernetes binaries (a first run installs the apt packages and builds the four binaries from source: 13–20 minutes on 2 cores)…"
+        "edgegate-dev: provisioning etcd, kubectl and the Kubernetes binaries (a first run installs the apt packages and builds the four binaries from source: 5–20 minutes on 2 cores)…"
     );
     let tools = Toolchain::provision()?;
     let etcd = std::sync::Arc::new(Etcd::start(&tools)?);
