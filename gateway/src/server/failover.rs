@@ -41,7 +41,6 @@ pub(super) async fn send<'a>(
     request: Request<RequestBody>,
     reads: bool,
 ) -> Sent<'a> {
-    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let kept = Replayable::new(request);
     let Some(first) = kept.request() else {
         return Sent {
@@ -57,7 +56,8 @@ pub(super) async fn send<'a>(
     let (Some(next), Some(again)) = (next, kept.request()) else {
         return sent;
     };
-    tracing::info!(from = %server.name, to = %next.name, %method, path, "the request goes to the next server");
+    let head = kept.head();
+    tracing::info!(from = %server.name, to = %next.name, method = %head.method, path = head.uri.path(), "the request goes to the next server");
     let labels = ServerLabels {
         server: server.name.clone(),
     };

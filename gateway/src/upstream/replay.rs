@@ -36,6 +36,11 @@ impl Replayable {
         }
     }
 
+    /// The request's head, as every try sends it.
+    pub fn head(&self) -> &Parts {
+        &self.head
+    }
+
     /// The request for one more try; `None` once an earlier try began to send a body that
     /// was not empty.
     pub fn request(&self) -> Option<Request<RequestBody>> {
