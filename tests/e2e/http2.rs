@@ -24,16 +24,8 @@ type Sender = http2::SendRequest<Empty<Bytes>>;
 /// 32 gets at once over it are each answered with what the plain proxy answers, and a
 /// watch over it streams an event while the gets go on.
 pub fn http2_clients_are_served_over_one_connection(env: &Env) -> Result<()> {
-    let port = edgegate_testkit::process::free_port()?;
+    let (gateway, port) = env.https_gateway()?;
     let pki = &env.cluster.pki;
-    let gateway = env.gateway(&[
-        &format!("--proxy-secure-port={port}"),
-        &format!("--tls-cert-file={}", pki.gateway_serving_cert.display()),
-        &format!(
-            "--tls-private-key-file={}",
-            pki.gateway_serving_key.display()
-        ),
-    ])?;
     let ns = namespace(&env.cluster, "http2")?;
     env.cluster
         .kubectl(&["create", "configmap", "a", "-n", &ns])?;

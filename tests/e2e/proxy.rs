@@ -383,16 +383,7 @@ pub fn hub_server_reports_health_and_metrics(env: &Env) -> Result<()> {
 /// served with a certificate of the cluster's CA, it takes a client's own token like the
 /// plain proxy does.
 pub fn https_proxy_serves_like_the_apiserver(env: &Env) -> Result<()> {
-    let port = edgegate_testkit::process::free_port()?;
-    let pki = &env.cluster.pki;
-    let gateway = env.gateway(&[
-        &format!("--proxy-secure-port={port}"),
-        &format!("--tls-cert-file={}", pki.gateway_serving_cert.display()),
-        &format!(
-            "--tls-private-key-file={}",
-            pki.gateway_serving_key.display()
-        ),
-    ])?;
+    let (gateway, port) = env.https_gateway()?;
     let kubeconfig = gateway.dir.join("https.kubeconfig");
     env.cluster.kubeconfig_for(
         &kubeconfig,

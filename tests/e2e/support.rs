@@ -49,6 +49,22 @@ impl Env {
     pub fn gateway(&self, extra: &[&str]) -> Result<Gateway> {
         Gateway::start(&self.bin, &self.cluster, extra)
     }
+
+    /// A gateway in front of the shared apiserver serving its HTTPS proxy too, with the
+    /// cluster's serving certificate for the gateway; and that proxy's port.
+    pub fn https_gateway(&self) -> Result<(Gateway, u16)> {
+        let port = edgegate_testkit::process::free_port()?;
+        let pki = &self.cluster.pki;
+        let gateway = self.gateway(&[
+            &format!("--proxy-secure-port={port}"),
+            &format!("--tls-cert-file={}", pki.gateway_serving_cert.display()),
+            &format!(
+                "--tls-private-key-file={}",
+                pki.gateway_serving_key.display()
+            ),
+        ])?;
+        Ok((gateway, port))
+    }
 }
 
 pub use edgegate_testkit::process::unique;
