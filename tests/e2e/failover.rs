@@ -101,6 +101,7 @@ pub fn a_killed_apiserver_fails_no_request(env: &Env) -> Result<()> {
         created.insert(name);
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The reads go on a little after the last create; the watchers, until they saw it.
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, Ordering::Release);
 
@@ -190,8 +191,9 @@ async fn read_loop(
 }
 
 /// Watches the namespace's ConfigMaps from its first list on, reopening from the last
-/// version seen whenever the stream ends, until `stop`: the names it saw added, how often
-/// it reopened, and the opens that failed.
+/// version seen whenever the stream ends, until `stop` and every ConfigMap created during
+/// the load was seen (or a minute after `stop`, however slow the machine): the names it saw
+/// added, how often it reopened, and the opens that failed.
 async fn watch_loop(
     client: Plain,
     base: String,
@@ -205,7 +207,16 @@ async fn watch_loop(
         .context("the list's resourceVersion")?
         .to_owned();
     let (mut seen, mut reopened, mut failures) = (BTreeSet::new(), 0usize, Vec::new());
-    while !stop.load(Ordering::Acquire) {
+    let mut stopped_at = None;
+    let mut done = |seen: &BTreeSet<String>| {
+        if !stop.load(Ordering::Acquire) {
+            return false;
+        }
+        let since = *stopped_at.get_or_insert_with(Instant::now);
+        let all = (0..CREATED).all(|i| seen.contains(&format!("during-{i}")));
+        all || since.elapsed() > Duration::from_secs(60)
+    };
+    while !done(&seen) {
         let url = format!("{base}?watch=true&resourceVersion={version}&allowWatchBookmarks=true");
         let mut watch = match Watch::open(&client, &url, "e2e-failover/v1").await {
             Ok(watch) => watch,
@@ -216,12 +227,12 @@ async fn watch_loop(
             }
         };
         loop {
-            if stop.load(Ordering::Acquire) {
+            if done(&seen) {
                 break;
             }
             let next = watch.next(Duration::from_secs(3600));
             match tokio::time::timeout(Duration::from_millis(500), next).await {
-                // Nothing within the wait: look at `stop` again.
+                // Nothing within the wait: look at whether it is done again.
                 Err(_) => continue,
                 // The stream ended or broke (its server died): open another.
                 Ok(Ok(None) | Err(_)) => break,
