@@ -89,7 +89,7 @@ pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Resul
     victim.restart()?;
 
     let window = list_time.saturating_mul(2).max(Duration::from_millis(20));
-    let mut verdicts = Verdicts::default();
+    let mut verdicts = Verdicts::within(window);
     for round in 0..ROUNDS {
         let truth = rt.block_on(mutated(&client, &admin.url(), &ns, &direct, round))?;
         ensure!(
@@ -97,7 +97,7 @@ pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Resul
             "round {round}: the mutation changed the set"
         );
 
-        let delay = random_below(window);
+        let delay = verdicts.next_delay();
         let listing = {
             let client = client.clone();
             let cached = cached.clone();
@@ -118,14 +118,34 @@ pub fn kill_nine_during_a_list_leaves_the_old_set_or_the_new(env: &Env) -> Resul
     verdicts.both_seen()
 }
 
-/// How many kills left the old set and how many the new one.
-#[derive(Debug, Default)]
+/// How many kills left the old set and how many the new one, and the window the next kill
+/// is drawn from.
+///
+/// The window adapts to the machine: once a kill `d` into a round left the new set, later
+/// kills are drawn below `d`, so they land before the commit however fast the lists have
+/// become; while no kill has left the new set, each kill that kept the old one doubles it.
+#[derive(Debug)]
 pub(crate) struct Verdicts {
     kept_old: usize,
     took_new: usize,
+    window: Duration,
 }
 
 impl Verdicts {
+    /// Verdicts whose first kill is drawn below `window`.
+    pub(crate) fn within(window: Duration) -> Self {
+        Self {
+            kept_old: 0,
+            took_new: 0,
+            window,
+        }
+    }
+
+    /// A random delay for the next kill, below the current window.
+    pub(crate) fn next_delay(&self) -> Duration {
+        random_below(self.window)
+    }
+
     /// Judges `after`, the set a kill `delay` into `round` left: the new set (`truth`) or the
     /// one `committed` before it, and nothing else.
     pub(crate) fn judge(
@@ -138,6 +158,7 @@ impl Verdicts {
     ) -> Result<()> {
         if after == truth {
             self.took_new += 1;
+            self.window = self.window.min(delay);
             return Ok(());
         }
         ensure!(
@@ -148,6 +169,9 @@ impl Verdicts {
             truth.len()
         );
         self.kept_old += 1;
+        if self.took_new == 0 {
+            self.window = self.window.saturating_mul(2);
+        }
         Ok(())
     }
 
@@ -165,8 +189,8 @@ impl std::fmt::Display for Verdicts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "old set kept {} times, new set committed {} times",
-            self.kept_old, self.took_new
+            "old set kept {} times, new set committed {} times (last window {:?})",
+            self.kept_old, self.took_new, self.window
         )
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 
-use crate::crash::{Bed, CACHER, OBJECTS, Verdicts, mutated, random_below, read_set};
+use crate::crash::{Bed, CACHER, OBJECTS, Verdicts, mutated, read_set};
 use crate::support::Env;
 use crate::support::{Plain, client, get_as, runtime, versions};
 
@@ -39,12 +39,12 @@ pub fn kill_nine_while_paging_leaves_the_old_set_or_the_new(env: &Env) -> Result
     victim.restart()?;
 
     let window = paging_time.saturating_mul(2).max(Duration::from_millis(20));
-    let mut verdicts = Verdicts::default();
+    let mut verdicts = Verdicts::within(window);
     let mut serving = Vec::new();
     for round in 0..ROUNDS {
         let truth = rt.block_on(mutated(&client, &admin.url(), &ns, &direct, round))?;
 
-        let delay = random_below(window);
+        let delay = verdicts.next_delay();
         let paging = {
             let (client, cached) = (client.clone(), cached.clone());
             rt.spawn(async move { page_through(&client, &cached).await })
