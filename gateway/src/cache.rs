@@ -22,6 +22,7 @@
 //! - `key`: YurtHub keys and list sets; `selectors`, `field_selector`: which objects a
 //!   set's selectors select.
 //! - `read`: the local proxy's lists and watch backlogs; `inspect`: `/v1/cache` views.
+//! - `local_layer`: what the node's own writes hold in the store, and its bound.
 //! - `metrics`: the cache's counters.
 
 mod budget;
@@ -34,6 +35,7 @@ mod guard;
 mod hooked;
 mod inspect;
 mod key;
+mod local_layer;
 mod message;
 mod metrics;
 mod pages;
@@ -52,6 +54,7 @@ pub use gc::collect_garbage;
 pub use guard::GuardedStore;
 pub use inspect::{SetSummary, object, summary};
 pub use key::{ResourceKey, SetKey};
+pub use local_layer::{LOCAL_LAYER_BYTES, LocalLayer, LocalWriteError};
 pub use metrics::CacheMetrics;
 pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS};
 pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};

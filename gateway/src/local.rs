@@ -21,6 +21,7 @@ mod list;
 mod media;
 mod own;
 mod patch;
+mod refilter;
 mod relist;
 mod strategic;
 mod watch;
@@ -37,6 +38,7 @@ use crate::request::{RequestContext, RequestInfo, Verb};
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
 pub use error::LocalError;
+pub use refilter::LocalFilters;
 /// The offline answers to writes, for the `local_write` fuzz target ([`crate::fuzzing`]).
 #[cfg(feature = "fuzzing")]
 pub(crate) use write::{create, echo};
@@ -55,6 +57,9 @@ pub struct Local {
     /// `--min-request-timeout`: an offline watch without `timeoutSeconds` lasts a random
     /// time between once and twice this.
     pub min_request_timeout: std::time::Duration,
+    /// The filters a cached copy the node's own write changed passes again (none: it is
+    /// stored as changed).
+    pub filters: Option<Arc<dyn LocalFilters>>,
 }
 
 /// The cache's key of what `context` reads, for its cache component.

@@ -11,6 +11,7 @@ mod hub;
 mod leader_feed;
 mod limit;
 mod listener;
+mod local_filters;
 mod lost;
 mod metered;
 mod plan;
@@ -359,6 +360,7 @@ pub async fn serve(
             node_name: config.node_name.clone(),
             kubelet: config.health.kubelet.clone(),
             min_request_timeout: config.min_request_timeout,
+            filters: Some(filters.clone() as Arc<dyn crate::local::LocalFilters>),
         },
         watch_ends: watch_end::WatchEnds {
             health: health_rx,

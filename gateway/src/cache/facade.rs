@@ -10,10 +10,11 @@ use arc_swap::ArcSwap;
 
 use super::clock::RunningClock;
 use super::key::{ResourceKey, SetKey};
+use super::local_layer::{self, LOCAL_LAYER_BYTES, LocalLayer, LocalWriteError};
 use super::message::Message;
 use super::metrics::CacheMetrics;
 use super::policy::{CachePolicy, CacheTarget};
-use super::store::{Store, VersionClock, WriteOp};
+use super::store::{Store, StoreError, VersionClock, WriteOp};
 use super::tee::{ListTee, ObjectTee, Tee, TeeLink, WatchTee};
 use super::usage::{Serving, UseLog};
 use super::writer::{Clocks, Writer};
@@ -56,6 +57,8 @@ pub struct Cache {
     local_clock: AtomicU64,
     /// The node's own changes, for offline watches.
     local: tokio::sync::broadcast::Sender<Arc<LocalChange>>,
+    /// Most bytes the node's own objects may hold in the store.
+    local_limit: AtomicU64,
 }
 
 impl Cache {
@@ -87,6 +90,7 @@ impl Cache {
             cloud,
             local_clock,
             local: tokio::sync::broadcast::channel(LOCAL_CHANGES_QUEUED).0,
+            local_limit: AtomicU64::new(LOCAL_LAYER_BYTES),
         })
     }
 
@@ -160,13 +164,16 @@ impl Cache {
         next(previous)
     }
 
-    /// Applies the node's own writes (`ops`) in one durable transaction, then sends
-    /// `changes` to the offline watches; an error says why the store did not take them.
+    /// Applies the node's own writes (`ops`) in one durable transaction, marking the
+    /// objects they store as the node's, then sends `changes` to the offline watches; an
+    /// error says why the store did not take them (one is a bound on what they may hold).
     pub async fn write_local(
         &self,
         mut ops: Vec<WriteOp>,
         changes: Vec<LocalChange>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LocalWriteError> {
+        let limit = self.local_limit.load(Ordering::Relaxed);
+        let layer = local_layer::admit(self.store.as_ref(), &self.metrics, &mut ops, limit)?;
         for (clock, version) in [
             (VersionClock::Cloud, self.cloud.load(Ordering::Relaxed)),
             (
@@ -180,16 +187,31 @@ impl Cache {
         }
         let (done, outcome) = tokio::sync::oneshot::channel();
         if !self.writer.outbox().send(Message::Local { ops, done }) {
-            return Err("the cache writer is gone".to_owned());
+            return Err(LocalWriteError::Store(
+                "the cache writer is gone".to_owned(),
+            ));
         }
         outcome
             .await
-            .map_err(|_| "the cache writer stopped".to_owned())??;
+            .map_err(|_| LocalWriteError::Store("the cache writer stopped".to_owned()))?
+            .map_err(LocalWriteError::Store)?;
+        local_layer::show(&self.metrics, layer);
         for change in changes {
             // None listening is no error: no offline watch is open.
             let _ = self.local.send(Arc::new(change));
         }
         Ok(())
+    }
+
+    /// What the node's own writes hold in the store now, also shown in `/metrics`.
+    pub fn local_layer(&self) -> Result<LocalLayer, StoreError> {
+        local_layer::measure(self.store.as_ref(), &self.metrics).map(|(layer, _)| layer)
+    }
+
+    /// Bounds what the node's own objects may hold in the store at `bytes`.
+    #[cfg(test)]
+    pub(crate) fn set_local_limit(&self, bytes: u64) {
+        self.local_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// The node's own changes from now on, for an offline watch.

@@ -395,6 +395,10 @@ impl Store for GuardedStore {
         }
     }
 
+    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.inner.run(|store| store.local_layer())
+    }
+
     fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
         self.inner.run(|store| store.remove_component(component))
     }

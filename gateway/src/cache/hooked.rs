@@ -41,6 +41,9 @@ impl<H: Fn() + Send + Sync> Store for Hooked<H> {
         (self.before_apply)();
         self.store.apply(ops, durable)
     }
+    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.store.local_layer()
+    }
     fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
         self.store.remove_component(component)
     }

@@ -3,6 +3,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 /// Counters of the cache, cheap to clone (they share their values).
@@ -35,6 +36,11 @@ pub struct CacheMetrics {
     /// Watches answered `410 Expired` after a cut because the node's own writes changed
     /// their set: the writer lists the cloud's objects again.
     pub own_write_relists: Counter,
+    /// Objects the node's own writes made that the store holds and the cloud has not
+    /// replaced (each component's copy counts).
+    pub local_objects: Gauge,
+    /// Their bytes (bounded by [`LOCAL_LAYER_BYTES`](super::LOCAL_LAYER_BYTES)).
+    pub local_bytes: Gauge,
     /// Disk faults (episodes, not failed writes), by kind.
     pub disk_faults: Family<FaultLabels, Counter>,
 }
@@ -54,6 +60,16 @@ impl CacheMetrics {
             "local_writes",
             "The node's own writes taken by the local layer while the cloud was away",
             self.local_writes.clone(),
+        );
+        cache.register(
+            "local_objects",
+            "Objects the node's own writes made that the cache holds and the cloud has not replaced",
+            self.local_objects.clone(),
+        );
+        cache.register(
+            "local_bytes",
+            "Bytes of the objects the node's own writes made that the cache holds and the cloud has not replaced",
+            self.local_bytes.clone(),
         );
         cache.register(
             "own_write_relists",

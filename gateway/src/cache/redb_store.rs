@@ -18,14 +18,16 @@ use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use self::history::{HISTORY, Tables};
+use self::local_marks::LOCAL;
 use self::sets::{commit, mark_own_write, mark_stale, synced_meta};
 use self::tables::{
-    CLOCKS, COMPONENTS, DIGESTS, Digest, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED, clock_name,
-    encoding, engine, prefix_end, put,
+    CLOCKS, COMPONENTS, DIGESTS, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED, clock_name, encoding,
+    engine, prefix_end, put,
 };
+use self::unchanged::{Stored, keeps};
 use super::key::SetKey;
 use super::store::{History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp};
-use crate::stream::{Meta, compare_versions};
+use crate::stream::compare_versions;
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
 /// file anyway. The cache fills on the first large list and stays, so it counts against the
@@ -95,77 +97,6 @@ impl RedbStore {
         txn.commit().expect("a commit");
     }
 
-    /// Whether `ops` would leave the store as it is: each an upsert of an object stored as it
-    /// is (or newer), a sync of a set to a version it holds (or of a set never listed), or an
-    /// entry its set's history holds (the watches of one set all bring its ADDED events).
-    /// Most single-object GETs bring back what the store holds, and a read transaction
-    /// costs a fraction of a write transaction, even of one given up without a commit.
-    fn changes_nothing(&self, ops: &[WriteOp]) -> Result<bool, StoreError> {
-        let may_change_nothing = ops.iter().all(|op| {
-            matches!(
-                op,
-                WriteOp::Upsert { .. } | WriteOp::Synced { .. } | WriteOp::Entered { .. }
-            )
-        });
-        if !may_change_nothing {
-            return Ok(false);
-        }
-        let txn = self.db.begin_read().map_err(engine)?;
-        let objects = txn.open_table(OBJECTS).map_err(engine)?;
-        let digests = txn.open_table(DIGESTS).map_err(engine)?;
-        let sets = txn.open_table(SETS).map_err(engine)?;
-        let history = txn.open_table(HISTORY).map_err(engine)?;
-        for op in ops {
-            let unchanged = match op {
-                WriteOp::Upsert {
-                    key,
-                    object,
-                    resource_version,
-                } => keeps(
-                    &Stored {
-                        objects: &objects,
-                        digests: &digests,
-                        history: &history,
-                        sets: &sets,
-                    },
-                    key,
-                    digest::of(object),
-                    resource_version,
-                )?,
-                WriteOp::Synced {
-                    set,
-                    resource_version,
-                } => {
-                    let key = set.encode();
-                    match sets.get(key.as_str()).map_err(engine)? {
-                        Some(current) => {
-                            synced_meta(current.value(), &key, resource_version)?.is_none()
-                        }
-                        None => true,
-                    }
-                }
-                WriteOp::Entered {
-                    set,
-                    key,
-                    resource_version,
-                } => {
-                    let encoded = set.encode();
-                    sets.get(encoded.as_str()).map_err(engine)?.is_none()
-                        || history
-                            .get((encoded.as_str(), key.as_str()))
-                            .map_err(engine)?
-                            .and_then(|entry| history::decode(entry.value()))
-                            == Some(History::Entered(resource_version.clone()))
-                }
-                _ => false,
-            };
-            if !unchanged {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
     /// Creates the tables and clears staging left by a crash.
     fn init(&self) -> Result<(), StoreError> {
         let txn = self.db.begin_write().map_err(engine)?;
@@ -175,6 +106,7 @@ impl RedbStore {
             digest::complete(&objects, &mut digests)?;
             txn.open_table(SETS).map_err(engine)?;
             txn.open_table(HISTORY).map_err(engine)?;
+            txn.open_table(LOCAL).map_err(engine)?;
             let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
             let mut clocks = txn.open_table(CLOCKS).map_err(engine)?;
             if clocks.get(RUNNING).map_err(engine)?.is_none() {
@@ -290,7 +222,7 @@ impl Store for RedbStore {
     }
 
     fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
-        if !durable && self.changes_nothing(ops)? {
+        if !durable && unchanged::changes_nothing(&self.db, ops)? {
             return Ok(false);
         }
         let mut txn = self.db.begin_write().map_err(engine)?;
@@ -308,6 +240,8 @@ impl Store for RedbStore {
             let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
             let mut history = txn.open_table(HISTORY).map_err(engine)?;
             let mut clocks = txn.open_table(CLOCKS).map_err(engine)?;
+            let mut local = txn.open_table(LOCAL).map_err(engine)?;
+            let mut marked = false;
             // The version the last set synced in this transaction is at: the watches of
             // one set each sync it to the same versions, and only the first moves it.
             let mut synced: Option<(&SetKey, &str)> = None;
@@ -421,11 +355,25 @@ impl Store for RedbStore {
                     WriteOp::Touch { component, at } => {
                         components.insert(component.as_str(), *at).map_err(engine)?;
                     }
+                    WriteOp::LocalMark { key } => {
+                        local_marks::mark(&mut local, &digests, key)?;
+                        marked = true;
+                    }
                 }
+            }
+            if marked {
+                local_marks::prune(&mut local, &digests)?;
             }
         }
         txn.commit().map_err(engine)?;
         Ok(true)
+    }
+
+    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let local = txn.open_table(LOCAL).map_err(engine)?;
+        let digests = txn.open_table(DIGESTS).map_err(engine)?;
+        local_marks::live(&local, &digests)
     }
 
     fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
@@ -454,64 +402,18 @@ impl Store for RedbStore {
                 .map_err(engine)?;
             let mut components = txn.open_table(COMPONENTS).map_err(engine)?;
             components.remove(component).map_err(engine)?;
+            local_marks::clear(&mut txn.open_table(LOCAL).map_err(engine)?, &prefix)?;
         }
         txn.commit().map_err(engine)?;
         Ok(removed)
     }
 }
 
-/// The tables an upsert reads to decide whether it writes.
-struct Stored<'a, O, D, H, S> {
-    objects: &'a O,
-    digests: &'a D,
-    history: &'a H,
-    sets: &'a S,
-}
-
-/// Whether an upsert of an object whose digest is `digest`, at `resource_version`, leaves
-/// the store as it is: the same object is stored (by digest, without reading it), or a
-/// newer version of it, or none because it was deleted at that version or later. The
-/// watches of one set tee the same events, a GET mostly brings back what the store holds,
-/// and the response to a GET or a write can reach the writer after the watch event that
-/// deleted its object.
-fn keeps<O, D, H, S>(
-    stored: &Stored<'_, O, D, H, S>,
-    key: &str,
-    digest: Digest,
-    resource_version: &str,
-) -> Result<bool, StoreError>
-where
-    O: ReadableTable<&'static str, &'static [u8]>,
-    D: ReadableTable<&'static str, Digest>,
-    H: ReadableTable<(&'static str, &'static str), &'static [u8]>,
-    S: ReadableTable<&'static str, &'static [u8]>,
-{
-    if stored
-        .digests
-        .get(key)
-        .map_err(engine)?
-        .is_some_and(|stored| stored.value() == digest)
-    {
-        return Ok(true);
-    }
-    match stored.objects.get(key).map_err(engine)? {
-        Some(object) => Ok(newer_than(object.value(), resource_version)),
-        None => history::deleted_since(stored.history, stored.sets, key, resource_version),
-    }
-}
-
-/// Whether the stored object has a newer resourceVersion than `incoming`. The stored object
-/// was read whole before it was stored, so only its metadata is read again.
-fn newer_than(stored: &[u8], incoming: &str) -> bool {
-    let Ok(stored) = Meta::parse_checked(stored) else {
-        return false;
-    };
-    compare_versions(&stored.resource_version, incoming).is_some_and(|o| o.is_gt())
-}
-
 mod digest;
 mod history;
+mod local_marks;
 mod sets;
 mod tables;
 #[cfg(test)]
 mod tests;
+mod unchanged;

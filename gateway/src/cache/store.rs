@@ -218,6 +218,12 @@ pub enum WriteOp {
         /// The write's resourceVersion.
         resource_version: String,
     },
+    /// The object just stored under `key` is the node's own write (the local layer's): it
+    /// counts in [`Store::local_layer`] until the cloud replaces it or it leaves the store.
+    LocalMark {
+        /// The object's key.
+        key: String,
+    },
     /// A set is synced to a resourceVersion (a bookmark or an event of its watch); ignored
     /// for sets that were never listed.
     Synced {
@@ -282,6 +288,9 @@ pub trait Store: Send + Sync {
     /// before it) survive a crash before this returns. Returns whether it wrote: a batch
     /// that would change nothing and need not be durable may be left unwritten.
     fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError>;
+    /// The objects the node's own writes made that the store still holds as written
+    /// ([`WriteOp::LocalMark`]): each key with its object's length.
+    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError>;
     /// Removes everything cached for `component`; returns how many objects went.
     fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
     /// The damage this store recovered from since the gateway started, if any.

@@ -3,6 +3,7 @@
 use http::StatusCode;
 use thiserror::Error;
 
+use crate::cache::LocalWriteError;
 use crate::refusal::{Fault, Refusal, Verdict};
 
 /// Why an offline request is refused.
@@ -40,6 +41,9 @@ pub enum LocalError {
     /// The cache failed.
     #[error("the local cache failed: {0}")]
     Store(String),
+    /// The node's own writes fill what the local layer may hold.
+    #[error("the cloud is unreachable and {0}: this write waits for the cloud")]
+    Full(String),
     /// A write of the node's own objects cannot be applied as its patch or body says.
     #[error(transparent)]
     Patch(#[from] super::patch::PatchError),
@@ -60,7 +64,9 @@ impl Refusal for LocalError {
                 Fault::Offline,
                 "not_cached",
             ),
-            LocalError::Unanswerable(_) | LocalError::SubresourceCreate(_) => (
+            LocalError::Unanswerable(_)
+            | LocalError::SubresourceCreate(_)
+            | LocalError::Full(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "ServiceUnavailable",
                 Fault::Offline,
@@ -138,5 +144,14 @@ impl LocalError {
     /// The cache failed with `error`.
     pub fn store(error: &dyn std::error::Error) -> LocalError {
         LocalError::Store(crate::error::error_chain(error))
+    }
+}
+
+impl From<LocalWriteError> for LocalError {
+    fn from(error: LocalWriteError) -> LocalError {
+        match error {
+            full @ LocalWriteError::Full { .. } => LocalError::Full(full.to_string()),
+            LocalWriteError::Store(error) => LocalError::Store(error),
+        }
     }
 }

@@ -24,10 +24,22 @@ use super::error::LocalError;
 use super::media::{PROTOBUF, content_type, media_type, whole};
 use super::own::{Own, written};
 use super::patch::{Change, PatchError};
+use super::refilter::Filtered;
 use crate::cache::{LocalChange, ResourceKey, Selectors, SetKey, WriteOp};
 use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, Verb};
 use crate::stream::{Event, EventType, protobuf_object_json};
+
+/// One component's copy a local write changes: where it is, and what it was.
+struct CopyChange<'a> {
+    resource: &'a ResourceKey,
+    key: &'a str,
+    namespace: &'a str,
+    /// The copy before the write.
+    before: &'a Value,
+    /// The write's version.
+    resource_version: &'a str,
+}
 
 /// One component's cached copy of the object written.
 pub(super) struct Copy {
@@ -116,19 +128,14 @@ impl Local {
             let mut result = written(own, status, &copy.object, after);
             result["metadata"]["resourceVersion"] = resource_version.clone().into();
             let bytes = Bytes::from(result.to_string());
-            ops.push(WriteOp::Upsert {
-                key: copy.key.clone(),
-                object: bytes.clone(),
-                resource_version: resource_version.clone(),
-            });
-            changes.push(LocalChange {
-                resource: copy.resource.clone(),
-                namespace: info.namespace.clone(),
-                event: Event {
-                    kind: EventType::Modified,
-                    object: bytes.clone(),
-                },
-            });
+            let change = CopyChange {
+                resource: &copy.resource,
+                key: &copy.key,
+                namespace: &info.namespace,
+                before: &copy.object,
+                resource_version: &resource_version,
+            };
+            self.store_copy(&change, bytes.clone(), &mut ops, &mut changes)?;
             if copy.resource.component == requester {
                 self.mark_own_write(
                     &copy.resource,
@@ -146,10 +153,7 @@ impl Local {
         if let Some(pod) = pod {
             self.follow(&pod, &mut ops, &mut changes)?;
         }
-        self.cache
-            .write_local(ops, changes)
-            .await
-            .map_err(LocalError::Store)?;
+        self.cache.write_local(ops, changes).await?;
         self.cache.metrics().local_writes.inc();
         tracing::debug!(resource = %info.resource, name = %info.name, resource_version, "written locally");
         Ok(Ok(json(StatusCode::OK, answer.unwrap_or_default())))
@@ -223,21 +227,66 @@ impl Local {
             let floor = version(&before).max(listed);
             let resource_version = self.cache.next_local_version(floor).to_string();
             after["metadata"]["resourceVersion"] = resource_version.clone().into();
-            let object = Bytes::from(after.to_string());
-            ops.push(WriteOp::Upsert {
-                key,
-                object: object.clone(),
-                resource_version,
-            });
-            changes.push(LocalChange {
-                resource,
-                namespace: pod.namespace.clone(),
-                event: Event {
+            let change = CopyChange {
+                resource: &resource,
+                key: &key,
+                namespace: &pod.namespace,
+                before: &before,
+                resource_version: &resource_version,
+            };
+            self.store_copy(&change, Bytes::from(after.to_string()), ops, changes)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `changed`, the new state of one component's copy, as that component's
+    /// filters make it (as they make a cloud event): upserted and sent as `MODIFIED`; left
+    /// out by a filter, removed from the sets that hold it and sent as `DELETED` with its
+    /// last state; a failed filter leaves the copy as it was.
+    fn store_copy(
+        &self,
+        change: &CopyChange<'_>,
+        changed: Bytes,
+        ops: &mut Vec<WriteOp>,
+        changes: &mut Vec<LocalChange>,
+    ) -> Result<(), LocalError> {
+        let resource_version = change.resource_version.to_owned();
+        let event = match self.refiltered(change.resource, changed.clone()) {
+            Filtered::Shown(object) => {
+                ops.push(WriteOp::Upsert {
+                    key: change.key.to_owned(),
+                    object: object.clone(),
+                    resource_version,
+                });
+                Event {
                     kind: EventType::Modified,
                     object,
-                },
-            });
-        }
+                }
+            }
+            Filtered::Dropped => {
+                let mut last = change.before.clone();
+                last["metadata"]["resourceVersion"] = resource_version.clone().into();
+                let last = Bytes::from(last.to_string());
+                for set in self.holding(change.resource, change.namespace, &last)? {
+                    ops.push(WriteOp::Remove {
+                        set,
+                        key: change.key.to_owned(),
+                        object: last.clone(),
+                        resource_version: resource_version.clone(),
+                    });
+                }
+                Event {
+                    kind: EventType::Deleted,
+                    object: last,
+                }
+            }
+            Filtered::Failed => return Ok(()),
+        };
+        changes.push(LocalChange {
+            resource: change.resource.clone(),
+            namespace: change.namespace.to_owned(),
+            event,
+        });
         Ok(())
     }
 
@@ -330,3 +379,6 @@ pub(super) fn version(object: &Value) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests;

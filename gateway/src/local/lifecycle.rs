@@ -16,6 +16,7 @@ use super::layer::{Copy, version};
 use super::media::{is_protobuf, whole};
 use super::own::Own;
 use super::patch::PatchError;
+use super::refilter::Filtered;
 use crate::cache::{LocalChange, WriteOp};
 use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, RequestInfo};
@@ -127,8 +128,12 @@ impl Local {
         let object = Bytes::from(pod.to_string());
         let (mut ops, mut changes) = (Vec::new(), Vec::new());
         for resource in components {
+            // Each component's copy as its filters make it (one they leave out is not made).
+            let Filtered::Shown(shown) = self.refiltered(&resource, object.clone()) else {
+                continue;
+            };
             let key = resource.object_key(&info.namespace, &name);
-            for set in self.holding(&resource, &info.namespace, &object)? {
+            for set in self.holding(&resource, &info.namespace, &shown)? {
                 ops.push(WriteOp::Entered {
                     set: set.clone(),
                     key: key.clone(),
@@ -141,7 +146,7 @@ impl Local {
             }
             ops.push(WriteOp::Upsert {
                 key,
-                object: object.clone(),
+                object: shown.clone(),
                 resource_version: resource_version.clone(),
             });
             changes.push(LocalChange {
@@ -149,14 +154,11 @@ impl Local {
                 namespace: info.namespace.clone(),
                 event: Event {
                     kind: EventType::Added,
-                    object: object.clone(),
+                    object: shown,
                 },
             });
         }
-        self.cache
-            .write_local(ops, changes)
-            .await
-            .map_err(LocalError::Store)?;
+        self.cache.write_local(ops, changes).await?;
         self.cache.metrics().local_writes.inc();
         tracing::debug!(namespace = %info.namespace, name, resource_version, "pod created locally");
         Ok(Ok(json(StatusCode::CREATED, object)))
@@ -246,10 +248,7 @@ impl Local {
             });
         }
         self.follow(&PodEndpoint::of(&gone), &mut ops, &mut changes)?;
-        self.cache
-            .write_local(ops, changes)
-            .await
-            .map_err(LocalError::Store)?;
+        self.cache.write_local(ops, changes).await?;
         self.cache.metrics().local_writes.inc();
         tracing::debug!(namespace = %info.namespace, name = %info.name, resource_version, "pod deleted locally");
         Ok(Ok(json(StatusCode::OK, object)))

@@ -27,6 +27,7 @@ fn local(dir: &tempfile::TempDir, node_name: Option<&str>) -> Local {
         node_name: node_name.map(str::to_owned),
         kubelet: Arc::new(KubeletLease::default()),
         min_request_timeout: Duration::from_secs(1800),
+        filters: None,
     }
 }
 
@@ -137,6 +138,7 @@ fn local_with_a_pod() -> (tempfile::TempDir, Local) {
             node_name: None,
             kubelet: Arc::default(),
             min_request_timeout: Duration::from_secs(1800),
+            filters: None,
         },
     )
 }

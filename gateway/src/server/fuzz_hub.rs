@@ -74,6 +74,7 @@ impl HubFixture {
                 node_name: Some("edge-1".into()),
                 kubelet: Arc::new(KubeletLease::default()),
                 min_request_timeout: Duration::from_secs(1800),
+                filters: None,
             },
             watch_ends: WatchEnds {
                 health,

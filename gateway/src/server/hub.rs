@@ -62,6 +62,10 @@ where
             bytes::Bytes::from(state.filters.describe().to_string()),
         ),
         "/metrics" => {
+            // The local layer's gauges, read from the store (off the runtime's threads):
+            // the cloud replaces the node's objects without the layer taking part.
+            let cache = state.cache.clone();
+            let _ = tokio::task::spawn_blocking(move || cache.local_layer()).await;
             let mut response = text(StatusCode::OK, state.metrics.encode());
             response.headers_mut().insert(
                 header::CONTENT_TYPE,

@@ -1,5 +1,7 @@
+use super::tables::Digest;
 use super::*;
 use crate::cache::key::ResourceKey;
+use crate::stream::Meta;
 
 fn services() -> ResourceKey {
     ResourceKey {
@@ -265,4 +267,64 @@ fn a_store_written_without_digests_has_them_computed_at_open() {
         names(&store, &services().prefix()),
         ["kube-proxy/services.v1.core/a/x"]
     );
+}
+
+#[test]
+fn a_local_mark_counts_until_the_cloud_replaces_its_object_or_it_leaves() {
+    let upsert = |name: &str, rv: u32| WriteOp::Upsert {
+        key: services().object_key("default", name),
+        object: svc("default", name, rv, ""),
+        resource_version: rv.to_string(),
+    };
+    let mark = |name: &str| WriteOp::LocalMark {
+        key: services().object_key("default", name),
+    };
+    let (_dir, store) = store_with(&[upsert("a", 5), upsert("b", 5)]);
+    assert!(store.local_layer().unwrap().is_empty());
+
+    store
+        .apply(
+            &[upsert("a", 7), mark("a"), upsert("b", 7), mark("b")],
+            true,
+        )
+        .unwrap();
+    let live = store.local_layer().unwrap();
+    assert_eq!(
+        live,
+        [
+            (
+                services().object_key("default", "a"),
+                svc("default", "a", 7, "").len() as u64
+            ),
+            (
+                services().object_key("default", "b"),
+                svc("default", "b", 7, "").len() as u64
+            ),
+        ]
+    );
+
+    // The cloud's newer `a` replaces the node's; the same bytes again change nothing.
+    store
+        .apply(&[upsert("a", 9), upsert("b", 7)], true)
+        .unwrap();
+    assert_eq!(
+        store.local_layer().unwrap().len(),
+        1,
+        "only b is the node's"
+    );
+    // The stale mark of `a` goes at the next mark; a component's removal takes its marks.
+    store.apply(&[upsert("b", 8), mark("b")], true).unwrap();
+    {
+        let txn = store.db.begin_read().unwrap();
+        let marks = txn.open_table(LOCAL).unwrap();
+        assert_eq!(
+            marks.iter().unwrap().count(),
+            1,
+            "a's stale mark was dropped"
+        );
+    }
+    store.remove_component("kube-proxy").unwrap();
+    assert!(store.local_layer().unwrap().is_empty());
+    let txn = store.db.begin_read().unwrap();
+    assert_eq!(txn.open_table(LOCAL).unwrap().iter().unwrap().count(), 0);
 }

@@ -74,6 +74,7 @@ fn local() -> (tempfile::TempDir, Local) {
         node_name: Some(NODE.to_owned()),
         kubelet: Arc::new(KubeletLease::default()),
         min_request_timeout: Duration::from_secs(1800),
+        filters: None,
     };
     (dir, local)
 }
