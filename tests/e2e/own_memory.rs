@@ -6,7 +6,7 @@ use edgegate_testkit::process::proc_status_bytes;
 
 use crate::own_node::OwnNode;
 use crate::own_writes::{KUBELET, write};
-use crate::support::{Env, apply, client, list_as, runtime, wait_readyz, wait_sets};
+use crate::support::{Env, apply, client, list_as, metric, runtime, wait_readyz, wait_sets};
 
 /// kubelet's default `--max-pods`.
 const PODS: usize = 110;
@@ -18,7 +18,8 @@ const ROUNDS: usize = 3;
 /// writes: a few copies of one pod at a time, and the store's pages.
 const GROWTH_BOUND: u64 = 16 << 20;
 
-/// Offline, 330 status patches of a node's 110 pods: the gateway's peak RSS over them, its
+/// Offline, 330 status patches of a node's 110 pods: `/metrics` counts the 110 pods as the
+/// node's own, within the layer's bound; the gateway's peak RSS over them, its
 /// RSS after them and the store's size, printed; the peak's growth stays within
 /// [`GROWTH_BOUND`] (the layer keeps nothing per pod in memory: every write is read from,
 /// and written to, the store).
@@ -55,6 +56,10 @@ pub fn the_local_layer_for_a_node_with_110_pods(env: &Env) -> Result<()> {
     ensure!(listed.len() == PODS, "kubelet lists {} pods", listed.len());
     wait_sets(gateway.hub, "kubelet", 1)?;
 
+    ensure!(
+        metric(gateway.hub, "edgegate_cache_local_objects")? == 0.0,
+        "nothing is the node's own before the cut"
+    );
     relay.cut();
     wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
     let pid = gateway.process().context("the gateway runs")?.pid();
@@ -88,11 +93,23 @@ pub fn the_local_layer_for_a_node_with_110_pods(env: &Env) -> Result<()> {
         }
     }
     let peak = proc_status_bytes(pid, "VmHWM:")?;
+    // kubelet's copy of each pod is the node's own now, each once however often written.
+    let objects = metric(gateway.hub, "edgegate_cache_local_objects")?;
+    let bytes = metric(gateway.hub, "edgegate_cache_local_bytes")?;
+    ensure!(
+        objects == PODS as f64,
+        "/metrics counts {objects} objects of the node's own, not {PODS}"
+    );
+    ensure!(
+        bytes > 0.0 && bytes <= edgegate::cache::LOCAL_LAYER_BYTES as f64,
+        "/metrics counts {bytes} bytes of the node's own"
+    );
     let (rss_after, store_after) = (proc_status_bytes(pid, "VmRSS:")?, size(&cache)?);
     let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
     eprintln!(
-        "the local layer, {} status patches of {PODS} pods offline: RSS {:.1} MiB before, peak {:.1} (+{:.1}), {:.1} after; the store {:.2} → {:.2} MiB",
+        "the local layer, {} status patches of {PODS} pods offline: {objects} objects, {:.2} MiB in /metrics; RSS {:.1} MiB before, peak {:.1} (+{:.1}), {:.1} after; the store {:.2} → {:.2} MiB",
         ROUNDS * PODS,
+        mib(bytes as u64),
         mib(rss_before),
         mib(peak),
         mib(peak.saturating_sub(rss_before)),

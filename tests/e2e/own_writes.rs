@@ -68,9 +68,9 @@ pub fn rv(object: &serde_json::Value) -> u64 {
 /// Offline, kubelet's `PATCH pods/x/status` in each patch type (strategic merge, JSON merge,
 /// JSON patch), a JSON `UPDATE` of the pod, a protobuf `UPDATE` of its status and a
 /// strategic merge of its Node's status are
-/// each answered with the object they make. A GET and a list show the result, an offline
-/// watch gets it as MODIFIED, and a restart of the gateway still shows it; no version goes
-/// back. After the reconnect, kubelet's watch resumed from its write gets `410 Expired`, its
+/// each answered with the object they make; a server-side apply is refused with a `Status`.
+/// A GET and a list show the result, an offline watch gets it as MODIFIED, and the gateway
+/// killed (SIGKILL) and started again still shows it; no version goes back. After the reconnect, kubelet's watch resumed from its write gets `410 Expired`, its
 /// list is the cloud's (without the write) and its next watch the cloud's, where its write
 /// made again replaces the local one at a newer version.
 pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()> {
@@ -191,7 +191,27 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         );
         last = rv(&answer);
     }
+    // A server-side apply needs the cloud's field management: a clear refusal, no change.
+    let (status, refused) = rt.block_on(write(
+        &client,
+        http::Method::PATCH,
+        &status_url,
+        "application/apply-patch+yaml",
+        "status:\n  message: applied offline\n",
+    ))?;
+    ensure!(
+        status == 503
+            && refused["kind"] == "Status"
+            && refused["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("apply")),
+        "an offline apply patch: {status} {refused}"
+    );
     let patched = rt.block_on(read(&client, &pod_url))?;
+    ensure!(
+        patched["status"]["message"] != "applied offline",
+        "the refused apply changed the pod: {patched}"
+    );
     let shows_patches = |pod: &serde_json::Value| {
         pod["status"]["podIP"] == "10.88.0.7"
             && pod["status"]["phase"] == "Running"
@@ -302,7 +322,8 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         "a GET shows the protobuf update:\n{read_back}\nvs\n{updated}"
     );
 
-    gateway.stop(Duration::from_secs(5));
+    // A second power-off while still cut.
+    gateway.kill();
     gateway.restart()?;
     let after_restart = rt.block_on(read(&client, &pod_url))?;
     ensure!(

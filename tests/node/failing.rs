@@ -8,17 +8,17 @@ use edgegate_testkit::Testbed;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::{ensure_cut, pod, wait_programs};
 
-use crate::support::{apply, pod_status, pod_tasks, wait_pods_running};
-use edgegate_testkit::served::{backend_addresses_of, read_through_gateway, selecting};
+use crate::support::{apply, cache_endpoints_as_coredns, pod_status, pod_tasks, wait_pods_running};
+use edgegate_testkit::served::{
+    COREDNS, KUBE_PROXY, KUBELET, backend_addresses_of, endpoints_addresses_of, endpoints_path,
+    read_through_gateway, selecting,
+};
 
 /// The pod, and the app its Service selects.
 const FAILING: &str = "failing";
 
 /// Its Service.
 const SERVICE: &str = "failing-web";
-
-/// The user agent of kube-proxy's reads.
-const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
 
 /// The pod on the CNI bridge: busybox's httpd on port 80, unless `fail` is in the host
 /// directory it mounts, which makes every start of its container exit at once.
@@ -40,7 +40,8 @@ fn failing_pod(flags: &std::path::Path) -> String {
 
 /// Online, kube-proxy sends the Service to the pod. Cut, the pod's container is killed and
 /// fails at every start: the pod read through edgegate is not ready, so is its endpoint in
-/// the Service's EndpointSlices, and kube-proxy drops it from the Service. Then the link is
+/// the Service's EndpointSlices (kube-proxy's) and Endpoints (CoreDNS's), and kube-proxy
+/// drops it from the Service. Then the link is
 /// restored and the pod and its Service are deleted. Leaves the link up.
 pub fn a_pod_failing_offline_is_dropped_from_its_service(testbed: &mut Testbed) -> Result<()> {
     if testbed.link.is_cut() {
@@ -57,6 +58,7 @@ pub fn a_pod_failing_offline_is_dropped_from_its_service(testbed: &mut Testbed) 
         .context("the failing pod has no IP")?
         .to_owned();
     wait_programs(testbed, SERVICE, std::slice::from_ref(&ip))?;
+    cache_endpoints_as_coredns(testbed)?;
 
     ensure_cut(testbed)?;
     std::fs::write(flags.join("fail"), b"")?;
@@ -76,9 +78,15 @@ pub fn a_pod_failing_offline_is_dropped_from_its_service(testbed: &mut Testbed) 
         "the Service's EndpointSlices read through edgegate: {:?}",
         backend_addresses_of(&slices, FAILING)
     );
+    let endpoints = read_through_gateway(testbed, COREDNS, &endpoints_path(SERVICE))?;
+    ensure!(
+        endpoints_addresses_of(&endpoints, FAILING) == [(ip.clone(), false)],
+        "the Service's Endpoints read through edgegate as CoreDNS: {:?}",
+        endpoints_addresses_of(&endpoints, FAILING)
+    );
     let pod = read_through_gateway(
         testbed,
-        "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19",
+        KUBELET,
         &format!("/api/v1/namespaces/default/pods/{FAILING}"),
     )?;
     let container = &pod["status"]["containerStatuses"][0];

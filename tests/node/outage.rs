@@ -2,12 +2,13 @@
 //! components restart on it, and what changed in the cloud arrives after the reconnect.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::{Result, ensure};
-use edgegate_testkit::Testbed;
+use anyhow::{Context, Result, ensure};
+use edgegate_testkit::node_watch::NodeWatch;
 use edgegate_testkit::process::wait_until;
 use edgegate_testkit::scenario::{self, restore_and_time};
+use edgegate_testkit::{Testbed, served};
 
 use crate::support::{
     ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, lines_with, pod_status,
@@ -27,8 +28,10 @@ pub const KEPT: &[&str] = &["host", "bridge"];
 
 /// (c) With the link cut, for at least 6 lease renewals and 6 node status checks of
 /// kubelet (it reads its Node every 10 s and patches it when something changed, or every
-/// 5 minutes: a minute and more): the pods' containers keep running (the same processes),
-/// every write kubelet makes is answered, and kube-proxy's rules stay as they were.
+/// 5 minutes: a minute and more): a watch of the node's pods from the cloud ends and is fed
+/// from the cache with the node's own writes (see [`fed_from_the_cache_after_the_cut`]),
+/// the pods' containers keep running (the same processes), every write kubelet makes is
+/// answered, and kube-proxy's rules stay as they were.
 /// Leaves the link cut.
 pub fn a_cut_link_keeps_the_node_running(testbed: &mut Testbed) -> Result<()> {
     let ids = wait_pods_running(testbed, KEPT)?;
@@ -40,7 +43,25 @@ pub fn a_cut_link_keeps_the_node_running(testbed: &mut Testbed) -> Result<()> {
         rules.join("\n")
     );
 
+    // A watch of the node's pods as kubelet's, fed from the cloud.
+    let pods = format!(
+        "/api/v1/pods?fieldSelector=spec.nodeName%3D{}",
+        testbed.node.name
+    );
+    let listed = served::read_through_gateway(testbed, served::KUBELET, &pods)?;
+    let listed_at = listed["metadata"]["resourceVersion"]
+        .as_str()
+        .context("the pod list has no resourceVersion")?
+        .to_owned();
+    let mut fed = NodeWatch::open(
+        &testbed.node,
+        served::KUBELET,
+        &format!("{pods}&watch=true&resourceVersion={listed_at}"),
+    )?;
+
+    let cut = Instant::now();
     ensure_cut(testbed)?;
+    fed_from_the_cache_after_the_cut(testbed, &mut fed, &pods, &listed_at, cut)?;
     // From when the gateway serves from its cache: a write in flight at the moment of the
     // cut went to the cloud and can only time out (kubelet gives up after 10 s).
     let kubelet_log = testbed.node.log("kubelet").len();
@@ -64,6 +85,62 @@ pub fn a_cut_link_keeps_the_node_running(testbed: &mut Testbed) -> Result<()> {
     ensure_pods_and_rules_kept(testbed, &ids, &tasks, &rules, "while cut")?;
     let log = testbed.node.log("kubelet");
     ensure_kubelet_logged_none(&log[kubelet_log..], WRITE_ERRORS, "write errors while cut")?;
+    Ok(())
+}
+
+/// The cut as YurtHub's users meet it (#2792): the link goes down and nothing resets the
+/// watch's connection to the cloud. The watch `fed` from the cloud ends once the gateway
+/// takes the cloud for unreachable, a watch again from its last version is fed from the
+/// cache, and it gets a status write of the node's own pod made meanwhile. Prints the times
+/// from the cut.
+fn fed_from_the_cache_after_the_cut(
+    testbed: &Testbed,
+    fed: &mut NodeWatch,
+    pods: &str,
+    listed_at: &str,
+    cut: Instant,
+) -> Result<()> {
+    // Hang guards, not bounds on time: the health checks decide when the cloud is gone.
+    let (ended, last) = fed
+        .until_end(Duration::from_secs(180))
+        .context("the watch from the cloud did not end after the cut")?;
+    let from = last.unwrap_or_else(|| listed_at.to_owned());
+    let mut again = NodeWatch::open(
+        &testbed.node,
+        served::KUBELET,
+        &format!("{pods}&watch=true&allowWatchBookmarks=true&resourceVersion={from}"),
+    )?;
+    // Its first event: the node's own writes since `from`, if any, else its bookmark.
+    let (fed_again, event) = again
+        .next(Duration::from_secs(60))?
+        .context("the watch again ended at once")?;
+    ensure!(
+        event["type"] != "ERROR",
+        "the watch again from the cache: {event}"
+    );
+    let condition = "edgegate.test/cut";
+    let written = Instant::now();
+    served::write_through_gateway(
+        testbed,
+        served::KUBELET,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/host/status",
+        "application/strategic-merge-patch+json",
+        &format!(r#"{{"status":{{"conditions":[{{"type":"{condition}","status":"True"}}]}}}}"#),
+    )?;
+    let (seen, _) = again.wait_for(Duration::from_secs(60), |event| {
+        event["type"] == "MODIFIED"
+            && event["object"]["metadata"]["name"] == "host"
+            && event["object"]["status"]["conditions"]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|c| c["type"] == condition))
+    })?;
+    eprintln!(
+        "after the cut, the watch from the cloud ended in {:?}; watched again, it was fed from the cache {:?} after the cut, and got the pod's local status write {:?} after it was made",
+        ended - cut,
+        fed_again - cut,
+        seen.saturating_duration_since(written)
+    );
     Ok(())
 }
 

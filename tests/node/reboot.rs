@@ -1,7 +1,6 @@
 //! (d, e) The node's own failures while cut: edgegate killed and started again, and the
 //! whole node powered off for longer than `--cache-gc-after` and booted without the cloud.
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -12,8 +11,9 @@ use edgegate_testkit::served;
 
 use crate::outage::{KEPT, WRITE_ERRORS};
 use crate::support::{
-    ensure_cut, ensure_kubelet_logged_none, ensure_pods_and_rules_kept, pod_status, pod_tasks,
-    requests, wait_pods_running, wait_readyz, wait_requests,
+    cache_endpoints_as_coredns, cached_sets, ensure_cut, ensure_kubelet_logged_none,
+    ensure_pods_and_rules_kept, pod_status, pod_tasks, requests, wait_pods_running, wait_readyz,
+    wait_requests,
 };
 
 /// How long the node stays off: longer than the [`GC_AFTER`] it boots with.
@@ -54,34 +54,14 @@ pub fn an_edgegate_killed_while_cut_serves_the_node_again(testbed: &mut Testbed)
     Ok(())
 }
 
-/// The sets the gateway's store holds: (component, resource, namespace, selectors).
-fn cached_sets(testbed: &Testbed) -> Result<BTreeSet<String>> {
-    let (status, body) = testbed.node.hub("/v1/cache")?;
-    ensure!(status == 200, "/v1/cache answered {status}: {body}");
-    let sets: Vec<serde_json::Value> = serde_json::from_str(&body)?;
-    Ok(sets
-        .iter()
-        .map(|set| {
-            [
-                "component",
-                "resource",
-                "namespace",
-                "label_selector",
-                "field_selector",
-            ]
-            .map(|field| set[field].as_str().unwrap_or_default())
-            .join(" ")
-        })
-        .collect())
-}
-
 /// (d, e) Cut, the node is powered off (every process killed, containerd with its shims
 /// and containers, kube-proxy's chains gone) for longer than `--cache-gc-after`, and boots
 /// still cut with a gateway that collects after 10 s: nothing is collected (every cached
 /// set is still there), the pods run again (new containers, from the cache), kubelet's node
 /// registration is answered. The bridge pod's new sandbox has a new address (host-local
 /// keeps the old one reserved on disk): the pod read through edgegate shows it and `Ready`,
-/// so do its Service's EndpointSlices, kube-proxy sends the Service there, and the node
+/// so do its Service's EndpointSlices (kube-proxy's) and Endpoints
+/// (CoreDNS's, listed while the link was up), kube-proxy sends the Service there, and the node
 /// reaches the ClusterIP again; kube-proxy's other rules come back as they were, and kubelet
 /// logs no write refused. Then the link is restored: the node is Ready and kube-proxy keeps
 /// the new address. Leaves the link up; later starts of the gateway
@@ -90,6 +70,11 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
     testbed: &mut Testbed,
 ) -> Result<()> {
     wait_pods_running(testbed, KEPT)?;
+    if testbed.link.is_cut() {
+        testbed.link.restore()?;
+        wait_readyz(testbed, false)?;
+    }
+    cache_endpoints_as_coredns(testbed)?;
     ensure_cut(testbed)?;
     let rules = testbed.node.proxy_rules()?;
     let before = wait_pod_containers(testbed, KEPT)?;
@@ -143,11 +128,21 @@ pub fn a_node_powered_off_longer_than_gc_after_boots_on_its_cache(
         "the ClusterIP answered {:?} after the pods ran again ({took:?} after the new address was read)",
         running.elapsed()
     );
-    let slices = served::read_through_gateway(testbed, KUBE_PROXY, &served::slices_path())?;
+    let slices = served::read_through_gateway(testbed, served::KUBE_PROXY, &served::slices_path())?;
     ensure!(
         served::backend_addresses(&slices) == [(new_ip.clone(), true)],
         "the Service's EndpointSlices read through edgegate name {:?}, not {new_ip} ready",
         served::backend_addresses(&slices)
+    );
+    let endpoints = served::read_through_gateway(
+        testbed,
+        served::COREDNS,
+        &served::endpoints_path(served::SERVED),
+    )?;
+    let addresses = served::endpoints_addresses_of(&endpoints, served::BACKEND);
+    ensure!(
+        addresses == [(new_ip.clone(), true)],
+        "the Service's Endpoints read through edgegate as CoreDNS name {addresses:?}, not {new_ip} ready"
     );
     let apart = served::rules_apart_from_served(&rules);
     wait_until(
@@ -245,6 +240,3 @@ const STATUS_REFUSED: &[&str] = &[
     "Failed to update status for pod",
     "the object has been modified",
 ];
-
-/// The user agent of kube-proxy's reads.
-const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";

@@ -1,14 +1,14 @@
 //! What the node scenarios share: the testbed, manifests, pods, the gateway's counters.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use edgegate_testkit::netns::LinkKind;
 use edgegate_testkit::node::GatewayCommand;
 use edgegate_testkit::process::wait_until;
-use edgegate_testkit::{Testbed, Toolchain};
+use edgegate_testkit::{Testbed, Toolchain, served};
 
 pub use edgegate_testkit::scenario::{ensure_cut, pod, wait_readyz};
 
@@ -185,4 +185,41 @@ pub fn environ(pid: u32, name: &str) -> Result<Option<String>> {
         .split(|b| *b == 0)
         .filter_map(|kv| std::str::from_utf8(kv).ok())
         .find_map(|kv| kv.strip_prefix(&prefix).map(str::to_owned)))
+}
+
+/// The sets the gateway's store holds: (component, resource, namespace, selectors).
+pub fn cached_sets(testbed: &Testbed) -> Result<BTreeSet<String>> {
+    let (status, body) = testbed.node.hub("/v1/cache")?;
+    ensure!(status == 200, "/v1/cache answered {status}: {body}");
+    let sets: Vec<serde_json::Value> = serde_json::from_str(&body)?;
+    Ok(sets
+        .iter()
+        .map(|set| {
+            [
+                "component",
+                "resource",
+                "namespace",
+                "label_selector",
+                "field_selector",
+            ]
+            .map(|field| set[field].as_str().unwrap_or_default())
+            .join(" ")
+        })
+        .collect())
+}
+
+/// Online, lists every Endpoints object through the gateway as a node-local CoreDNS does,
+/// and waits until the gateway has cached that set.
+pub fn cache_endpoints_as_coredns(testbed: &Testbed) -> Result<()> {
+    served::read_through_gateway(testbed, served::COREDNS, served::ALL_ENDPOINTS)?;
+    wait_until(
+        Duration::from_secs(30),
+        "CoreDNS's Endpoints to be cached",
+        || {
+            cached_sets(testbed).is_ok_and(|sets| {
+                sets.iter()
+                    .any(|set| set.starts_with("coredns endpoints.v1.core "))
+            })
+        },
+    )
 }

@@ -1,6 +1,6 @@
 //! (b) What the node's components receive is the filtered cloud: kube-proxy programs only
 //! this node's endpoints of a Service that asks for it (servicetopology), and kubelet gives
-//! pods the gateway as their apiserver (masterservice); then each of the other four
+//! pods the gateway as their apiserver (masterservice); then each of the other five
 //! filters, once, on what kubelet or kube-proxy received.
 
 use std::time::Duration;
@@ -185,6 +185,29 @@ fn node_port(name: &str, listen: Option<&str>) -> String {
     .to_string()
 }
 
+/// A LoadBalancer Service without a selector, annotated `svc.openyurt.io/discard: "true"`
+/// if `discard` (a cloud load balancer the edge has no use for).
+fn load_balancer(name: &str, discard: bool) -> String {
+    let annotations = if discard {
+        serde_json::json!({"svc.openyurt.io/discard": "true"})
+    } else {
+        serde_json::json!({})
+    };
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+    })
+    .to_string()
+}
+
+/// Whether any of kube-proxy's rules is `service`'s.
+fn has_rules(rules: &[String], service: &str) -> bool {
+    let comment = format!("default/{service}:http");
+    rules.iter().any(|r| r.contains(&comment))
+}
+
 /// A host-network pod in `kube-system` with kube-proxy's ConfigMap at `/etc/kube-proxy`,
 /// setting `KUBERNETES_SERVICE_HOST`/`_PORT` to [`SELF_SET`].
 fn rewritten() -> String {
@@ -264,10 +287,11 @@ fn join_pool(testbed: &Testbed) -> Result<()> {
     )
 }
 
-/// The other four filters, each on what the real component receives:
+/// The other five filters, each on what the real component receives:
 /// nodeportisolation — kube-proxy opens no node port for a NodePort Service annotated
 /// `nodeport.openyurt.io/listen` with another pool than the node's, but does for an
-/// unannotated one; forwardkubesvctraffic — kube-proxy sends `default/kubernetes` to the
+/// unannotated one; discard-cloud-service — kube-proxy has no rule for a LoadBalancer
+/// annotated `svc.openyurt.io/discard: "true"`, but opens an unannotated one's node port; forwardkubesvctraffic — kube-proxy sends `default/kubernetes` to the
 /// hub address; inclusterconfig — a pod's volume of `kube-system/kube-proxy` has its
 /// `kubeconfig:` line commented out (the cloud's copy unchanged); serviceenvupdater — a
 /// container that sets `KUBERNETES_SERVICE_HOST`/`_PORT` itself runs with the hub's. Every
@@ -280,13 +304,24 @@ pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> 
     join_pool(testbed)?;
     apply(testbed, &proxy_config_map())?;
     apply(testbed, &rewritten())?;
-    // The isolated Service and its slice first: each reaches kube-proxy on its stream before
-    // the open one's, so kube-proxy has both when it programs the open one.
-    for (name, listen, address) in [
-        ("np-isolated", Some("other-pool"), "198.19.127.31"),
-        ("np-open", None, "198.19.127.32"),
+    // The isolated and the discarded Services and their slices first: each reaches
+    // kube-proxy on its stream before the open and the kept ones, so kube-proxy has them
+    // all when it programs those.
+    for (name, service, address) in [
+        (
+            "np-isolated",
+            node_port("np-isolated", Some("other-pool")),
+            "198.19.127.31",
+        ),
+        (
+            "lb-discarded",
+            load_balancer("lb-discarded", true),
+            "198.19.127.33",
+        ),
+        ("np-open", node_port("np-open", None), "198.19.127.32"),
+        ("lb-kept", load_balancer("lb-kept", false), "198.19.127.34"),
     ] {
-        apply(testbed, &node_port(name, listen))?;
+        apply(testbed, &service)?;
         apply(
             testbed,
             &scenario::slice(name, &format!("{name}-by-hand"), &[(address, NODE)]),
@@ -294,12 +329,11 @@ pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> 
     }
     wait_until(
         Duration::from_secs(90),
-        "kube-proxy to open np-open's node port",
+        "kube-proxy to open np-open's and lb-kept's node ports",
         || {
-            testbed
-                .node
-                .proxy_rules()
-                .is_ok_and(|rules| opens_node_port(&rules, "np-open"))
+            testbed.node.proxy_rules().is_ok_and(|rules| {
+                opens_node_port(&rules, "np-open") && opens_node_port(&rules, "lb-kept")
+            })
         },
     )?;
 
@@ -307,6 +341,11 @@ pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> 
     let rules = testbed.node.proxy_rules()?;
     if opens_node_port(&rules, "np-isolated") {
         failures.push("nodeportisolation: kube-proxy opened np-isolated's node port".to_owned());
+    }
+    if has_rules(&rules, "lb-discarded") {
+        failures.push(
+            "discard-cloud-service: kube-proxy has rules for the discarded LoadBalancer".to_owned(),
+        );
     }
     let hub = format!("{}:{}", HUB.0, HUB.1);
     let kubernetes = kubernetes_destinations(&rules);
@@ -365,7 +404,7 @@ pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> 
 /// Deletes what [`the_other_filters_reach_kubelet_and_kube_proxy`] made and takes the node
 /// out of [`POOL`]: a gateway restarted later (the power-off) must not serve kube-proxy a
 /// Service the pool hid, before it knows the pool again. Waits until kube-proxy dropped the
-/// open node port.
+/// open and the kept node ports.
 fn leave_as_found(testbed: &Testbed) -> Result<()> {
     let cloud = &testbed.cloud;
     cloud.kubectl(&["delete", "pod", REWRITTEN, "-n", "kube-system"])?;
@@ -374,6 +413,8 @@ fn leave_as_found(testbed: &Testbed) -> Result<()> {
         "service",
         "np-isolated",
         "np-open",
+        "lb-discarded",
+        "lb-kept",
         "-n",
         "default",
     ])?;
@@ -382,18 +423,19 @@ fn leave_as_found(testbed: &Testbed) -> Result<()> {
         "endpointslice",
         "np-isolated-by-hand",
         "np-open-by-hand",
+        "lb-discarded-by-hand",
+        "lb-kept-by-hand",
         "-n",
         "default",
     ])?;
     cloud.kubectl(&["label", "node", NODE, "apps.openyurt.io/nodepool-"])?;
     wait_until(
         Duration::from_secs(90),
-        "kube-proxy to close np-open's node port",
+        "kube-proxy to close np-open's and lb-kept's node ports",
         || {
-            testbed
-                .node
-                .proxy_rules()
-                .is_ok_and(|rules| !opens_node_port(&rules, "np-open"))
+            testbed.node.proxy_rules().is_ok_and(|rules| {
+                !opens_node_port(&rules, "np-open") && !opens_node_port(&rules, "lb-kept")
+            })
         },
     )
 }

@@ -20,6 +20,7 @@
 //! - [`containerd`]: the node's container runtime and its cleanup.
 //! - [`deploy`]: the image and static pod manifest of `deploy/`, fitted to a test node.
 //! - [`node`]: containerd, edgegate, kubelet and kube-proxy in the node's namespace.
+//! - [`node_watch`]: a watch through the gateway from inside the node, its events timed.
 //! - [`testbed`]: a node, its cloud and the link between them.
 //! - [`scenario`]: steps the node scenarios and `cargo dev --node --trials` share.
 //! - [`sweep`]: what a harness killed outright left behind, removed by the next one.
@@ -40,6 +41,7 @@ pub mod image;
 pub mod lan;
 pub mod netns;
 pub mod node;
+pub mod node_watch;
 pub mod pki;
 pub mod pool;
 pub mod process;

@@ -415,13 +415,17 @@ impl Node {
 
     /// Runs `program args` inside the node's network namespace; its stdout.
     pub fn run(&self, program: &str, args: &[&str]) -> Result<String> {
-        crate::netns::run(
-            std::process::Command::new("nsenter")
-                .arg(format!("--net={}", self.netns.display()))
-                .arg("--")
-                .arg(program)
-                .args(args),
-        )
+        crate::netns::run(self.command(program).args(args))
+    }
+
+    /// A command that runs `program` inside the node's network namespace.
+    pub fn command(&self, program: &str) -> std::process::Command {
+        let mut command = std::process::Command::new("nsenter");
+        command
+            .arg(format!("--net={}", self.netns.display()))
+            .arg("--")
+            .arg(program);
+        command
     }
 
     /// A component's log (`edgegate`, `kubelet`, `kube-proxy`) so far, all its runs.

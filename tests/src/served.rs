@@ -17,6 +17,15 @@ pub const SERVED: &str = "bridge-web";
 /// The pod behind it, which serves HTTP on port 80.
 pub const BACKEND: &str = "bridge";
 
+/// The user agent of kubelet's reads and writes.
+pub const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
+
+/// The user agent of kube-proxy's reads.
+pub const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
+
+/// The user agent of a node-local CoreDNS, which reads Services and (v1) Endpoints.
+pub const COREDNS: &str = "coredns/1.8.0 (linux/amd64) kubernetes/faecb19";
+
 /// A Service `name` on port 80 (`http`) selecting the pods labelled `app: {app}`: the
 /// cloud's endpoint controllers make its EndpointSlices, naming those pods.
 pub fn selecting(name: &str, app: &str) -> String {
@@ -80,7 +89,7 @@ pub fn cloud_slices(testbed: &Testbed) -> Result<serde_json::Value> {
 /// other than `old`; that address.
 pub fn new_address(testbed: &Testbed, old: &str) -> Result<String> {
     let path = format!("/api/v1/namespaces/default/pods/{BACKEND}");
-    let agent = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
+    let agent = KUBELET;
     let mut seen = serde_json::Value::Null;
     let found = wait_until(
         Duration::from_secs(90),
@@ -182,6 +191,47 @@ pub fn read_through_gateway(
     Ok(serde_json::from_str(body)?)
 }
 
+/// `method path` with `body` of `content_type` through the gateway's plain proxy inside the
+/// node, as `agent`: the JSON body of a `200` answer.
+pub fn write_through_gateway(
+    testbed: &Testbed,
+    agent: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> Result<serde_json::Value> {
+    let url = format!("{GATEWAY_URL}{path}");
+    let content_type = format!("Content-Type: {content_type}");
+    let out = testbed.node.run(
+        "curl",
+        &[
+            "-s",
+            "-m",
+            "5",
+            "-X",
+            method,
+            "-A",
+            agent,
+            "-H",
+            "Accept: application/json",
+            "-H",
+            &content_type,
+            "--data-binary",
+            body,
+            "-w",
+            "\n%{http_code}",
+            &url,
+        ],
+    )?;
+    let (answer, status) = out.rsplit_once('\n').context("curl printed no status")?;
+    ensure!(
+        status.trim() == "200",
+        "{method} {path} as {agent}: {status} {answer}"
+    );
+    Ok(serde_json::from_str(answer)?)
+}
+
 /// The addresses of the endpoints in `slices` (a list of EndpointSlices) that name
 /// [`BACKEND`] in their `targetRef`, each with whether it is ready.
 pub fn backend_addresses(slices: &serde_json::Value) -> Vec<(String, bool)> {
@@ -208,6 +258,37 @@ pub fn backend_addresses_of(slices: &serde_json::Value, pod: &str) -> Vec<(Strin
         })
         .collect()
 }
+
+/// The addresses of pod `pod` in `endpoints` (a list of v1 Endpoints), each with whether it
+/// is ready (under `addresses`) or not (under `notReadyAddresses`).
+pub fn endpoints_addresses_of(endpoints: &serde_json::Value, pod: &str) -> Vec<(String, bool)> {
+    let mut found = Vec::new();
+    for object in endpoints["items"].as_array().into_iter().flatten() {
+        for subset in object["subsets"].as_array().into_iter().flatten() {
+            for (field, ready) in [("addresses", true), ("notReadyAddresses", false)] {
+                found.extend(
+                    subset[field]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|address| address["targetRef"]["name"] == pod)
+                        .filter_map(|address| address["ip"].as_str())
+                        .map(|ip| (ip.to_owned(), ready)),
+                );
+            }
+        }
+    }
+    found
+}
+
+/// The path of Service `service`'s v1 Endpoints, as a list (as CoreDNS reads them).
+pub fn endpoints_path(service: &str) -> String {
+    format!("/api/v1/namespaces/default/endpoints?fieldSelector=metadata.name%3D{service}")
+}
+
+/// The path of every v1 Endpoints object, as CoreDNS lists them: the set the gateway
+/// caches for it, which covers [`endpoints_path`].
+pub const ALL_ENDPOINTS: &str = "/api/v1/endpoints";
 
 /// The path of [`SERVED`]'s EndpointSlices (Kubernetes 1.20 serves `v1beta1`).
 pub fn slices_path() -> String {
