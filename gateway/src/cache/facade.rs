@@ -77,6 +77,10 @@ impl Cache {
             running: clock.clone(),
             cloud: cloud.clone(),
         };
+        // What the node wrote before a restart while cut, in the gauges from the start.
+        if let Err(error) = local_layer::measure(store.as_ref(), &metrics) {
+            tracing::debug!(error = %crate::error::error_chain(&error), "cannot read the local layer");
+        }
         let writer = Writer::start(store.clone(), metrics.clone(), clocks);
         let uses = Arc::new(UseLog::new(clock.clone(), writer.outbox().clone()));
         Arc::new(Cache {
@@ -206,6 +210,17 @@ impl Cache {
     /// What the node's own writes hold in the store now, also shown in `/metrics`.
     pub fn local_layer(&self) -> Result<LocalLayer, StoreError> {
         local_layer::measure(self.store.as_ref(), &self.metrics).map(|(layer, _)| layer)
+    }
+
+    /// Reads the local layer's gauges again if they show anything: the cloud's newer
+    /// versions replace the node's objects, and nothing else adds to the layer.
+    pub fn refresh_local_layer(&self) {
+        if self.metrics.local_objects.get() == 0 {
+            return;
+        }
+        if let Err(error) = self.local_layer() {
+            tracing::debug!(error = %crate::error::error_chain(&error), "cannot read the local layer");
+        }
     }
 
     /// Bounds what the node's own objects may hold in the store at `bytes`.

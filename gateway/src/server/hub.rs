@@ -62,10 +62,11 @@ where
             bytes::Bytes::from(state.filters.describe().to_string()),
         ),
         "/metrics" => {
-            // The local layer's gauges, read from the store (off the runtime's threads):
-            // the cloud replaces the node's objects without the layer taking part.
-            let cache = state.cache.clone();
-            let _ = tokio::task::spawn_blocking(move || cache.local_layer()).await;
+            // The local layer's gauges, read again: the cloud replaces the node's objects
+            // without the layer taking part. Only a layer that holds something can shrink,
+            // and its marks are few (one per copy of the node's own objects): a short read,
+            // done here rather than on a blocking thread kept alive for it.
+            state.cache.refresh_local_layer();
             let mut response = text(StatusCode::OK, state.metrics.encode());
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
