@@ -35,13 +35,19 @@ use hyper::body::Incoming;
 use crate::cache::{Cache, ResourceKey, Scope};
 use crate::reply::{ResponseBody, json};
 use crate::request::{RequestContext, RequestInfo, Verb};
+use crate::stream::Transform;
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
 pub use error::LocalError;
-pub use refilter::LocalFilters;
 /// The offline answers to writes, for the `local_write` fuzz target ([`crate::fuzzing`]).
 #[cfg(feature = "fuzzing")]
 pub(crate) use write::{create, echo};
+
+/// The filter chain, as the local layer asks it (the server wires the filter host in).
+pub trait LocalFilters: Send + Sync {
+    /// The filtering a watch of `info` by `component` passes; `None` when no filter applies.
+    fn session(&self, info: &RequestInfo, component: &str) -> Option<Box<dyn Transform>>;
+}
 
 /// What the local proxy answers with.
 #[derive(Clone)]

@@ -25,6 +25,7 @@ mod states;
 mod watch;
 
 pub use answer::{Answer, READY_WITHIN};
+pub use body::SharedBody;
 pub use refilter::Refilter;
 pub use resource::{Resource, ResourceError};
 pub use states::{Multiplexer, Sources, is_feed};

@@ -7,13 +7,7 @@ use bytes::Bytes;
 use super::Local;
 use crate::cache::ResourceKey;
 use crate::request::{RequestInfo, RequestVerb, Verb};
-use crate::stream::{Transform, Verdict};
-
-/// The filter chain, as the local layer asks it (the server wires the filter host in).
-pub trait LocalFilters: Send + Sync {
-    /// The filtering a watch of `info` by `component` passes; `None` when no filter applies.
-    fn session(&self, info: &RequestInfo, component: &str) -> Option<Box<dyn Transform>>;
-}
+use crate::stream::Verdict;
 
 /// What a changed copy becomes for its component.
 #[derive(Debug, PartialEq)]

@@ -75,6 +75,35 @@ impl Plan {
         })
     }
 
+    /// The plan of a pool follower's list or watch, which the multiplexer answers
+    /// unfiltered (each follower filters for its own clients) and uncached; `None` when the
+    /// follower cannot take what it sends.
+    pub fn for_followers(
+        context: &RequestContext,
+        headers: &HeaderMap,
+        filters: &Filters,
+    ) -> Option<Plan> {
+        let info = &context.info;
+        if !info.is_resource_request || !takes_json(headers) {
+            return None;
+        }
+        Some(Plan {
+            session: None,
+            cache: None,
+            fingerprint: filters.current().fingerprint(info, &context.component),
+            json: true,
+            watch: info.verb == Verb::Watch,
+            client_takes_gzip: takes_gzip(headers),
+            served: true,
+        })
+    }
+
+    /// Whether the multiplexer may serve the client: it takes what it sends (JSON, not a
+    /// table).
+    pub fn serves(&self) -> bool {
+        self.json
+    }
+
     /// The plan of a response the multiplexer answers, if the client takes what it sends
     /// (JSON, not a table): the same filters, nothing cached.
     pub fn served(mut self) -> Option<Plan> {

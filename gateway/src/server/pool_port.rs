@@ -93,15 +93,8 @@ async fn serve(
     }
     let multiplexer = state.multiplexer.as_ref().ok_or(ProxyError::NotPoolScope)?;
     // Unfiltered, uncached: the follower filters and caches what it is sent.
-    let mut plan = Plan::of(
-        context,
-        request.headers(),
-        &state.filters,
-        &state.cache.policy(),
-    )
-    .and_then(Plan::served)
-    .ok_or(ProxyError::NotPoolScope)?;
-    plan.session = None;
+    let plan = Plan::for_followers(context, request.headers(), &state.filters)
+        .ok_or(ProxyError::NotPoolScope)?;
     if let Some(ready) = multiplexer.until_ready(context, LEADER_READY_WITHIN) {
         ready.await;
     }

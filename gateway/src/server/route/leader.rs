@@ -1,35 +1,40 @@
-//! The multiplexer's feeds on a follower: their lists and watches go to one of the pool's
-//! leaders (its pool port), and are cached as from the cloud. A leader that cannot be
-//! reached, is lost in flight or refuses (anything but a 2xx or `410 Expired`, which the
-//! feed must see to list again) leaves the request to the cloud, at once.
-
-use std::sync::Arc;
+//! Third: the multiplexer's feeds on a follower. Their lists and watches go to one of the
+//! pool's leaders (its pool port), and are cached as from the cloud — before the cloud's
+//! health is asked, since a follower's feeds reach its leaders through a WAN cut. A leader
+//! that cannot be reached, is lost in flight or refuses (anything but a 2xx or `410
+//! Expired`, which the feed must see to list again) leaves the request to the cloud, at once.
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, Uri};
+use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
 
-use super::caller::Caller;
-use super::lost::unless_lost;
-use super::plan::{self, Plan};
-use super::state::State;
-use super::status::ProxyError;
-use super::{headers, respond};
+use super::door::{Answer, Answerer, Door, Turn, Turned};
 use crate::multiplexer;
-use crate::reply::ResponseBody;
-use crate::request::RequestContext;
+use crate::server::lost::unless_lost;
+use crate::server::{headers, plan};
 use crate::upstream::RequestBody;
 
-/// The answer of a leader to a feed's request, when this node follows leaders and one
+/// The pool's leaders.
+pub(super) struct LeaderFeed;
+
+impl Answerer for LeaderFeed {
+    fn answer<'a>(&'a self, door: &'a mut Door<'_>, request: Request<Incoming>) -> Turned<'a> {
+        Box::pin(async move {
+            Ok(match from_leader(door, &request).await {
+                Some(answer) => Turn::Answered(answer),
+                None => Turn::Next(request),
+            })
+        })
+    }
+}
+
+/// A leader's answer to the node's feed `request`, when this node follows leaders and one
 /// answers; `None`: the request goes on as any other.
-pub async fn from_leader<B>(
-    state: &Arc<State>,
-    request: &Request<B>,
-    context: &RequestContext,
-    caller: &Caller,
-) -> Option<Result<Response<ResponseBody>, ProxyError>> {
+async fn from_leader(door: &mut Door<'_>, request: &Request<Incoming>) -> Option<Answer> {
+    let state = door.state;
     // Only the node's own feed: the HTTPS proxy's callers never travel on its identity.
-    if !matches!(caller, Caller::Node) || request.method() != Method::GET {
+    if !door.from_node() || request.method() != Method::GET {
         return None;
     }
     let leaders = state.pool.leaders.current()?;
@@ -37,12 +42,6 @@ pub async fn from_leader<B>(
         return None;
     }
     let leader = leaders.pick()?;
-    let plan = Plan::of(
-        context,
-        request.headers(),
-        &state.filters,
-        &state.cache.policy(),
-    );
     let mut sent: Request<RequestBody> =
         Request::get(Uri::from(request.uri().path_and_query()?.clone()))
             .body(
@@ -52,8 +51,8 @@ pub async fn from_leader<B>(
             )
             .ok()?;
     *sent.headers_mut() = request.headers().clone();
-    if plan.as_ref().is_some_and(Plan::frames) {
-        plan::ask_upstream(sent.headers_mut(), &context.info);
+    if door.plan.as_ref().is_some_and(plan::Plan::frames) {
+        plan::ask_upstream(sent.headers_mut(), &door.context.info);
     }
     headers::strip_hop_by_hop(sent.headers_mut(), false);
     sent.headers_mut().remove(http::header::HOST);
@@ -67,7 +66,7 @@ pub async fn from_leader<B>(
         Some(Ok(response))
             if response.status().is_success() || response.status() == StatusCode::GONE =>
         {
-            Some(respond::respond(&state.cache, &state.watch_ends, context, plan, response).await)
+            Some(Answer::Forwarded(response))
         }
         Some(Ok(response)) => {
             tracing::warn!(leader = %leader.name, status = %response.status(), "a pool leader refused the multiplexer's feed: the cloud answers it");

@@ -1,0 +1,34 @@
+//! Fourth: the local cache. While no apiserver is healthy it answers everything (the local
+//! proxy: reads from the cache, the node's own writes into its local layer). Online, it
+//! answers one request: the writer's watch resumed into a set it wrote in while cut, told
+//! to list again (`410 Expired`), as the cloud never saw those writes.
+
+use http::Request;
+use hyper::body::Incoming;
+
+use super::door::{Answer, Answerer, Door, Turn, Turned};
+
+/// The local cache.
+pub(super) struct LocalCache;
+
+impl Answerer for LocalCache {
+    fn answer<'a>(&'a self, door: &'a mut Door<'_>, request: Request<Incoming>) -> Turned<'a> {
+        Box::pin(async move {
+            let state = door.state;
+            if !state.balancer.any_healthy() {
+                door.may_answer_offline()?;
+                let answer = state
+                    .local
+                    .serve(&door.context, request, door.from_node())
+                    .await?;
+                return Ok(Turn::Answered(Answer::Done(answer)));
+            }
+            if door.from_node()
+                && let Some(relist) = state.local.relist_after_own_writes(&door.context).await
+            {
+                return Ok(Turn::Answered(Answer::Done(relist)));
+            }
+            Ok(Turn::Next(request))
+        })
+    }
+}
