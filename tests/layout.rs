@@ -40,7 +40,7 @@ const GATEWAY_TIERS: &[(&str, u8)] = &[
     ("informer", 5),
     ("multiplexer", 5),
     ("pool", 5),
-    ("interface", 5),
+    ("hub_link", 5),
     ("certificate", 5),
     ("hubcfg", 5),
     ("tls", 5),

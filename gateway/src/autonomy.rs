@@ -38,7 +38,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(10);
 
 /// What the condition should say.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Condition {
     /// `True`, `False` or `Unknown`.
     pub status: &'static str,
     /// The condition's reason.
@@ -78,7 +78,7 @@ impl CacheHealth {
 
 /// The condition `node` should carry, given the cache's health at this check; `None` to
 /// leave it as it is (the cache failing, but not yet for long).
-pub fn verdict(node: &Node, cache: &Result<bool, String>) -> Option<Verdict> {
+pub fn condition(node: &Node, cache: &Result<bool, String>) -> Option<Condition> {
     let annotations = node.metadata.annotations.as_ref();
     let annotation = |key: &str| annotations.and_then(|a| a.get(key)).map(String::as_str);
     let autonomous = annotation(AUTONOMY_ANNOTATION) == Some("true")
@@ -90,20 +90,20 @@ pub fn verdict(node: &Node, cache: &Result<bool, String>) -> Option<Verdict> {
         .and_then(|l| l.get(EDGE_WORKER_LABEL))
         .is_none_or(|v| v != "false");
     if !autonomous || !edge_worker {
-        return Some(Verdict {
+        return Some(Condition {
             status: "False",
             reason: "autonomy disabled",
             message: "The autonomy is disabled or this node is not edge node".to_owned(),
         });
     }
     match cache {
-        Ok(true) => Some(Verdict {
+        Ok(true) => Some(Condition {
             status: "True",
             reason: "autonomy enabled successfully",
             message: "The autonomy is enabled and it works fine".to_owned(),
         }),
         Ok(false) => None,
-        Err(message) => Some(Verdict {
+        Err(message) => Some(Condition {
             status: "Unknown",
             reason: "cache failed",
             message: message.clone(),
@@ -111,24 +111,24 @@ pub fn verdict(node: &Node, cache: &Result<bool, String>) -> Option<Verdict> {
     }
 }
 
-/// Whether `node` lacks `verdict`: it has no such condition, or one of another status.
-pub fn differs(node: &Node, verdict: &Verdict) -> bool {
+/// Whether `node` lacks `condition`: it has no such condition, or one of another status.
+pub fn differs(node: &Node, condition: &Condition) -> bool {
     let current = node
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == CONDITION));
-    current.is_none_or(|c| c.status != verdict.status)
+    current.is_none_or(|c| c.status != condition.status)
 }
 
-/// The strategic merge patch of the node's status that sets `verdict` (conditions merge by
+/// The strategic merge patch of the node's status that sets `condition` (conditions merge by
 /// type), stamped `now` (RFC 3339).
-pub fn patch(verdict: &Verdict, now: &str) -> serde_json::Value {
+pub fn patch(condition: &Condition, now: &str) -> serde_json::Value {
     json!({"status": {"conditions": [{
         "type": CONDITION,
-        "status": verdict.status,
-        "reason": verdict.reason,
-        "message": verdict.message,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
         "lastHeartbeatTime": now,
         "lastTransitionTime": now,
     }]}})
@@ -160,15 +160,15 @@ pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: H
                 let failures = cache.write_errors.get() + cache.store_resets.get();
                 let judged = health_of_cache.check(failures);
                 let Some(object) = &current else { continue };
-                let Some(verdict) = verdict(object, &judged) else { continue };
-                if !*health.borrow() || !differs(object, &verdict) {
+                let Some(condition) = condition(object, &judged) else { continue };
+                if !*health.borrow() || !differs(object, &condition) {
                     continue;
                 }
                 let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
                 let params = PatchParams::default();
-                match nodes.patch_status(&node, &params, &Patch::Strategic(patch(&verdict, &now))).await {
+                match nodes.patch_status(&node, &params, &Patch::Strategic(patch(&condition, &now))).await {
                     Ok(updated) => {
-                        tracing::info!(%node, status = verdict.status, reason = verdict.reason, "set the node's {CONDITION} condition");
+                        tracing::info!(%node, status = condition.status, reason = condition.reason, "set the node's {CONDITION} condition");
                         current = Some(updated);
                     }
                     Err(error) => tracing::warn!(%node, error = %crate::error::error_chain(&error), "cannot set the node's {CONDITION} condition"),
@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn autonomy_is_on_with_either_annotation_on_an_edge_worker() {
         let healthy = Ok(true);
-        let status = |n: &Node| verdict(n, &healthy).map(|v| v.status);
+        let status = |n: &Node| condition(n, &healthy).map(|v| v.status);
         assert_eq!(status(&node(&[], &[])), Some("False"));
         assert_eq!(
             status(&node(&[(AUTONOMY_ANNOTATION, "true")], &[])),
@@ -240,10 +240,10 @@ mod tests {
         for failures in 1..=3 {
             let judged = health.check(failures);
             assert_eq!(judged, Ok(false));
-            assert_eq!(verdict(&autonomous, &judged), None, "left as it was");
+            assert_eq!(condition(&autonomous, &judged), None, "left as it was");
         }
         let judged = health.check(4);
-        let unknown = verdict(&autonomous, &judged).unwrap();
+        let unknown = condition(&autonomous, &judged).unwrap();
         assert_eq!(
             (unknown.status, unknown.reason),
             ("Unknown", "cache failed")
@@ -256,24 +256,24 @@ mod tests {
     #[test]
     fn only_a_missing_condition_or_another_status_is_patched() {
         let mut autonomous = node(&[(AUTONOMY_ANNOTATION, "true")], &[]);
-        let verdict = verdict(&autonomous, &Ok(true)).unwrap();
-        assert!(differs(&autonomous, &verdict));
-        let condition = |status: &str| NodeCondition {
+        let wanted = condition(&autonomous, &Ok(true)).unwrap();
+        assert!(differs(&autonomous, &wanted));
+        let carried = |status: &str| NodeCondition {
             type_: CONDITION.to_owned(),
             status: status.to_owned(),
             ..NodeCondition::default()
         };
         autonomous.status = Some(NodeStatus {
-            conditions: Some(vec![condition("False")]),
+            conditions: Some(vec![carried("False")]),
             ..NodeStatus::default()
         });
-        assert!(differs(&autonomous, &verdict));
+        assert!(differs(&autonomous, &wanted));
         autonomous.status = Some(NodeStatus {
-            conditions: Some(vec![condition("True")]),
+            conditions: Some(vec![carried("True")]),
             ..NodeStatus::default()
         });
-        assert!(!differs(&autonomous, &verdict));
-        let body = patch(&verdict, "2026-11-26T08:00:00Z");
+        assert!(!differs(&autonomous, &wanted));
+        let body = patch(&wanted, "2026-11-26T08:00:00Z");
         assert_eq!(body["status"]["conditions"][0]["type"], CONDITION);
         assert_eq!(body["status"]["conditions"][0]["status"], "True");
     }

@@ -243,9 +243,9 @@ fn hub_interface(args: &RunArgs) -> Result<HubInterfaceSettings, ConfigError> {
         .unwrap_or(if args.bind_address.is_ipv6() {
             IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 2, 1])
         } else {
-            IpAddr::V4(crate::interface::DEFAULT_IP)
+            IpAddr::V4(crate::hub_link::DEFAULT_IP)
         });
-    crate::interface::check(&yurthub.hub_interface_name, ip).map_err(ConfigError::HubInterface)?;
+    crate::hub_link::check(&yurthub.hub_interface_name, ip).map_err(ConfigError::HubInterface)?;
     Ok(HubInterfaceSettings {
         name: yurthub.hub_interface_name.clone(),
         ip,

@@ -20,7 +20,7 @@
 //!   leader, the cloud while none answers.
 //! - `autonomy`: the node's `NodeAutonomy` condition, kept through the gateway itself.
 //! - `informer`: the objects filters look up, kept by the gateway's own informers.
-//! - `interface`: the hub interface (a dummy link with the address pods reach).
+//! - `hub_link`: the hub interface, a dummy network link with the address pods reach.
 //! - `certificate`: the gateway's client and serving certificates: bootstrapped, renewed.
 //! - `hubcfg`: YurtHub's `yurt-hub-cfg` ConfigMap, followed.
 //! - `tls`: the HTTPS servers' TLS settings: their pair, and the client CAs they ask for.
@@ -55,9 +55,9 @@ pub mod filter;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod hub_link;
 mod hubcfg;
 mod informer;
-mod interface;
 mod json;
 pub mod local;
 mod metrics;

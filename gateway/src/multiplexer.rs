@@ -19,13 +19,13 @@ mod feed;
 mod list;
 mod metrics;
 mod refilter;
+mod registry;
 mod resource;
 mod state;
-mod states;
 mod watch;
 
 pub use answer::{Answer, READY_WITHIN};
 pub use body::SharedBody;
 pub use refilter::Refilter;
+pub use registry::{Multiplexer, Sources, is_feed};
 pub use resource::{Resource, ResourceError};
-pub use states::{Multiplexer, Sources, is_feed};

@@ -36,7 +36,7 @@ impl Fault {
 
 /// How a refusal is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Verdict {
+pub struct RefusalStatus {
     /// The HTTP code.
     pub code: StatusCode,
     /// The `Status` reason.
@@ -50,18 +50,18 @@ pub struct Verdict {
 /// An error the gateway answers itself.
 pub trait Refusal: std::error::Error {
     /// How it is answered.
-    fn verdict(&self) -> Verdict;
+    fn refusal_status(&self) -> RefusalStatus;
 }
 
 /// The `Status` response for `refusal`, counted in `metrics` and logged by its fault: the
 /// one place an answer the gateway makes itself becomes a response.
 pub fn refuse(refusal: &dyn Refusal, metrics: &Metrics) -> Response<ResponseBody> {
-    let Verdict {
+    let RefusalStatus {
         code,
         reason,
         fault,
         kind,
-    } = refusal.verdict();
+    } = refusal.refusal_status();
     metrics
         .errors
         .get_or_create(&ErrorLabels {

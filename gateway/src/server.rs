@@ -11,15 +11,15 @@ mod hub;
 mod limit;
 mod listener;
 mod local_filters;
-mod lost;
 mod metered;
 mod plan;
 mod pool_port;
 mod proxy;
+mod proxy_error;
 mod respond;
 mod route;
 mod state;
-mod status;
+mod unless_lost;
 mod upgrade;
 mod upkeep;
 mod watch_end;
@@ -36,8 +36,8 @@ use tokio::sync::watch;
 use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
 use crate::config::Config;
 use crate::filter::{FilterError, Filters, Lookup, NoLookup};
+use crate::hub_link::HubInterface;
 use crate::informer::Informers;
-use crate::interface::HubInterface;
 use crate::local::Local;
 use crate::metrics::Metrics;
 use crate::multiplexer::{self, Multiplexer};
@@ -51,7 +51,7 @@ pub use crate::reply::ResponseBody;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use fuzz_hub::{HubFixture, SECRET_VALUE};
-pub use status::ProxyError;
+pub use proxy_error::ProxyError;
 
 /// Why the gateway could not start.
 #[derive(Debug, Error)]

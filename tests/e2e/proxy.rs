@@ -10,7 +10,7 @@ use edgegate_testkit::{ADMIN_TOKEN, NOBODY_TOKEN, http};
 use crate::support::{Env, Watch, client, get, namespace, request, runtime, unique};
 
 /// kubectl get, create, apply, delete and get -w give the same results through the gateway
-/// as directly.
+/// as directly; `/version` says v1.20.2, the harness's Kubernetes.
 pub fn kubectl_through_the_gateway_matches_direct(env: &Env) -> Result<()> {
     let gateway = env.gateway(&[])?;
     let ns = namespace(&env.cluster, "kubectl")?;
@@ -69,9 +69,16 @@ pub fn kubectl_through_the_gateway_matches_direct(env: &Env) -> Result<()> {
             &format!("/api/v1/namespaces/{ns}/configmaps/made-direct"),
         ],
         &["api-resources", "--verbs=list", "-o", "name"],
+        &["get", "--raw", "/version"],
     ] {
         assert_eq!(via(args)?, direct(args)?, "kubectl {}", args.join(" "));
     }
+    // The harness's kube-apiserver says which Kubernetes it is.
+    let version: serde_json::Value = serde_json::from_str(&via(&["get", "--raw", "/version"])?)?;
+    ensure!(
+        version["gitVersion"] == "v1.20.2" && version["minor"] == "20",
+        "/version: {version}"
+    );
     assert_eq!(
         via(&[
             "get",

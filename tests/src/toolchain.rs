@@ -33,15 +33,15 @@ impl Toolchain {
             Some(dir) => PathBuf::from(dir),
             None => {
                 let script = concat!(env!("CARGO_MANIFEST_DIR"), "/cluster/provision.sh");
+                // Its steps (`[provision] …`, with their expected times) go to the terminal
+                // as they start: a first run builds for minutes.
                 let output = Command::new("bash")
                     .arg(script)
+                    .stderr(std::process::Stdio::inherit())
                     .output()
                     .context("running tests/cluster/provision.sh")?;
                 if !output.status.success() {
-                    bail!(
-                        "tests/cluster/provision.sh failed:\n{}",
-                        String::from_utf8_lossy(&output.stderr)
-                    );
+                    bail!("tests/cluster/provision.sh failed (its output is above)");
                 }
                 let stdout = String::from_utf8(output.stdout)?;
                 PathBuf::from(

@@ -4,7 +4,7 @@ use http::StatusCode;
 use thiserror::Error;
 
 use crate::cache::LocalWriteError;
-use crate::refusal::{Fault, Refusal, Verdict};
+use crate::refusal::{Fault, Refusal, RefusalStatus};
 
 /// Why an offline request is refused.
 #[derive(Debug, Error)]
@@ -56,7 +56,7 @@ pub enum LocalError {
 }
 
 impl Refusal for LocalError {
-    fn verdict(&self) -> Verdict {
+    fn refusal_status(&self) -> RefusalStatus {
         let (code, reason, fault, kind) = match self {
             LocalError::NotCached(_) => (
                 StatusCode::NOT_FOUND,
@@ -131,7 +131,7 @@ impl Refusal for LocalError {
                 "cache",
             ),
         };
-        Verdict {
+        RefusalStatus {
             code,
             reason,
             fault,

@@ -20,7 +20,7 @@ use http::HeaderMap;
 use http::header::AUTHORIZATION;
 use sha2::{Digest, Sha256};
 
-use super::status::ProxyError;
+use super::proxy_error::ProxyError;
 use crate::cache::CachePolicy;
 
 /// The group of node identities.

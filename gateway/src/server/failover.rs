@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::Request;
 use hyper::body::Incoming;
 
-use super::lost::unless_lost;
+use super::unless_lost::unless_lost;
 use crate::metrics::{Metrics, ServerLabels};
 use crate::upstream::{Balancer, Replayable, RequestBody, Server, Transport, TransportError};
 

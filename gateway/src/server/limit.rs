@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::Metrics;
-use crate::refusal::{Fault, Refusal, Verdict, refuse};
+use crate::refusal::{Fault, Refusal, RefusalStatus, refuse};
 use crate::reply::ResponseBody;
 use crate::request::{RequestInfo, RequestVerb, Verb};
 
@@ -76,8 +76,8 @@ fn is_long_running(info: &RequestInfo) -> bool {
 pub(crate) struct Refused;
 
 impl Refusal for Refused {
-    fn verdict(&self) -> Verdict {
-        Verdict {
+    fn refusal_status(&self) -> RefusalStatus {
+        RefusalStatus {
             code: StatusCode::TOO_MANY_REQUESTS,
             reason: "TooManyRequests",
             fault: Fault::Client,

@@ -15,9 +15,9 @@ use hyper::body::Incoming;
 
 use super::caller::PeerCertificate;
 use super::plan::Plan;
+use super::proxy_error::ProxyError;
 use super::respond;
 use super::state::State;
-use super::status::ProxyError;
 use crate::metrics::ResponseLabels;
 use crate::multiplexer::Answer;
 use crate::pool::NODEPOOL_LABEL;

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Either, StreamBody};
 
 use super::headers;
 use super::plan::{self, Plan};
-use super::status::ProxyError;
+use super::proxy_error::ProxyError;
 use super::watch_end::WatchEnds;
 use crate::cache::{Cache, Tee};
 use crate::filter::Session;

@@ -23,7 +23,7 @@ use hyper::body::Incoming;
 
 use self::door::{Answerer, Turn};
 pub(super) use self::door::{Door, OWN_COMPONENT};
-use super::status::ProxyError;
+use super::proxy_error::ProxyError;
 use crate::reply::ResponseBody;
 
 /// The answerers, in the order they are asked.

@@ -99,7 +99,7 @@ async fn check_server(
     any_healthy: Arc<watch::Sender<bool>>,
 ) {
     let server = &balancer.servers()[index];
-    let mut verdict = Verdict::new(server.is_healthy(), settings.clone());
+    let mut verdict = Threshold::new(server.is_healthy(), settings.clone());
     let publish = |healthy: bool, why: &str| {
         metrics
             .upstream_healthy
@@ -121,7 +121,7 @@ async fn check_server(
     };
     // A request that could not connect took the server out already: the verdict follows,
     // and good probes bring it back as after failed ones.
-    let adopt_mark = |verdict: &mut Verdict| {
+    let adopt_mark = |verdict: &mut Threshold| {
         if server.take_marked_down() && verdict.healthy {
             verdict.mark_down();
             server.set_healthy(false);
@@ -202,16 +202,16 @@ fn labels(server: &Server) -> ServerLabels {
 
 /// The threshold logic, apart from I/O so it can be tested step by step.
 #[derive(Debug)]
-struct Verdict {
+struct Threshold {
     healthy: bool,
     /// Consecutive probe results that disagree with `healthy`.
     streak: u32,
     settings: HealthSettings,
 }
 
-impl Verdict {
-    fn new(healthy: bool, settings: HealthSettings) -> Verdict {
-        Verdict {
+impl Threshold {
+    fn new(healthy: bool, settings: HealthSettings) -> Threshold {
+        Threshold {
             healthy,
             streak: 0,
             settings,
@@ -271,7 +271,7 @@ mod tests {
 
     #[test]
     fn healthy_turns_unhealthy_after_failed_retry_failures() {
-        let mut v = Verdict::new(true, settings());
+        let mut v = Threshold::new(true, settings());
         assert_eq!(v.observe(false), None);
         assert_eq!(v.next_delay(), CONFIRM_SPACING);
         assert_eq!(v.observe(false), None);
@@ -281,7 +281,7 @@ mod tests {
 
     #[test]
     fn a_success_resets_the_failure_streak() {
-        let mut v = Verdict::new(true, settings());
+        let mut v = Threshold::new(true, settings());
         v.observe(false);
         v.observe(false);
         assert_eq!(v.observe(true), Some(true));
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_server_marked_down_needs_the_threshold_to_return() {
-        let mut v = Verdict::new(true, settings());
+        let mut v = Threshold::new(true, settings());
         v.observe(false);
         v.mark_down();
         assert_eq!(
@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn unhealthy_turns_healthy_after_the_threshold() {
-        let mut v = Verdict::new(false, settings());
+        let mut v = Threshold::new(false, settings());
         assert_eq!(v.observe(true), None);
         assert_eq!(v.next_delay(), CONFIRM_SPACING);
         assert_eq!(v.observe(true), Some(true));

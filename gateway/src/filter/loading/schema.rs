@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::filter::error::FilterError;
 use crate::filter::metrics::FilterMetrics;
 use crate::filter::metrics::Place;
-use crate::filter::runtime::helper_process::{ConfigCheck, HelperProcess, Verdict};
+use crate::filter::runtime::helper_process::{CheckedConfig, ConfigCheck, HelperProcess};
 
 /// Schema and config pairs remembered as passed; beyond this the memory starts afresh.
 const MAX_REMEMBERED: usize = 1024;
@@ -108,7 +108,7 @@ pub(crate) fn check(schema: Option<&str>, config: &Value) -> Result<(), String> 
 pub fn check_config(input: &[u8]) -> Result<String, FilterError> {
     let asked: ConfigCheck = serde_json::from_slice(input)
         .map_err(|e| FilterError::Input(format!("not a config check: {e}")))?;
-    let verdict = Verdict {
+    let verdict = CheckedConfig {
         refused: check(Some(&asked.schema), &asked.config).err(),
     };
     serde_json::to_string(&verdict)

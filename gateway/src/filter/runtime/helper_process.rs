@@ -51,7 +51,7 @@ impl HelperProcess {
         })
         .map_err(|e| format!("cannot encode the check: {e}"))?;
         let output = self.run(&["check-config".into()], &input)?;
-        let verdict: Verdict = serde_json::from_slice(&output).map_err(|e| {
+        let verdict: CheckedConfig = serde_json::from_slice(&output).map_err(|e| {
             format!(
                 "the checker's answer is not a verdict ({e}): {}",
                 String::from_utf8_lossy(&output).trim()
@@ -104,7 +104,7 @@ pub(crate) struct ConfigCheck<'a> {
 
 /// What `filter check-config` prints: why the config is refused, or `null`.
 #[derive(Serialize, Deserialize)]
-pub(crate) struct Verdict {
+pub(crate) struct CheckedConfig {
     /// Why the config is refused; `None` if it is not.
     pub(crate) refused: Option<String>,
 }

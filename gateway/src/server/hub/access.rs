@@ -62,7 +62,7 @@ mod tests {
             ] {
                 let refusal = refused(peer(ip), path);
                 assert_eq!(
-                    refusal.map(|r| r.verdict().code),
+                    refusal.map(|r| r.refusal_status().code),
                     Some(StatusCode::FORBIDDEN),
                     "{path} from {ip}"
                 );

@@ -3,7 +3,7 @@
 
 use http::StatusCode;
 
-use crate::refusal::{Fault, Refusal, Verdict};
+use crate::refusal::{Fault, Refusal, RefusalStatus};
 
 /// A hub request the hub does not answer as asked.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +29,7 @@ pub(super) enum HubError {
 }
 
 impl Refusal for HubError {
-    fn verdict(&self) -> Verdict {
+    fn refusal_status(&self) -> RefusalStatus {
         let (code, reason, fault, kind) = match self {
             HubError::OffLoopback(_) => (
                 StatusCode::FORBIDDEN,
@@ -68,7 +68,7 @@ impl Refusal for HubError {
                 "hub",
             ),
         };
-        Verdict {
+        RefusalStatus {
             code,
             reason,
             fault,

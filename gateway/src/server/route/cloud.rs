@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 use super::door::{Answer, Answerer, Door, Turn, Turned};
 use crate::request::Verb;
 use crate::server::plan::{self, Plan};
-use crate::server::status::ProxyError;
+use crate::server::proxy_error::ProxyError;
 use crate::server::{failover, headers};
 use crate::upstream::{CallerOnly, RequestBody, TransportError};
 

@@ -16,8 +16,8 @@ use crate::reply::ResponseBody;
 use crate::request::RequestContext;
 use crate::server::caller::Caller;
 use crate::server::plan::Plan;
+use crate::server::proxy_error::ProxyError;
 use crate::server::state::State;
-use crate::server::status::ProxyError;
 use crate::server::{respond, upgrade};
 
 /// The component the gateway's own clients are (`edgegate/VERSION PURPOSE`).

@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 
 use super::door::{Answer, Answerer, Door, Turn, Turned};
 use crate::multiplexer;
-use crate::server::lost::unless_lost;
+use crate::server::unless_lost::unless_lost;
 use crate::server::{headers, plan};
 use crate::upstream::RequestBody;
 

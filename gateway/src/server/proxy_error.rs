@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use crate::local::LocalError;
 use crate::metrics::Metrics;
-use crate::refusal::{Fault, Refusal, Verdict, refuse};
+use crate::refusal::{Fault, Refusal, RefusalStatus, refuse};
 use crate::reply::ResponseBody;
 use crate::stream::ObjectError;
 use crate::upstream::TransportError;
@@ -65,7 +65,7 @@ pub enum ProxyError {
 }
 
 impl Refusal for ProxyError {
-    fn verdict(&self) -> Verdict {
+    fn refusal_status(&self) -> RefusalStatus {
         let (code, reason, fault, kind) = match self {
             ProxyError::BadRequest(_) => (
                 StatusCode::BAD_REQUEST,
@@ -157,9 +157,9 @@ impl Refusal for ProxyError {
                 Fault::Client,
                 "unknown_token",
             ),
-            ProxyError::Local(error) => return error.verdict(),
+            ProxyError::Local(error) => return error.refusal_status(),
         };
-        Verdict {
+        RefusalStatus {
             code,
             reason,
             fault,
