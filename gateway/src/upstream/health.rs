@@ -114,6 +114,11 @@ async fn check_server(
         } else {
             tracing::warn!(server = %server.name, why, "upstream is unhealthy");
         }
+    };
+    // What the rest of the gateway follows (open watches end on it) is every server's state,
+    // synced after each step: a request that marks the server down between a probe and its
+    // verdict changes the server, and no verdict of the checker's then does.
+    let sync = || {
         any_healthy.send_if_modified(|any| {
             let now = balancer.any_healthy();
             std::mem::replace(any, now) != now
@@ -140,14 +145,18 @@ async fn check_server(
             } => {}
         }
         adopt_mark(&mut verdict);
+        sync();
         let ok = probe(&transport, server, &settings).await;
         adopt_mark(&mut verdict);
-        let Some(healthy) = verdict.observe(ok) else {
-            continue;
-        };
-        if server.set_healthy(healthy) {
-            publish(healthy, "its probes failed");
+        let before = verdict.healthy;
+        if let Some(healthy) = verdict.observe(ok) {
+            // Published when the server or the verdict turns: a request may have taken the
+            // server out since the mark was last adopted.
+            if server.set_healthy(healthy) || healthy != before {
+                publish(healthy, "its probes failed");
+            }
         }
+        sync();
     }
 }
 
