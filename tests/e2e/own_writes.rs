@@ -133,7 +133,8 @@ pub fn offline_status_patches_and_updates_are_read_back(env: &Env) -> Result<()>
         KUBELET,
     ))?;
 
-    relay.cut();
+    // The link goes down as a real one does: nothing resets the watch's connection.
+    relay.stall();
     let cut = std::time::Instant::now();
     // A hang guard, not a bound on time: the health checks decide when the cloud is gone.
     let ended = rt.block_on(async {

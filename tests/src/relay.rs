@@ -16,6 +16,8 @@ pub struct Relay {
     /// Where clients connect.
     pub addr: SocketAddr,
     cut: Arc<AtomicBool>,
+    /// Each open connection's flag: once set, it carries nothing either way, and stays open.
+    stalled: Arc<Mutex<Vec<Arc<AtomicBool>>>>,
     live: Arc<Mutex<Vec<TcpStream>>>,
     closed: Arc<AtomicBool>,
     down: Arc<AtomicU64>,
@@ -29,12 +31,13 @@ impl Relay {
         let relay = Relay {
             addr,
             cut: Arc::new(AtomicBool::new(false)),
+            stalled: Arc::default(),
             live: Arc::new(Mutex::new(Vec::new())),
             closed: Arc::new(AtomicBool::new(false)),
             down: Arc::new(AtomicU64::new(0)),
         };
         let (cut, live, closed) = (relay.cut.clone(), relay.live.clone(), relay.closed.clone());
-        let down = relay.down.clone();
+        let (down, stalled) = (relay.down.clone(), relay.stalled.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if closed.load(Ordering::SeqCst) {
@@ -52,8 +55,12 @@ impl Relay {
                     live.extend(client.try_clone().ok());
                     live.extend(server.try_clone().ok());
                 }
-                pipe(&client, &server, None);
-                pipe(&server, &client, Some(down.clone()));
+                let stall = Arc::new(AtomicBool::new(false));
+                if let Ok(mut stalled) = stalled.lock() {
+                    stalled.push(stall.clone());
+                }
+                pipe(&client, &server, None, stall.clone());
+                pipe(&server, &client, Some(down.clone()), stall);
             }
         });
         Ok(relay)
@@ -69,7 +76,19 @@ impl Relay {
         }
     }
 
-    /// Restores the link.
+    /// Cuts the link as a link that goes down does: nothing resets the open connections,
+    /// they just carry nothing more (YurtHub #2792's case); new ones are closed at once, as a
+    /// node without a route to the cloud fails to connect.
+    pub fn stall(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        if let Ok(mut stalled) = self.stalled.lock() {
+            for stall in stalled.drain(..) {
+                stall.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Restores the link for new connections (stalled ones stay silent: their peers gave up).
     pub fn restore(&self) {
         self.cut.store(false, Ordering::SeqCst);
     }
@@ -95,8 +114,9 @@ impl Drop for Relay {
     }
 }
 
-/// Copies `from` to `to` on a thread of its own, counting the bytes into `count`.
-fn pipe(from: &TcpStream, to: &TcpStream, count: Option<Arc<AtomicU64>>) {
+/// Copies `from` to `to` on a thread of its own, counting the bytes into `count`; while
+/// `stalled`, what arrives is dropped.
+fn pipe(from: &TcpStream, to: &TcpStream, count: Option<Arc<AtomicU64>>, stalled: Arc<AtomicBool>) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -105,6 +125,7 @@ fn pipe(from: &TcpStream, to: &TcpStream, count: Option<Arc<AtomicU64>>) {
         loop {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
+                Ok(_) if stalled.load(Ordering::SeqCst) => {}
                 Ok(n) => {
                     if to.write_all(&buf[..n]).is_err() {
                         break;
