@@ -58,6 +58,23 @@ pub fn a_cut_link_keeps_the_node_running(testbed: &mut Testbed) -> Result<()> {
         served::KUBELET,
         &format!("{pods}&watch=true&resourceVersion={listed_at}"),
     )?;
+    // Fed from the cloud before the cut: a change made there arrives on it.
+    let mark = format!("edgegate.test/watched={listed_at}");
+    testbed.cloud.kubectl(&[
+        "annotate",
+        "pod",
+        "host",
+        "-n",
+        "default",
+        &mark,
+        "--overwrite",
+    ])?;
+    fed.wait_for(Duration::from_secs(60), |event| {
+        event["type"] == "MODIFIED"
+            && event["object"]["metadata"]["annotations"]["edgegate.test/watched"]
+                == listed_at.as_str()
+    })
+    .context("the watch from the cloud")?;
 
     let cut = Instant::now();
     ensure_cut(testbed)?;
@@ -103,7 +120,8 @@ fn fed_from_the_cache_after_the_cut(
     // Hang guards, not bounds on time: the health checks decide when the cloud is gone.
     let (ended, last) = fed
         .until_end(Duration::from_secs(180))
-        .context("the watch from the cloud did not end after the cut")?;
+        .context("the watch from the cloud did not end after the cut")
+        .with_context(|| testbed.node.log_tail("edgegate", 40))?;
     let from = last.unwrap_or_else(|| listed_at.to_owned());
     let mut again = NodeWatch::open(
         &testbed.node,

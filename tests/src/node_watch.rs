@@ -42,7 +42,8 @@ impl NodeWatch {
         let stdout = child.stdout.take().context("curl has no stdout")?;
         let (tx, seen) = channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
+            let lines = BufReader::new(stdout).lines();
+            for line in lines {
                 let Ok(line) = line else { break };
                 if let Ok(event) = serde_json::from_str(&line)
                     && tx.send(Seen::Event(Instant::now(), event)).is_err()
