@@ -67,12 +67,12 @@ fn list(value: &str) -> Vec<String> {
 
 /// Follows the ConfigMap through the gateway's proxy at `proxy`: its `cache_agents` are
 /// given to `cache` (when given: a cloud-mode gateway caches nothing) and its filter keys
-/// to `filters`, at start and at every change.
+/// to `filters`, at start and at every change, for as long as the future runs.
 pub fn follow(
     proxy: SocketAddr,
     cache: Option<Arc<Cache>>,
     filters: Arc<Filters>,
-) -> Result<tokio::task::JoinHandle<()>, kube::Error> {
+) -> Result<impl Future<Output = ()> + Send + 'static, kube::Error> {
     let (mut seen, watching) = follow_config_map(proxy, "yurt-hub-cfg", NAME)?;
     let applying = async move {
         let mut applied: Option<HubConfig> = None;
@@ -92,9 +92,9 @@ pub fn follow(
             applied = Some(config);
         }
     };
-    Ok(tokio::spawn(async move {
+    Ok(async move {
         tokio::join!(watching, applying);
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! freed memory handed back, unused components' caches removed, and the filter settings
 //! made from the configuration.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,29 +20,30 @@ const GC_EVERY: Duration = Duration::from_secs(3600);
 
 /// The process's own upkeep, as the binary asks for it: the code only start-up ran given
 /// back once start-up is over, and freed memory handed back every [`RETURN_FREED_EVERY`].
-pub(super) fn spawn_upkeep(
+pub(super) fn upkeep(
     config: &Config,
     informers: Option<Arc<Informers>>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let start_up = config.after_start.map(|after_start| {
-        tokio::spawn(async move {
+) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
+    let mut tasks: Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
+    if let Some(after_start) = config.after_start {
+        tasks.push(Box::pin(async move {
             if let Some(until_synced) = informers.and_then(|i| i.until_synced()) {
                 until_synced.await;
             }
             let _ = tokio::task::spawn_blocking(after_start).await;
-        })
-    });
-    let hand_back = config.return_freed_memory.map(|hand_back| {
-        tokio::spawn(async move {
+        }));
+    }
+    if let Some(hand_back) = config.return_freed_memory {
+        tasks.push(Box::pin(async move {
             let mut every = tokio::time::interval(RETURN_FREED_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 every.tick().await;
                 let _ = tokio::task::spawn_blocking(hand_back).await;
             }
-        })
-    });
-    [start_up, hand_back].into_iter().flatten().collect()
+        }));
+    }
+    tasks
 }
 
 pub(super) fn filter_settings(config: &Config) -> FilterSettings {

@@ -1,0 +1,220 @@
+//! The app's builders, one per subsystem, in the order each needs the last: the cache, the
+//! informers behind filter lookups, the multiplexer, the filters, the pool, the upstreams
+//! and their health, and the state every request is served with.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::tasks::Tasks;
+use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
+use crate::config::Config;
+use crate::filter::{Filters, Lookup, NoLookup};
+use crate::informer::Informers;
+use crate::local::{Local, LocalFilters};
+use crate::metrics::Metrics;
+use crate::multiplexer::{self, Multiplexer};
+use crate::pool;
+use crate::server::listeners::Listeners;
+use crate::server::start_error::ServerError;
+use crate::server::state::State;
+use crate::server::{caller, limit, upkeep, watch_end};
+use crate::upstream::{Balancer, HealthWatch, Transport, health};
+
+/// Builds every subsystem of `config` on `listeners`, their tasks in `tasks`: the state
+/// requests are served with, and the configuration, its cache clock set.
+pub(super) async fn state(
+    mut config: Config,
+    listeners: &Listeners,
+    tasks: &Tasks,
+    stopping: watch::Receiver<bool>,
+) -> Result<(Config, Arc<State>), ServerError> {
+    let proxy = listeners
+        .proxy
+        .local_addr()
+        .map_err(|source| ServerError::Bind {
+            addr: config.proxy_addr,
+            source,
+        })?;
+    let mut metrics = Metrics::new();
+    let cache = cache(&mut config, &mut metrics).await?;
+    // Informers serve filters' lookups, and the pool port's check of its callers' pool.
+    let informers = if config.filter_dir.is_some() || config.pool_port.is_some() {
+        let informers = Informers::start(proxy, Some(cache.store().clone()));
+        Some(Arc::new(informers.map_err(ServerError::Informers)?))
+    } else {
+        None
+    };
+    let leaders = Arc::new(pool::Leaders::default());
+    let multiplexer = multiplexer(&config, proxy, &cache, &informers, &leaders, &mut metrics)?;
+    let lookup: Arc<dyn Lookup> = match &informers {
+        Some(informers) => informers.clone(),
+        None => Arc::new(NoLookup),
+    };
+    let filters = upkeep::filter_settings(&config);
+    let filters = Arc::new(Filters::start(filters, lookup, &mut metrics).await?);
+    let (pool_names, pool_name) = watch::channel(config.nodepool_name.clone());
+    if let (Some(informers), Some(node), None) =
+        (&informers, &config.node_name, &config.nodepool_name)
+    {
+        let (informers, filters) = (informers.clone(), filters.clone());
+        tasks.spawn(pool::follow_node_label(
+            informers,
+            filters,
+            node.clone(),
+            pool_names,
+        ));
+    }
+    if let Some(hub_interface) = &listeners.hub_interface {
+        hub_interface.register(metrics.registry_mut());
+    }
+    // Cloud mode caches nothing, whatever yurt-hub-cfg adds.
+    let hub_config = crate::hubcfg::follow(
+        proxy,
+        (!config.cloud).then(|| cache.clone()),
+        filters.clone(),
+    );
+    tasks.spawn(hub_config.map_err(ServerError::Informers)?);
+    let metrics = Arc::new(metrics);
+
+    let transport = Transport::new(config.credentials.clone(), config.request_timeout);
+    let balancer = Arc::new(Balancer::new(config.servers.clone(), config.lb_mode));
+    let health = health_checks(&config, &balancer, &transport, &metrics, tasks).await;
+    if let (Some(node), Some(_), false) = (&config.node_name, &multiplexer, config.cloud) {
+        let following = pool::Following {
+            proxy,
+            node: node.clone(),
+            port: config.leader_port,
+            transport: transport.clone(),
+            health: config.health.clone(),
+            metrics: metrics.clone(),
+        };
+        tasks.spawn(pool::follow(leaders.clone(), following, pool_name.clone()));
+    } else {
+        leaders.settle();
+    }
+    let collecting = upkeep::collect_garbage(cache.clone(), config.cache_gc_after, health.clone());
+    tasks.spawn(collecting);
+    // The node's NodeAutonomy condition, at the edge (a cloud node has no autonomy).
+    if let (Some(node), false) = (&config.node_name, config.cloud) {
+        let cache_metrics = cache.metrics().clone();
+        let autonomy = crate::autonomy::run(proxy, node.clone(), cache_metrics, health.clone());
+        tasks.spawn(autonomy);
+    }
+    let state = Arc::new(State {
+        metrics,
+        balancer,
+        transport,
+        local: Local {
+            cache: cache.clone(),
+            health: health.clone(),
+            node_name: config.node_name.clone(),
+            kubelet: config.health.kubelet.clone(),
+            min_request_timeout: config.min_request_timeout,
+            filters: Some(filters.clone() as Arc<dyn LocalFilters>),
+        },
+        watch_ends: watch_end::WatchEnds {
+            health,
+            stopping,
+            filters: filters.clone(),
+            informers: informers.clone(),
+        },
+        cache,
+        filters,
+        informers,
+        multiplexer,
+        pool: pool::Pool {
+            name: pool_name,
+            leaders,
+        },
+        late_answer: config.health.timeout,
+        in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
+        known: caller::KnownCredentials::default(),
+        certificates: config.certificate_renewals.clone(),
+    });
+    Ok((config, state))
+}
+
+/// The cache: its store opened (a damaged file moved aside), its writer started, its
+/// metrics registered; the health checks' cloud clock is its.
+async fn cache(config: &mut Config, metrics: &mut Metrics) -> Result<Arc<Cache>, ServerError> {
+    let cache_metrics = CacheMetrics::default();
+    cache_metrics.register(metrics.registry_mut());
+    let store_dir = config.disk_cache_path.clone();
+    let opened = cache_metrics.clone();
+    let store = tokio::task::spawn_blocking(move || GuardedStore::open(&store_dir, opened))
+        .await
+        .map_err(|e| StoreError::Engine(Box::new(e)))??;
+    tracing::info!(dir = %config.disk_cache_path.display(), "cache opened");
+    // Cloud mode: a cloud node needs no answers for when the cloud is gone.
+    let agents: &[String] = if config.cloud {
+        &[]
+    } else {
+        &config.cache_agents
+    };
+    let cache = Cache::start(Arc::new(store), CachePolicy::new(agents), cache_metrics);
+    cache.collect_after(config.cache_gc_after);
+    config.health.cloud_version = cache.cloud_clock();
+    Ok(cache)
+}
+
+/// The multiplexer, when some resources are pool-scope: one list and watch each, fed
+/// through the gateway's proxy at `proxy` (or a pool leader), persisted in the cache.
+fn multiplexer(
+    config: &Config,
+    proxy: SocketAddr,
+    cache: &Arc<Cache>,
+    informers: &Option<Arc<Informers>>,
+    leaders: &Arc<pool::Leaders>,
+    metrics: &mut Metrics,
+) -> Result<Option<Arc<Multiplexer>>, ServerError> {
+    if config.pool_scope_resources.is_empty() {
+        return Ok(None);
+    }
+    let sources = multiplexer::Sources {
+        configured: config.pool_scope_resources.clone(),
+        named: leaders.pool_scope(),
+        feeds: leaders.sources(),
+        local: Some(cache.local_changes()),
+    };
+    let started = Multiplexer::start(
+        proxy,
+        Some(cache.store().clone()),
+        sources,
+        informers.as_ref().map(|informers| informers.changes()),
+        metrics.registry_mut(),
+    );
+    Ok(Some(Arc::new(started.map_err(ServerError::Informers)?)))
+}
+
+/// Whether some apiserver is healthy, kept by the health checker in `tasks`: every server
+/// probed once before the gateway serves. In cloud mode, as YurtHub's, there is no checker
+/// and every apiserver is taken as up.
+async fn health_checks(
+    config: &Config,
+    balancer: &Arc<Balancer>,
+    transport: &Transport,
+    metrics: &Arc<Metrics>,
+    tasks: &Tasks,
+) -> HealthWatch {
+    let (any_healthy, health) = watch::channel(false);
+    if config.cloud {
+        for server in balancer.servers() {
+            server.set_healthy(true);
+        }
+        any_healthy.send_replace(true);
+        tasks.spawn(async move { any_healthy.closed().await });
+        return health;
+    }
+    health::first_verdicts(balancer, transport, &config.health, metrics).await;
+    any_healthy.send_replace(balancer.any_healthy());
+    tasks.spawn(health::run(
+        balancer.clone(),
+        transport.clone(),
+        config.health.clone(),
+        metrics.clone(),
+        any_healthy,
+    ));
+    health
+}
