@@ -65,6 +65,10 @@ pub(super) async fn state(
             node.clone(),
             pool_names,
         ));
+    } else {
+        // The pool `--nodepool-name` fixed: held for as long as the app runs, since what
+        // follows it (the leaders) stops when it is gone.
+        tasks.spawn(async move { pool_names.closed().await });
     }
     if let Some(hub_interface) = &listeners.hub_interface {
         hub_interface.register(metrics.registry_mut());
