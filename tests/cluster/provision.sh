@@ -8,7 +8,7 @@ set -euo pipefail
 
 K8S_VERSION=1.20.2
 # Bump when the recipe below changes, so a cached build from an older recipe is not reused.
-RECIPE=3
+RECIPE=4
 BINARIES=(kube-apiserver kube-controller-manager kube-proxy kubelet)
 CACHE=${EDGEGATE_CACHE:-$HOME/.cache/edgegate}
 BIN=$CACHE/k8s-$K8S_VERSION-r$RECIPE
@@ -102,8 +102,14 @@ SRC
     --go-header-file hack/boilerplate/boilerplate.generatego.txt \
     --output-base "$GOPATH/src" \
     --report-filename /dev/null
-  version_pkg=k8s.io/kubernetes/vendor/k8s.io/component-base/version
-  ldflags="-s -w -X $version_pkg.gitVersion=v$K8S_VERSION -X $version_pkg.gitMajor=1 -X $version_pkg.gitMinor=20 -X $version_pkg.gitTreeState=clean"
+  # As Kubernetes' own build (hack/lib/version.sh) stamps it: component-base's version for
+  # `--version`, client-go's for what the apiserver answers on /version.
+  ldflags="-s -w"
+  for version_pkg in k8s.io/kubernetes/vendor/k8s.io/component-base/version \
+    k8s.io/kubernetes/vendor/k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $version_pkg.gitVersion=v$K8S_VERSION -X $version_pkg.gitMajor=1"
+    ldflags="$ldflags -X $version_pkg.gitMinor=20 -X $version_pkg.gitTreeState=clean"
+  done
   for b in "${missing[@]}"; do
     log "go build $b"
     # kubelet needs cgo (cadvisor, the container manager); the others build static.
