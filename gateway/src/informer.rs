@@ -24,11 +24,12 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::{Duration, Instant};
 
 use crate::cache::Store as CacheStore;
-use crate::filter::{LabelSelector, Lookup, LookupChange};
+use crate::filter::LookupChange;
 
 mod backoff;
 mod client;
 mod config_map;
+mod lookup;
 mod objects;
 mod resume;
 mod slim;
@@ -249,64 +250,6 @@ impl Drop for Informers {
         for task in &self.tasks {
             task.abort();
         }
-    }
-}
-
-impl Lookup for Informers {
-    fn get(
-        &self,
-        group: &str,
-        _version: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<Bytes> {
-        let kind = self.kind(group, resource)?;
-        // As `key` below names the objects the informers keep.
-        let namespace = match kind.namespaced {
-            true => namespace.unwrap_or_default(),
-            false => "",
-        };
-        kind.objects.get(&format!("{namespace}/{name}"))
-    }
-
-    fn list(
-        &self,
-        group: &str,
-        _version: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        selector: &LabelSelector,
-    ) -> Vec<Bytes> {
-        let Some(kind) = self.kind(group, resource) else {
-            return Vec::new();
-        };
-        kind.objects.list(namespace, selector)
-    }
-
-    fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::SeqCst)
-    }
-
-    fn feed(&self, group: &str, resource: &str) -> Option<u32> {
-        self.index(group, resource)
-            .and_then(|i| u32::try_from(i).ok())
-    }
-
-    fn key(
-        &self,
-        group: &str,
-        resource: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<(u32, String)> {
-        let index = self.index(group, resource)?;
-        // As `key` below names the objects the informers announce.
-        let namespace = match self.kinds[index].namespaced {
-            true => namespace.unwrap_or_default(),
-            false => "",
-        };
-        Some((u32::try_from(index).ok()?, format!("{namespace}/{name}")))
     }
 }
 

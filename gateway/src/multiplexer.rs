@@ -18,6 +18,7 @@ mod body;
 mod feed;
 mod list;
 mod metrics;
+mod object;
 mod refilter;
 mod registry;
 mod resource;

@@ -159,8 +159,8 @@ impl Node {
                 return encode(out, value);
             }
             match self.parts.get() {
-                Some(Parts::Entries(entries)) => return write_entries(out, bytes, entries),
-                Some(Parts::Items(items)) => return write_items(out, bytes, items),
+                Some(Parts::Entries(entries)) => return Node::write_entries(out, bytes, entries),
+                Some(Parts::Items(items)) => return Node::write_items(out, bytes, items),
                 _ => {}
             }
         }
@@ -434,39 +434,7 @@ fn build(raw: &Range<usize>, parts: Option<&Parts>, edited: bool, bytes: &[u8]) 
     }
 }
 
-/// Writes an object's entries, each key as it came (or encoded, if it was unescaped) and
-/// each value as [`Node::write`] does.
-fn write_entries(out: &mut Vec<u8>, bytes: &[u8], children: &[Entry]) {
-    out.push(b'{');
-    for (index, (key, node)) in children.iter().enumerate() {
-        if index > 0 {
-            out.push(b',');
-        }
-        match key {
-            Key::Raw(raw) => {
-                out.push(b'"');
-                out.extend_from_slice(&bytes[raw.clone()]);
-                out.push(b'"');
-            }
-            Key::Owned(owned) => encode(out, owned),
-        }
-        out.push(b':');
-        node.write(out, bytes);
-    }
-    out.push(b'}');
-}
-
-/// Writes an array's items, each as [`Node::write`] does.
-fn write_items(out: &mut Vec<u8>, bytes: &[u8], items: &[Node]) {
-    out.push(b'[');
-    for (index, node) in items.iter().enumerate() {
-        if index > 0 {
-            out.push(b',');
-        }
-        node.write(out, bytes);
-    }
-    out.push(b']');
-}
+mod write;
 
 #[cfg(test)]
 mod tests;

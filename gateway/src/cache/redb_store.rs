@@ -19,10 +19,10 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use self::history::{HISTORY, Tables};
 use self::local_marks::LOCAL;
-use self::sets::{commit, mark_own_write, mark_stale, synced_meta};
+use self::sets::{abort, commit, mark_own_write, mark_stale, stage, sync};
 use self::tables::{
-    CLOCKS, COMPONENTS, DIGESTS, OBJECTS, RUNNING, SETS, STAGING, UNCHANGED, clock_name, encoding,
-    engine, prefix_end, put,
+    CLOCKS, COMPONENTS, DIGESTS, OBJECTS, RUNNING, SETS, STAGING, clock_name, engine, prefix_end,
+    put,
 };
 use self::unchanged::{Stored, keeps};
 use super::key::SetKey;
@@ -248,14 +248,7 @@ impl Store for RedbStore {
             for op in ops {
                 match op {
                     WriteOp::Stage { list, key, object } => {
-                        let unchanged = digests
-                            .get(key.as_str())
-                            .map_err(engine)?
-                            .is_some_and(|stored| stored.value() == digest::of(object));
-                        let staged = if unchanged { UNCHANGED } else { object };
-                        staging
-                            .insert((*list, key.as_str()), staged)
-                            .map_err(engine)?;
+                        stage(&mut staging, &digests, *list, key, object)?;
                     }
                     WriteOp::Commit { list, set, meta } => {
                         synced = None;
@@ -267,11 +260,7 @@ impl Store for RedbStore {
                         };
                         commit(&mut tables, &mut staging, *list, set, meta.clone())?;
                     }
-                    WriteOp::Abort { list } => {
-                        staging
-                            .retain_in((*list, "")..(*list + 1, ""), |_, _| false)
-                            .map_err(engine)?;
-                    }
+                    WriteOp::Abort { list } => abort(&mut staging, *list)?,
                     WriteOp::Upsert {
                         key,
                         object,
@@ -280,12 +269,7 @@ impl Store for RedbStore {
                         // The watches of one set tee the same events: an object stored
                         // as it is now is not written again.
                         let digest = digest::of(object);
-                        let stored = Stored {
-                            objects: &objects,
-                            digests: &digests,
-                            history: &history,
-                            sets: &sets,
-                        };
+                        let stored = Stored::of(&objects, &digests, &history, &sets);
                         if !keeps(&stored, key, digest, resource_version)? {
                             put(&mut objects, &mut digests, key, object, digest)?;
                         }
@@ -326,9 +310,7 @@ impl Store for RedbStore {
                     WriteOp::VersionClock { clock, version } => {
                         let name = clock_name(*clock);
                         let stored = clocks.get(name).map_err(engine)?.map_or(0, |v| v.value());
-                        if *version > stored {
-                            clocks.insert(name, *version).map_err(engine)?;
-                        }
+                        clocks.insert(name, stored.max(*version)).map_err(engine)?;
                     }
                     WriteOp::Synced {
                         set,
@@ -340,17 +322,8 @@ impl Store for RedbStore {
                         {
                             continue;
                         }
-                        synced = None;
-                        let key = set.encode();
-                        let moved = match sets.get(key.as_str()).map_err(engine)? {
-                            Some(current) => synced_meta(current.value(), &key, resource_version)?,
-                            None => None,
-                        };
-                        if let Some(meta) = moved {
-                            let meta = serde_json::to_vec(&meta).map_err(encoding)?;
-                            sets.insert(key.as_str(), meta.as_slice()).map_err(engine)?;
-                            synced = Some((set, resource_version));
-                        }
+                        synced = sync(&mut sets, set, resource_version)?
+                            .then_some((set, resource_version.as_str()));
                     }
                     WriteOp::Touch { component, at } => {
                         components.insert(component.as_str(), *at).map_err(engine)?;

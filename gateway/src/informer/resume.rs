@@ -90,6 +90,16 @@ enum Step {
     },
 }
 
+/// What one step of [`resume`] makes.
+enum Next {
+    /// An event for the watcher, and the step after it.
+    Yield(watcher::Event<SlimObject>, Step),
+    /// Nothing yet: the step after.
+    Again(Step),
+    /// The end: kube's watcher lists afresh.
+    Stop,
+}
+
 /// The persisted objects as an initial list, then watches from their resourceVersion (each
 /// resumed from the last version seen) for as long as the apiserver grants them; ends when
 /// it does not, for kube's watcher to list afresh.
@@ -108,114 +118,130 @@ pub(super) fn resume(
         async move {
             let mut step = step?;
             loop {
-                step = match step {
-                    Step::Seed {
-                        objects,
-                        resource_version,
-                        begun: false,
-                    } => {
-                        let next = Step::Seed {
-                            objects,
-                            resource_version,
-                            begun: true,
-                        };
-                        return Some((Ok(watcher::Event::Init), Some(next)));
-                    }
-                    Step::Seed {
-                        mut objects,
-                        resource_version,
-                        begun: true,
-                    } => match objects.next() {
-                        Some(object) => {
-                            let next = Step::Seed {
-                                objects,
-                                resource_version,
-                                begun: true,
-                            };
-                            return Some((Ok(watcher::Event::InitApply(object)), Some(next)));
-                        }
-                        None => {
-                            tracing::debug!(resource = plural, %resource_version, "resuming from the cache");
-                            let next = Step::Watch {
-                                resource_version,
-                                pause: false,
-                            };
-                            return Some((Ok(watcher::Event::InitDone), Some(next)));
-                        }
-                    },
-                    Step::Watch {
-                        resource_version,
-                        pause,
-                    } => {
-                        if pause {
-                            tokio::time::sleep(REWATCH_AFTER_EMPTY).await;
-                        }
-                        let params = WatchParams::default();
-                        match api.watch(&params, &resource_version).await {
-                            Ok(events) => Step::Events {
-                                events: events.boxed(),
-                                resource_version,
-                                any: false,
-                            },
-                            Err(error) => {
-                                tracing::info!(resource = plural, %error, "cannot resume the watch; listing");
-                                return None;
-                            }
-                        }
-                    }
-                    Step::Events {
-                        mut events,
-                        mut resource_version,
-                        any,
-                    } => {
-                        let event = match events.next().await {
-                            None => {
-                                step = Step::Watch {
-                                    resource_version,
-                                    pause: !any,
-                                };
-                                continue;
-                            }
-                            Some(Ok(event)) => event,
-                            Some(Err(error)) => {
-                                tracing::info!(resource = plural, %error, "the resumed watch failed; listing");
-                                return None;
-                            }
-                        };
-                        let out = match event {
-                            WatchEvent::Added(object) | WatchEvent::Modified(object) => {
-                                version_of(&object, &mut resource_version);
-                                watcher::Event::Apply(object)
-                            }
-                            WatchEvent::Deleted(object) => {
-                                version_of(&object, &mut resource_version);
-                                watcher::Event::Delete(object)
-                            }
-                            WatchEvent::Bookmark(bookmark) => {
-                                resource_version = bookmark.metadata.resource_version;
-                                step = Step::Events {
-                                    events,
-                                    resource_version,
-                                    any: true,
-                                };
-                                continue;
-                            }
-                            WatchEvent::Error(status) => {
-                                tracing::info!(resource = plural, code = status.code, message = %status.message, "the persisted version cannot be resumed; listing");
-                                return None;
-                            }
-                        };
-                        let next = Step::Events {
-                            events,
-                            resource_version,
-                            any: true,
-                        };
-                        return Some((Ok(out), Some(next)));
-                    }
+                step = match step.advance(&api, plural).await {
+                    Next::Yield(event, next) => return Some((Ok(event), Some(next))),
+                    Next::Again(next) => next,
+                    Next::Stop => return None,
                 };
             }
         }
     })
+}
+
+impl Step {
+    /// Takes this step.
+    async fn advance(self, api: &Api<SlimObject>, plural: &'static str) -> Next {
+        match self {
+            Step::Seed {
+                objects,
+                resource_version,
+                begun: false,
+            } => {
+                let next = Step::Seed {
+                    objects,
+                    resource_version,
+                    begun: true,
+                };
+                Next::Yield(watcher::Event::Init, next)
+            }
+            Step::Seed {
+                mut objects,
+                resource_version,
+                begun: true,
+            } => match objects.next() {
+                Some(object) => {
+                    let next = Step::Seed {
+                        objects,
+                        resource_version,
+                        begun: true,
+                    };
+                    Next::Yield(watcher::Event::InitApply(object), next)
+                }
+                None => {
+                    tracing::debug!(resource = plural, %resource_version, "resuming from the cache");
+                    let next = Step::Watch {
+                        resource_version,
+                        pause: false,
+                    };
+                    Next::Yield(watcher::Event::InitDone, next)
+                }
+            },
+            Step::Watch {
+                resource_version,
+                pause,
+            } => {
+                if pause {
+                    tokio::time::sleep(REWATCH_AFTER_EMPTY).await;
+                }
+                let params = WatchParams::default();
+                match api.watch(&params, &resource_version).await {
+                    Ok(events) => Next::Again(Step::Events {
+                        events: events.boxed(),
+                        resource_version,
+                        any: false,
+                    }),
+                    Err(error) => {
+                        tracing::info!(resource = plural, %error, "cannot resume the watch; listing");
+                        Next::Stop
+                    }
+                }
+            }
+            Step::Events {
+                events,
+                resource_version,
+                any,
+            } => next_event(events, resource_version, any, plural).await,
+        }
+    }
+}
+
+/// The next event of a resumed watch.
+async fn next_event(
+    mut events: BoxStream<'static, kube::Result<WatchEvent<SlimObject>>>,
+    mut resource_version: String,
+    any: bool,
+    plural: &'static str,
+) -> Next {
+    let event = match events.next().await {
+        None => {
+            return Next::Again(Step::Watch {
+                resource_version,
+                pause: !any,
+            });
+        }
+        Some(Ok(event)) => event,
+        Some(Err(error)) => {
+            tracing::info!(resource = plural, %error, "the resumed watch failed; listing");
+            return Next::Stop;
+        }
+    };
+    let out = match event {
+        WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+            version_of(&object, &mut resource_version);
+            watcher::Event::Apply(object)
+        }
+        WatchEvent::Deleted(object) => {
+            version_of(&object, &mut resource_version);
+            watcher::Event::Delete(object)
+        }
+        WatchEvent::Bookmark(bookmark) => {
+            return Next::Again(Step::Events {
+                events,
+                resource_version: bookmark.metadata.resource_version,
+                any: true,
+            });
+        }
+        WatchEvent::Error(status) => {
+            tracing::info!(resource = plural, code = status.code, message = %status.message, "the persisted version cannot be resumed; listing");
+            return Next::Stop;
+        }
+    };
+    let next = Step::Events {
+        events,
+        resource_version,
+        any: true,
+    };
+    Next::Yield(out, next)
 }
 
 /// Moves `resource_version` to `object`'s, when it has one.

@@ -18,8 +18,9 @@ use kube::runtime::utils::Backoff;
 use serde::Deserialize;
 
 use super::metrics::{MultiplexerMetrics, ResourceLabels};
+use super::object::{Object, ObjectError};
 use super::resource::Resource;
-use super::state::{ListType, Object, ObjectError, Shared};
+use super::state::{ListType, Shared};
 use crate::cache::Store;
 use crate::informer::{ListBackoff, own_listing};
 use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, WatchFramer};

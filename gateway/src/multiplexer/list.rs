@@ -9,7 +9,8 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, StreamBody};
 
 use super::body::SharedBody;
-use super::state::{ListType, Object};
+use super::object::Object;
+use super::state::ListType;
 use crate::cache::Selectors;
 
 /// A chunk of a list's body is sent once it holds this many bytes.

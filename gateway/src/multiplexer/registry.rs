@@ -13,8 +13,9 @@ use tokio::task::JoinHandle;
 use super::feed;
 use super::feed::typed;
 use super::metrics::MultiplexerMetrics;
+use super::object::Object;
 use super::resource::Resource;
-use super::state::{Object, Shared};
+use super::state::Shared;
 use crate::cache::{LocalChange, Store};
 use crate::filter::LookupChange;
 

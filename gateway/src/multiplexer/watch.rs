@@ -19,8 +19,9 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::body::SharedBody;
+use super::object::Object;
 use super::refilter::{Pending, Refilter};
-use super::state::{Change, Object, Shared, Start};
+use super::state::{Change, Shared, Start};
 use crate::cache::Selectors;
 use crate::filter::Touched;
 use crate::stream::{Event, EventType};

@@ -5,7 +5,7 @@ use redb::{ReadableTable, Table};
 
 use super::digest;
 use super::history::{self, Tables};
-use super::tables::{UNCHANGED, encoding, engine, prefix_end, put};
+use super::tables::{Digest, UNCHANGED, encoding, engine, prefix_end, put};
 use crate::cache::key::SetKey;
 use crate::cache::selectors::Selectors;
 use crate::cache::store::{History, SetMeta, StoreError};
@@ -200,4 +200,49 @@ pub(super) fn mark_stale(sets: &mut Table<&str, &[u8]>, set: &SetKey) -> Result<
         write_meta(sets, &key, &meta)?;
     }
     Ok(())
+}
+
+/// Moves `set`'s synced resourceVersion to `resource_version` (when it holds an older one);
+/// whether it moved. A set never listed is not synced.
+pub(super) fn sync(
+    sets: &mut Table<&str, &[u8]>,
+    set: &SetKey,
+    resource_version: &str,
+) -> Result<bool, StoreError> {
+    let key = set.encode();
+    let moved = match sets.get(key.as_str()).map_err(engine)? {
+        Some(current) => synced_meta(current.value(), &key, resource_version)?,
+        None => None,
+    };
+    let Some(meta) = moved else {
+        return Ok(false);
+    };
+    let meta = serde_json::to_vec(&meta).map_err(encoding)?;
+    sets.insert(key.as_str(), meta.as_slice()).map_err(engine)?;
+    Ok(true)
+}
+
+/// Stages item `key` of list `list`: a bare key ([`UNCHANGED`]) when the store holds the
+/// same bytes, else `object`.
+pub(super) fn stage(
+    staging: &mut Table<(u64, &str), &[u8]>,
+    digests: &impl ReadableTable<&'static str, Digest>,
+    list: u64,
+    key: &str,
+    object: &[u8],
+) -> Result<(), StoreError> {
+    let unchanged = digests
+        .get(key)
+        .map_err(engine)?
+        .is_some_and(|stored| stored.value() == digest::of(object));
+    let staged = if unchanged { UNCHANGED } else { object };
+    staging.insert((list, key), staged).map_err(engine)?;
+    Ok(())
+}
+
+/// Discards what list `list` staged: it broke off.
+pub(super) fn abort(staging: &mut Table<(u64, &str), &[u8]>, list: u64) -> Result<(), StoreError> {
+    staging
+        .retain_in((list, "")..(list + 1, ""), |_, _| false)
+        .map_err(engine)
 }

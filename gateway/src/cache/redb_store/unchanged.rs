@@ -90,6 +90,18 @@ pub(super) struct Stored<'a, O, D, H, S> {
     pub(super) sets: &'a S,
 }
 
+impl<'a, O, D, H, S> Stored<'a, O, D, H, S> {
+    /// The tables an upsert reads.
+    pub(super) fn of(objects: &'a O, digests: &'a D, history: &'a H, sets: &'a S) -> Self {
+        Stored {
+            objects,
+            digests,
+            history,
+            sets,
+        }
+    }
+}
+
 /// Whether an upsert of an object whose digest is `digest`, at `resource_version`, leaves
 /// the store as it is: the same object is stored (by digest, without reading it), or a
 /// newer version of it, or none because it was deleted at that version or later. The

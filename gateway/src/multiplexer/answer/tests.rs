@@ -4,7 +4,8 @@ use http_body_util::BodyExt;
 
 use super::*;
 use crate::multiplexer::Resource;
-use crate::multiplexer::state::{ListType, Object};
+use crate::multiplexer::object::Object;
+use crate::multiplexer::state::ListType;
 
 fn multiplexer() -> (Multiplexer, Arc<Shared>) {
     let shared = Arc::new(Shared::new());

@@ -1,4 +1,8 @@
+use bytes::Bytes;
+
 use super::*;
+use crate::multiplexer::object::ObjectError;
+use crate::stream::Meta;
 
 fn object(namespace: &str, name: &str, version: u64) -> Object {
     let json = format!(
