@@ -355,7 +355,20 @@ pub fn the_other_filters_reach_kubelet_and_kube_proxy(testbed: &mut Testbed) -> 
         ));
     }
 
-    let pid = wait_pod_containers(testbed, &[REWRITTEN])?[REWRITTEN];
+    // Its task is listed from its creation; its environment is the container's once runc
+    // has started the command in it (kubelet sets KUBERNETES_SERVICE_HOST for every pod).
+    let mut pid = 0;
+    wait_until(
+        Duration::from_secs(60),
+        "the rewritten pod's command to start",
+        || {
+            let Ok(pids) = wait_pod_containers(testbed, &[REWRITTEN]) else {
+                return false;
+            };
+            pid = pids[REWRITTEN];
+            environ(pid, "KUBERNETES_SERVICE_HOST").is_ok_and(|host| host.is_some())
+        },
+    )?;
     let env = (
         environ(pid, "KUBERNETES_SERVICE_HOST")?,
         environ(pid, "KUBERNETES_SERVICE_PORT")?,
