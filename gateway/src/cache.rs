@@ -61,6 +61,6 @@ pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selectors::{SelectorError, Selectors};
 pub use store::{
-    Damage, Fault, History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp,
+    Damage, Fault, History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
 };
 pub use tee::{ListTee, ObjectTee, Tee, WatchTee};

@@ -14,7 +14,7 @@ use super::local_layer::{self, LOCAL_LAYER_BYTES, LocalLayer, LocalWriteError};
 use super::message::Message;
 use super::metrics::CacheMetrics;
 use super::policy::{CachePolicy, CacheTarget};
-use super::store::{Store, StoreError, VersionClock, WriteOp};
+use super::store::{Store, StoreError, StoreWriter, VersionClock, WriteOp};
 use super::tee::{ListTee, ObjectTee, Tee, TeeLink, WatchTee};
 use super::usage::{Serving, UseLog};
 use super::writer::{Clocks, Writer};
@@ -62,8 +62,13 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Starts the writer over `store`.
-    pub fn start(store: Arc<dyn Store>, policy: CachePolicy, metrics: CacheMetrics) -> Arc<Cache> {
+    /// Starts the writer over `store`, to which it alone keeps the write half; every other
+    /// part of the gateway reads it through [`Cache::store`].
+    pub fn start(
+        store: Arc<dyn StoreWriter>,
+        policy: CachePolicy,
+        metrics: CacheMetrics,
+    ) -> Arc<Cache> {
         let base_agents = policy.agents();
         let base = store.running_secs().unwrap_or_else(|error| {
             tracing::warn!(error = %crate::error::error_chain(&error), "cannot read the gateway's running time; counting from zero");
@@ -82,6 +87,7 @@ impl Cache {
             tracing::debug!(error = %crate::error::error_chain(&error), "cannot read the local layer");
         }
         let writer = Writer::start(store.clone(), metrics.clone(), clocks);
+        let store: Arc<dyn Store> = store;
         let uses = Arc::new(UseLog::new(clock.clone(), writer.outbox().clone()));
         Arc::new(Cache {
             policy: ArcSwap::from_pointee(policy),
@@ -352,6 +358,21 @@ impl Cache {
         self.uses
             .usage
             .collect_unused(component, written, cutoff, remove)
+    }
+
+    /// Removes everything cached for `component`, through the writer, after what was sent
+    /// to it before; how many objects went. Blocks: for garbage collection's thread.
+    pub(crate) fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
+        let (done, outcome) = std::sync::mpsc::channel();
+        let component = component.to_owned();
+        if !self
+            .writer
+            .outbox()
+            .send(Message::Collect { component, done })
+        {
+            return Err(StoreError::Unavailable);
+        }
+        outcome.recv().unwrap_or(Err(StoreError::Unavailable))
     }
 
     /// Waits (at most `CAUGHT_UP_WITHIN`) until what every tee has sent so far is in the

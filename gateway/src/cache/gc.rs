@@ -30,7 +30,7 @@ pub fn collect_garbage(cache: &Cache, after: Duration, cloud_reachable: bool) ->
         // The store has its use of up to an hour ago; this run knows the latest, and
         // whether a response to it is being served.
         let outcome = cache.collect_unused(&component, written, cutoff, || {
-            store.remove_component(&component)
+            cache.remove_component(&component)
         });
         match outcome {
             None => {}
@@ -53,6 +53,7 @@ mod tests {
 
     use super::*;
     use crate::cache::CacheMetrics;
+    use crate::cache::StoreWriter;
     use crate::cache::policy::CachePolicy;
     use crate::cache::redb_store::RedbStore;
     use crate::cache::store::WriteOp;

@@ -26,7 +26,7 @@ use super::key::SetKey;
 use super::metrics::CacheMetrics;
 use super::redb_store::{FILE, RedbStore};
 use super::store::{
-    Damage, Fault, History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp,
+    Damage, Fault, History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
 };
 
 /// How a store file is opened: [`RedbStore::open`], or in tests one over a faulty disk.
@@ -388,19 +388,8 @@ impl Store for GuardedStore {
         self.inner.run(|store| store.history(set))
     }
 
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
-        match self.inner.without_lost_lists(ops) {
-            Some(kept) => self.inner.write(&kept, durable),
-            None => self.inner.write(ops, durable),
-        }
-    }
-
     fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.inner.run(|store| store.local_layer())
-    }
-
-    fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
-        self.inner.run(|store| store.remove_component(component))
     }
 
     fn damage(&self) -> Option<Damage> {
@@ -418,6 +407,18 @@ impl Store for GuardedStore {
             self.inner.store();
         }
         self.inner.disk.fault()
+    }
+}
+
+impl StoreWriter for GuardedStore {
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
+        match self.inner.without_lost_lists(ops) {
+            Some(kept) => self.inner.write(&kept, durable),
+            None => self.inner.write(ops, durable),
+        }
+    }
+    fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
+        self.inner.run(|store| store.remove_component(component))
     }
 }
 

@@ -5,7 +5,9 @@ use bytes::Bytes;
 
 use super::key::SetKey;
 use super::redb_store::RedbStore;
-use super::store::{History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp};
+use super::store::{
+    History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
+};
 
 /// A redb store that calls `before_apply` before each write it applies.
 pub(crate) struct Hooked<H> {
@@ -37,12 +39,15 @@ impl<H: Fn() + Send + Sync> Store for Hooked<H> {
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError> {
         self.store.history(set)
     }
+    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.store.local_layer()
+    }
+}
+
+impl<H: Fn() + Send + Sync> StoreWriter for Hooked<H> {
     fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
         (self.before_apply)();
         self.store.apply(ops, durable)
-    }
-    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        self.store.local_layer()
     }
     fn remove_component(&self, component: &str) -> Result<u64, StoreError> {
         self.store.remove_component(component)

@@ -104,6 +104,7 @@ pub fn object(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::StoreWriter;
     use crate::cache::key::SetKey;
     use crate::cache::redb_store::RedbStore;
     use crate::cache::store::{SetMeta, WriteOp};

@@ -1,5 +1,6 @@
 //! What the writer is sent: the one enum of its messages (what the tees saw, the uses and
-//! the clock the facade records, flushes and catch-ups), and the sending half every tee shares. The tees
+//! the clock the facade records, the local layer's writes, garbage collection, flushes and
+//! catch-ups), and the sending half every tee shares. The tees
 //! and the writer both import this, and not each other.
 
 use std::sync::mpsc::Sender;
@@ -9,7 +10,7 @@ use bytes::Bytes;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::key::{ResourceKey, SetKey};
-use super::store::WriteOp;
+use super::store::{StoreError, WriteOp};
 use crate::stream::{Event, ListEnd};
 
 /// A message to the writer. Objects come with the room they took of the in-flight budget,
@@ -58,6 +59,12 @@ pub(crate) enum Message {
     Local {
         ops: Vec<WriteOp>,
         done: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
+    /// Garbage collection: remove everything cached for `component` in one transaction,
+    /// after what was sent before; answered with how many objects went.
+    Collect {
+        component: String,
+        done: Sender<Result<u64, StoreError>>,
     },
 }
 

@@ -26,7 +26,9 @@ use self::tables::{
 };
 use self::unchanged::{Stored, keeps};
 use super::key::SetKey;
-use super::store::{History, Objects, SetMeta, Store, StoreError, VersionClock, WriteOp};
+use super::store::{
+    History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
+};
 use crate::stream::compare_versions;
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
@@ -221,6 +223,15 @@ impl Store for RedbStore {
         Ok(entries)
     }
 
+    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let txn = self.db.begin_read().map_err(engine)?;
+        let local = txn.open_table(LOCAL).map_err(engine)?;
+        let digests = txn.open_table(DIGESTS).map_err(engine)?;
+        local_marks::live(&local, &digests)
+    }
+}
+
+impl StoreWriter for RedbStore {
     fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
         if !durable && unchanged::changes_nothing(&self.db, ops)? {
             return Ok(false);
@@ -340,13 +351,6 @@ impl Store for RedbStore {
         }
         txn.commit().map_err(engine)?;
         Ok(true)
-    }
-
-    fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError> {
-        let txn = self.db.begin_read().map_err(engine)?;
-        let local = txn.open_table(LOCAL).map_err(engine)?;
-        let digests = txn.open_table(DIGESTS).map_err(engine)?;
-        local_marks::live(&local, &digests)
     }
 
     fn remove_component(&self, component: &str) -> Result<u64, StoreError> {

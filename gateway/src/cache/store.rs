@@ -266,7 +266,8 @@ pub enum VersionClock {
 /// Stored objects under a prefix, in key order.
 pub type Objects = Box<dyn Iterator<Item = Result<(String, Bytes), StoreError>> + Send>;
 
-/// A cache store. Reads may run on any thread at any time; writes come from one writer.
+/// A cache store as its readers have it: reads may run on any thread at any time. Writing
+/// takes the other half, [`StoreWriter`], which only the cache's one writer is handed.
 pub trait Store: Send + Sync {
     /// One object by key.
     fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError>;
@@ -284,15 +285,9 @@ pub trait Store: Send + Sync {
     fn version_clock(&self, clock: VersionClock) -> Result<u64, StoreError>;
     /// The history of `set`: the keys known to have entered it and those that left it.
     fn history(&self, set: &SetKey) -> Result<Vec<(String, History)>, StoreError>;
-    /// Applies a batch of writes in one transaction; `durable` makes it (and every batch
-    /// before it) survive a crash before this returns. Returns whether it wrote: a batch
-    /// that would change nothing and need not be durable may be left unwritten.
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError>;
     /// The objects the node's own writes made that the store still holds as written
     /// ([`WriteOp::LocalMark`]): each key with its object's length.
     fn local_layer(&self) -> Result<Vec<(String, u64)>, StoreError>;
-    /// Removes everything cached for `component`; returns how many objects went.
-    fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
     /// The damage this store recovered from since the gateway started, if any.
     fn damage(&self) -> Option<Damage> {
         None
@@ -301,6 +296,18 @@ pub trait Store: Send + Sync {
     fn fault(&self) -> Option<Fault> {
         None
     }
+}
+
+/// A cache store's write half: the cache's one writer (`cache::writer`) alone holds it, and
+/// applies what the tees, the local layer and garbage collection send it.
+pub trait StoreWriter: Store {
+    /// Applies a batch of writes in one transaction; `durable` makes it (and every batch
+    /// before it) survive a crash before this returns. Returns whether it wrote: a batch
+    /// that would change nothing and need not be durable may be left unwritten.
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError>;
+    /// Removes everything cached for `component` in one transaction; returns how many
+    /// objects went.
+    fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
 }
 
 /// A disk fault the store is in (full, read-only, failing), as `/v1/readyz` reports it:

@@ -10,23 +10,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use tokio::sync::OwnedSemaphorePermit;
-
+use self::gather::{Gathered, MAX_BATCH, MAX_BATCH_BYTES, gather};
 use super::budget::Budget;
-use super::clock::{RunningClock, now};
-use super::key::SetKey;
+use super::clock::RunningClock;
 use super::message::{Message, Outbox};
 use super::metrics::CacheMetrics;
 use super::pages::PendingPages;
-use super::store::{SetMeta, Store, WriteOp};
-use crate::stream::{Event, EventType, Meta};
+use super::store::{StoreError, StoreWriter, WriteOp};
 
-/// Writes applied in one transaction at most.
-const MAX_BATCH: usize = 1024;
-/// Object bytes applied in one transaction at most: the store keeps a transaction's dirty
-/// pages in memory until it commits, so this bounds what one batch adds to the gateway's.
-const MAX_BATCH_BYTES: usize = 256 << 10;
 /// After a batch that emptied the queue, the writer waits this long before taking the next,
 /// so that one store transaction carries the watch events of 2 ms instead of one event, and
 /// senders do not wake the writer once per event. Far below what fills the in-flight bound.
@@ -61,7 +52,11 @@ pub(crate) struct Writer {
 impl Writer {
     /// Starts the writer's thread over `store`; without it (it cannot start) nothing is
     /// cached, and every send fails.
-    pub(crate) fn start(store: Arc<dyn Store>, metrics: CacheMetrics, clocks: Clocks) -> Writer {
+    pub(crate) fn start(
+        store: Arc<dyn StoreWriter>,
+        metrics: CacheMetrics,
+        clocks: Clocks,
+    ) -> Writer {
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cache-writer".into())
@@ -137,7 +132,7 @@ impl Drop for Writer {
 /// own, see `GuardedStore`) loses the batch in hand, is logged and counted as a write error,
 /// and the loop starts again: a dead writer would silently cache nothing.
 fn write_until_closed(
-    store: &Arc<dyn Store>,
+    store: &Arc<dyn StoreWriter>,
     rx: &Receiver<Message>,
     metrics: &CacheMetrics,
     clocks: &Clocks,
@@ -155,7 +150,12 @@ fn write_until_closed(
 }
 
 /// The writer loop: runs until every sender is gone.
-fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, clocks: &Clocks) {
+fn run(
+    store: &Arc<dyn StoreWriter>,
+    rx: &Receiver<Message>,
+    metrics: &CacheMetrics,
+    clocks: &Clocks,
+) {
     let mut unflushed = false;
     let mut last_durable = Instant::now();
     let mut last_running = Instant::now();
@@ -166,40 +166,17 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, c
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let mut batch = Vec::new();
-        // Room stays taken until the writes are applied: the bound covers the whole way.
-        let mut held = Vec::new();
-        let mut flushes = Vec::new();
-        let mut applied = Vec::new();
-        let mut locals = Vec::new();
-        let mut durable = false;
-        let (mut taken, mut bytes) = (0, 0);
-        let mut next = first;
-        while let Some(message) = next {
-            taken += 1;
-            let rooms = held.len();
-            match message {
-                Message::Flush(reply) => {
-                    durable = true;
-                    flushes.push(reply);
-                }
-                Message::Applied(reply) => applied.push(reply),
-                Message::Local { ops, done } => {
-                    batch.extend(ops);
-                    locals.push(done);
-                    durable = true;
-                }
-                message => durable |= write_ops(message, &mut batch, &mut held, metrics),
-            }
-            bytes += held[rooms..]
-                .iter()
-                .map(|room| room.num_permits())
-                .sum::<usize>();
-            if taken >= MAX_BATCH || bytes >= MAX_BATCH_BYTES {
-                break;
-            }
-            next = rx.try_recv().ok();
-        }
+        let Gathered {
+            mut batch,
+            held,
+            flushes,
+            applied,
+            locals,
+            collects,
+            mut durable,
+            taken,
+            bytes,
+        } = gather(first, rx, metrics);
         if last_running.elapsed() >= RUNNING_EVERY {
             last_running = Instant::now();
             batch.push(WriteOp::Running {
@@ -218,6 +195,7 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, c
         }
         durable |= unflushed && last_durable.elapsed() >= FLUSH_EVERY;
         if batch.is_empty() && !durable {
+            collect(store.as_ref(), collects);
             for reply in applied {
                 let _ = reply.send(());
             }
@@ -256,6 +234,7 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, c
             }
         }
         drop(held);
+        collect(store.as_ref(), collects);
         let flushed = !flushes.is_empty() || !applied.is_empty();
         for reply in flushes {
             let _ = reply.send(());
@@ -273,132 +252,14 @@ fn run(store: &Arc<dyn Store>, rx: &Receiver<Message>, metrics: &CacheMetrics, c
     }
 }
 
-/// Turns one message into store writes; returns whether they must be durable.
-fn write_ops(
-    message: Message,
-    batch: &mut Vec<WriteOp>,
-    held: &mut Vec<OwnedSemaphorePermit>,
-    metrics: &CacheMetrics,
-) -> bool {
-    match message {
-        Message::Item {
-            list,
-            resource,
-            object,
-            room,
-        } => {
-            held.push(room);
-            if let Some(meta) = meta_of(&object, metrics) {
-                let key = resource.object_key(&meta.namespace, &meta.name);
-                batch.push(WriteOp::Stage { list, key, object });
-            }
-        }
-        Message::Commit {
-            list,
-            set,
-            end,
-            items,
-        } => {
-            batch.push(WriteOp::Commit {
-                list,
-                set: (*set).clone(),
-                meta: SetMeta {
-                    resource_version: end.resource_version,
-                    list_kind: end.kind,
-                    api_version: end.api_version,
-                    committed_at: now(),
-                    items,
-                    ..SetMeta::default()
-                },
-            });
-            return true;
-        }
-        Message::Abort { list } => batch.push(WriteOp::Abort { list }),
-        Message::Event { set, event, room } => {
-            held.push(room);
-            event_ops(&set, event, batch, metrics);
-        }
-        Message::Lost { set } => {
-            batch.push(WriteOp::Lost {
-                set: (*set).clone(),
-            });
-            // A restart must not find the set claiming to be synced past the hole.
-            return true;
-        }
-        Message::Object {
-            resource,
-            object,
-            room,
-        } => {
-            held.push(room);
-            if let Some(meta) = meta_of(&object, metrics) {
-                let key = resource.object_key(&meta.namespace, &meta.name);
-                let resource_version = meta.resource_version.into_owned();
-                batch.push(WriteOp::Upsert {
-                    key,
-                    object,
-                    resource_version,
-                });
-            }
-        }
-        Message::Touch { component, at } => batch.push(WriteOp::Touch { component, at }),
-        Message::Running(secs) => batch.push(WriteOp::Running { secs }),
-        Message::Flush(_) => return true,
-        // Answered by the loop once its batch is applied.
-        Message::Applied(_) | Message::Local { .. } => {}
+/// Removes each component of `collects` (garbage collection), answering each.
+fn collect(
+    store: &dyn StoreWriter,
+    collects: Vec<(String, std::sync::mpsc::Sender<Result<u64, StoreError>>)>,
+) {
+    for (component, done) in collects {
+        let _ = done.send(store.remove_component(&component));
     }
-    false
 }
 
-/// The metadata of `object`, counting its bytes; `None` (counted) when it cannot be read.
-fn meta_of<'a>(object: &'a Bytes, metrics: &CacheMetrics) -> Option<Meta<'a>> {
-    let Ok(meta) = Meta::parse(object) else {
-        metrics.unreadable.inc();
-        return None;
-    };
-    metrics.bytes.inc_by(object.len() as u64);
-    Some(meta)
-}
-
-/// A watch event's writes: the object upserted or removed, and the set's synced version.
-/// An event's object is checked JSON already (the framer parsed the event, and the filter
-/// host checks every replacement), so only its metadata is read.
-fn event_ops(set: &SetKey, event: Event, batch: &mut Vec<WriteOp>, metrics: &CacheMetrics) {
-    let Ok(meta) = Meta::parse_checked(&event.object) else {
-        metrics.unreadable.inc();
-        return;
-    };
-    let key = set.resource.object_key(&meta.namespace, &meta.name);
-    let resource_version = meta.resource_version.into_owned();
-    match event.kind {
-        EventType::Added | EventType::Modified => {
-            metrics.bytes.inc_by(event.object.len() as u64);
-            if event.kind == EventType::Added {
-                batch.push(WriteOp::Entered {
-                    set: set.clone(),
-                    key: key.clone(),
-                    resource_version: resource_version.clone(),
-                });
-            }
-            batch.push(WriteOp::Upsert {
-                key,
-                object: event.object,
-                resource_version: resource_version.clone(),
-            });
-        }
-        EventType::Deleted => batch.push(WriteOp::Remove {
-            set: set.clone(),
-            key,
-            object: event.object,
-            resource_version: resource_version.clone(),
-        }),
-        EventType::Bookmark => {}
-        EventType::Error => return,
-    }
-    if !resource_version.is_empty() {
-        batch.push(WriteOp::Synced {
-            set: set.clone(),
-            resource_version,
-        });
-    }
-}
+mod gather;

@@ -1,5 +1,6 @@
 //! kubelet's node lease, answered by the gateway; offline reads of subresources.
 
+use crate::cache::StoreWriter;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
 use super::Local;
-use crate::cache::{Cache, CacheMetrics, CachePolicy, RedbStore, Store, WriteOp};
+use crate::cache::{Cache, CacheMetrics, CachePolicy, RedbStore, WriteOp};
 use crate::request::{RequestContext, RequestInfo};
 use crate::upstream::KubeletLease;
 

@@ -15,7 +15,7 @@ use super::limit::InFlightLimit;
 use super::state::State;
 use super::watch_end::WatchEnds;
 use crate::cache::{
-    Cache, CacheMetrics, CachePolicy, RedbStore, ResourceKey, SetKey, SetMeta, Store, WriteOp,
+    Cache, CacheMetrics, CachePolicy, RedbStore, ResourceKey, SetKey, SetMeta, StoreWriter, WriteOp,
 };
 use crate::error::BoxError;
 use crate::filter::{FilterSettings, Filters, Limits, NoLookup};
@@ -39,7 +39,7 @@ impl HubFixture {
     /// compiled: the chain is empty).
     pub async fn start(scratch: &std::path::Path) -> Result<HubFixture, BoxError> {
         let mut metrics = Metrics::new();
-        let store: Arc<dyn Store> = Arc::new(RedbStore::in_memory()?);
+        let store = Arc::new(RedbStore::in_memory()?);
         cache_objects(store.as_ref())?;
         let cache = Cache::start(
             store,
@@ -112,7 +112,7 @@ impl HubFixture {
 }
 
 /// Caches, for kubelet, a Secret in `kube-system` and a ConfigMap that quotes it.
-fn cache_objects(store: &dyn Store) -> Result<(), BoxError> {
+fn cache_objects(store: &dyn StoreWriter) -> Result<(), BoxError> {
     let objects: [(&str, String); 2] = [
         (
             "secrets",

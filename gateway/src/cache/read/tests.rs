@@ -1,4 +1,5 @@
 use super::*;
+use crate::cache::StoreWriter;
 use crate::cache::key::SetKey;
 use crate::cache::redb_store::RedbStore;
 use crate::cache::store::WriteOp;
@@ -106,8 +107,8 @@ fn pod_bytes(ns: &str, name: &str, rv: u32, app: &str) -> Bytes {
 }
 
 /// The backlog of `since` as (type, name, resourceVersion).
-fn backlog(store: &Arc<dyn Store>, scope: Scope<'_>, since: &str) -> Vec<(String, String, String)> {
-    let backlog = watch_backlog(store, &pods(), scope, since).unwrap();
+fn backlog(store: &Arc<RedbStore>, scope: Scope<'_>, since: &str) -> Vec<(String, String, String)> {
+    let backlog = watch_backlog(&reader(store), &pods(), scope, since).unwrap();
     backlog
         .events
         .map(|event| {
@@ -128,7 +129,12 @@ fn triple(kind: &str, name: &str, rv: &str) -> (String, String, String) {
 
 /// The store of [`store`] after its watch saw db-2 added at 13, web-1 modified at 14
 /// and db-1 deleted at 15.
-fn watched() -> (tempfile::TempDir, Arc<dyn Store>) {
+/// The read half of `store`, as the local proxy has it.
+fn reader(store: &Arc<RedbStore>) -> Arc<dyn Store> {
+    store.clone()
+}
+
+fn watched() -> (tempfile::TempDir, Arc<RedbStore>) {
     let (dir, store) = store();
     let all = SetKey::new(pods(), "", "", "");
     let upsert = |name: &str, rv: u32, app: &str| WriteOp::Upsert {
@@ -211,7 +217,7 @@ fn a_watch_from_before_the_history_or_past_a_hole_is_expired() {
     let (_dir, store) = watched();
     let all = scope("", "", "");
     assert!(matches!(
-        watch_backlog(&store, &pods(), all, "11"),
+        watch_backlog(&reader(&store), &pods(), all, "11"),
         Err(ReadError::Expired { .. })
     ));
     store
@@ -224,7 +230,7 @@ fn a_watch_from_before_the_history_or_past_a_hole_is_expired() {
         .unwrap();
     // Stale at 15: a client that saw more cannot be answered exactly; one at 15 can.
     assert!(matches!(
-        watch_backlog(&store, &pods(), all, "16"),
+        watch_backlog(&reader(&store), &pods(), all, "16"),
         Err(ReadError::Expired { .. })
     ));
     assert!(backlog(&store, all, "15").is_empty());

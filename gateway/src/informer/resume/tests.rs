@@ -1,3 +1,4 @@
+use crate::cache::StoreWriter;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! The local layer's bound and gauges, and the filters its changed copies pass again.
 
+use crate::cache::StoreWriter;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,8 +10,7 @@ use http_body_util::Full;
 use serde_json::{Value, json};
 
 use crate::cache::{
-    Cache, CacheMetrics, CachePolicy, LocalLayer, RedbStore, ResourceKey, SetKey, SetMeta, Store,
-    WriteOp,
+    Cache, CacheMetrics, CachePolicy, LocalLayer, RedbStore, ResourceKey, SetKey, SetMeta, WriteOp,
 };
 use crate::local::{Local, LocalError, LocalFilters};
 use crate::request::{RequestContext, RequestInfo};
@@ -79,7 +79,7 @@ fn slice() -> Value {
 
 /// kubelet's and kube-proxy's copies of the pod, kube-proxy's and CoreDNS's of its
 /// EndpointSlice, each listed at 10; the cloud last seen at 100.
-fn local(filters: Option<Arc<dyn LocalFilters>>) -> (tempfile::TempDir, Local) {
+fn local(filters: Option<Arc<dyn LocalFilters>>) -> (tempfile::TempDir, Local, Arc<RedbStore>) {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
     store
@@ -94,8 +94,10 @@ fn local(filters: Option<Arc<dyn LocalFilters>>) -> (tempfile::TempDir, Local) {
     store
         .apply(&listed(4, slices("coredns"), &slice()), true)
         .unwrap();
+    // The tests write as the cloud's responses do, beside the cache's writer.
+    let store = Arc::new(store);
     let cache = Cache::start(
-        Arc::new(store),
+        store.clone(),
         CachePolicy::new(&["*".to_owned()]),
         CacheMetrics::default(),
     );
@@ -109,7 +111,7 @@ fn local(filters: Option<Arc<dyn LocalFilters>>) -> (tempfile::TempDir, Local) {
         min_request_timeout: Duration::from_secs(1800),
         filters,
     };
-    (dir, local)
+    (dir, local, store)
 }
 
 /// kubelet's offline status patch of its pod: `status` merged in.
@@ -138,7 +140,7 @@ fn stored(local: &Local, key: &str) -> Option<Value> {
 
 #[tokio::test]
 async fn the_layer_is_counted_in_its_gauges_and_bounded() {
-    let (_dir, local) = local(None);
+    let (_dir, local, store) = local(None);
     let cache = &local.cache;
     assert_eq!(cache.local_layer().unwrap(), LocalLayer::default());
     let kubelet_pod = pods("kubelet").object_key("default", "web");
@@ -187,8 +189,7 @@ async fn the_layer_is_counted_in_its_gauges_and_bounded() {
     // The cloud's newer pod replaces kubelet's copy: it leaves the layer.
     let mut cloud = pod();
     cloud["metadata"]["resourceVersion"] = "150".into();
-    cache
-        .store()
+    store
         .apply(
             &[WriteOp::Upsert {
                 key: kubelet_pod,
@@ -240,7 +241,7 @@ impl Transform for Leave {
 
 #[tokio::test]
 async fn a_changed_copy_passes_its_component_s_filters_as_a_cloud_event() {
-    let (_dir, local) = local(Some(Arc::new(Tagging)));
+    let (_dir, local, _) = local(Some(Arc::new(Tagging)));
     let mut changes = local.cache.local_changes();
     patch_status(&local, json!({"podIP": "10.0.0.9"}))
         .await

@@ -1,5 +1,6 @@
 //! A watch resuming a set the node wrote in while cut lists again, once.
 
+use crate::cache::StoreWriter;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,13 +57,15 @@ fn listed(component: &str, list: u64, version: &str) -> Vec<WriteOp> {
 }
 
 /// kubelet's and kube-proxy's pods of this node, listed at 10; the cloud last seen at 100.
-fn local() -> (tempfile::TempDir, Local) {
+fn local() -> (tempfile::TempDir, Local, Arc<RedbStore>) {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
     store.apply(&listed("kubelet", 1, "10"), true).unwrap();
     store.apply(&listed("kube-proxy", 2, "10"), true).unwrap();
+    // The tests write as the cloud's responses do, beside the cache's writer.
+    let store = Arc::new(store);
     let cache = Cache::start(
-        Arc::new(store),
+        store.clone(),
         CachePolicy::new(&["*".to_owned()]),
         CacheMetrics::default(),
     );
@@ -76,7 +79,7 @@ fn local() -> (tempfile::TempDir, Local) {
         min_request_timeout: Duration::from_secs(1800),
         filters: None,
     };
-    (dir, local)
+    (dir, local, store)
 }
 
 fn request(component: &str, method: Method, target: &str) -> RequestContext {
@@ -121,7 +124,7 @@ async fn watch(local: &Local, component: &str, target: &str) -> Option<Value> {
 
 #[tokio::test]
 async fn the_writer_s_resumed_watch_lists_again_until_a_list_commits() {
-    let (_dir, local) = local();
+    let (_dir, local, store) = local();
     let resumed = format!("{PODS}&watch=true&resourceVersion=10");
     assert_eq!(
         watch(&local, "kubelet", &resumed).await,
@@ -163,7 +166,6 @@ async fn the_writer_s_resumed_watch_lists_again_until_a_list_commits() {
     }
 
     // The writer's list from the cloud commits: its watches resume from the cloud again.
-    let store = local.cache.store().clone();
     store.apply(&listed("kubelet", 3, "120"), true).unwrap();
     let relisted = format!("{PODS}&watch=true&resourceVersion=120");
     assert_eq!(watch(&local, "kubelet", &relisted).await, None);
@@ -213,7 +215,7 @@ fn the_lowest_own_write_is_kept_and_an_unlisted_set_is_not_marked() {
 
 #[tokio::test]
 async fn a_list_from_a_local_version_asks_the_cloud_from_the_resource_s_cloud_version() {
-    let (_dir, local) = local();
+    let (_dir, local, _) = local();
     let asks =
         |target: &str| local.cloud_version_for_list(&request("kubelet", Method::GET, target));
     assert_eq!(

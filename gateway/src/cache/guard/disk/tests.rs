@@ -1,5 +1,6 @@
 //! The guard over a disk that fails on demand: full, read-only, then working again.
 
+use crate::cache::StoreWriter;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
