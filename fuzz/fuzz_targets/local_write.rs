@@ -128,6 +128,6 @@ fn answer(create: bool, path: &str, media: Option<&str>, pieces: &[&[u8]]) -> An
 }
 
 fn refused(error: &LocalError) -> Answer {
-    let verdict = error.verdict();
-    Answer::Refused(verdict.code.as_u16(), error.to_string())
+    let status = error.refusal_status();
+    Answer::Refused(status.code.as_u16(), error.to_string())
 }

@@ -1,18 +1,17 @@
-//! The gateway's checked configuration, built from the command line and the kubeconfig.
+//! The gateway's checked configuration, built from the command line: plain data, parsed
+//! and checked, nothing read from disk or the network. What it names (the kubeconfig, the
+//! certificate manager's files, the serving pair) the server's identity builder reads.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::certificate::CertificateSettings;
 use crate::certificate::request::APISERVER_NAMES;
-use crate::certificate::{BootstrapMode, CertificateError, Renewal};
+use crate::certificate::{BootstrapMode, CertificateSettings};
 use crate::cli::{self, CertificateArgs, EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
-use crate::tls::ClientCerts;
-use crate::upstream::{Credentials, CredentialsError, HealthSettings, LbMode};
+use crate::upstream::LbMode;
 
 /// YurtHub's `--multiplexer-port` default.
 pub const DEFAULT_MULTIPLEXER_PORT: u16 = 10269;
@@ -20,35 +19,18 @@ pub const DEFAULT_MULTIPLEXER_PORT: u16 = 10269;
 /// Why the configuration is unusable; every variant is the operator's to fix.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    /// Neither `--server-addr` nor the kubeconfig names a server.
-    #[error(
-        "no apiserver to talk to: give --server-addr, or a --kubeconfig whose current context has a server"
-    )]
-    NoServer,
-    /// The kubeconfig could not be used.
-    #[error(transparent)]
-    Credentials(#[from] CredentialsError),
     /// `--working-mode local`, which edgegate does not have.
     #[error(
         "--working-mode local is not supported: edgegate has no local mode (a proxy to a host \
          cluster's apiservers); use edge or cloud"
     )]
     LocalMode,
-    /// The HTTPS proxy's certificate or key cannot be used.
-    #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
     /// The hub interface's name or address is not one YurtHub accepts.
     #[error("{0}")]
     HubInterface(String),
-    /// The certificate manager could not set up the gateway's identity.
-    #[error(transparent)]
-    Certificate(#[from] CertificateError),
     /// A `--pool-scope-resources` entry cannot be read.
     #[error(transparent)]
     PoolScope(#[from] crate::multiplexer::ResourceError),
-    /// The certificate manager needs the node's name for the certificate.
-    #[error("the certificate manager needs --node-name (the certificate is system:node:<name>)")]
-    NoNodeName,
 }
 
 /// The hub interface (`--enable-dummy-if`): a dummy link and its address.
@@ -60,16 +42,38 @@ pub struct HubInterfaceSettings {
     pub ip: IpAddr,
 }
 
-/// Everything the gateway needs to run.
+/// Where the gateway's identity comes from: a kubeconfig, or the certificate manager; and
+/// the HTTPS proxy's serving pair when the flags give its files.
+#[derive(Debug, Clone)]
+pub struct IdentitySettings {
+    /// `--kubeconfig`: the identity, whole.
+    pub kubeconfig: Option<PathBuf>,
+    /// The certificate manager's settings, without `--kubeconfig`.
+    pub certificates: CertificateSettings,
+    /// `--tls-cert-file` and `--tls-private-key-file`.
+    pub serving_files: Option<(PathBuf, PathBuf)>,
+}
+
+/// Upstream health checking, as the flags set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthConfig {
+    /// `--heartbeat-interval-seconds`.
+    pub interval: Duration,
+    /// `--heartbeat-timeout-seconds`.
+    pub timeout: Duration,
+    /// `--heartbeat-failed-retry`.
+    pub failed_retry: u32,
+    /// `--heartbeat-healthy-threshold`.
+    pub healthy_threshold: u32,
+}
+
+/// Everything the gateway needs to run, as data.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Upstream apiservers, in priority order.
+    /// Upstream apiservers, in priority order (none given: the kubeconfig's).
     pub servers: Vec<http::Uri>,
-    /// The gateway's own identity towards them.
-    pub credentials: Credentials,
-    /// Renew the certificates of the certificate manager: the client certificate (token
-    /// mode) and the HTTPS proxy's serving certificate (without --tls-cert-file).
-    pub certificate_renewals: Vec<Arc<Renewal>>,
+    /// Where the gateway's identity towards them comes from.
+    pub identity: IdentitySettings,
     /// How requests are spread over the servers.
     pub lb_mode: LbMode,
     /// This node's name.
@@ -80,11 +84,11 @@ pub struct Config {
     pub hub_addr: SocketAddr,
     /// Where the plain-HTTP proxy listens.
     pub proxy_addr: SocketAddr,
-    /// Where the HTTPS proxy listens, and its TLS settings, when it is served.
-    pub secure_proxy: Option<(SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
-    /// Where the pool port listens (--node-ip, --multiplexer-port), and its TLS settings:
-    /// served with the HTTPS proxy's certificate, to node client certificates only.
-    pub pool_port: Option<(SocketAddr, std::sync::Arc<rustls::ServerConfig>)>,
+    /// Where the HTTPS proxy listens, when it is served (it has a serving pair).
+    pub secure_proxy_addr: SocketAddr,
+    /// Where the pool port listens (--node-ip, --multiplexer-port), at the edge: served with
+    /// the HTTPS proxy's certificate, to node client certificates only.
+    pub pool_port: Option<SocketAddr>,
     /// The port of the pool's leaders' pool ports (--multiplexer-port).
     pub leader_port: u16,
     /// The hub interface, made when the HTTPS proxy is served: it also listens on its
@@ -100,16 +104,6 @@ pub struct Config {
     /// process (`filter compile`, `filter check-config`); `None` does both in the gateway's
     /// process. The binary sets it to itself.
     pub filter_helper: Option<PathBuf>,
-    /// Hands back to the system the memory the process freed (glibc keeps freed blocks
-    /// inside its heaps): called after each filter load, and off the runtime's threads every
-    /// [`crate::server::RETURN_FREED_EVERY`], as lists and watches free megabytes in the
-    /// middle of the heaps, where trimming their tops does not reach; `None` does nothing.
-    pub return_freed_memory: Option<fn()>,
-    /// Called once, off the runtime's threads, when start-up is over: the gateway serving,
-    /// its first filters loaded and their informers synced (or
-    /// [`crate::informer::START_UP_SYNC`] passed), so that the binary can give back the pages
-    /// of code only start-up ran; `None` does nothing.
-    pub after_start: Option<fn()>,
     /// Components whose responses are cached.
     pub cache_agents: Vec<String>,
     /// The resources the multiplexer shares among the node's clients (none: no multiplexer).
@@ -127,7 +121,7 @@ pub struct Config {
     /// Unused components' caches are removed after this long.
     pub cache_gc_after: Duration,
     /// Upstream health checking.
-    pub health: HealthSettings,
+    pub health: HealthConfig,
     /// How long a proxied request may wait for its response to begin.
     pub request_timeout: Duration,
     /// How long in-flight requests are given when the gateway is asked to stop.
@@ -135,8 +129,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// Checks the flags and loads the kubeconfig they name.
-    pub async fn load(args: &RunArgs) -> Result<Config, ConfigError> {
+    /// Checks the flags: the configuration they make.
+    pub fn from_args(args: &RunArgs) -> Result<Config, ConfigError> {
         let yurthub = &args.yurthub;
         if yurthub.working_mode == WorkingMode::Local {
             return Err(ConfigError::LocalMode);
@@ -146,52 +140,26 @@ impl Config {
             .enable_dummy_if
             .then(|| hub_interface(args))
             .transpose()?;
-        let identity = identity(args, hub_interface.as_ref()).await?;
-        let credentials = identity.credentials;
-        let servers = if args.server_addr.is_empty() {
-            credentials
-                .default_server
+        let serving_names = args
+            .tls_cert_file
+            .is_none()
+            .then(|| serving_names(args, hub_interface.as_ref()));
+        let identity = IdentitySettings {
+            kubeconfig: args.kubeconfig.clone(),
+            certificates: certificate_settings(
+                &yurthub.certificates,
+                args.node_name.clone(),
+                serving_names,
+            ),
+            serving_files: args
+                .tls_cert_file
                 .clone()
-                .map(|s| vec![s])
-                .ok_or(ConfigError::NoServer)?
-        } else {
-            args.server_addr.clone()
+                .zip(args.tls_private_key_file.clone()),
         };
-        let secure_addr = SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port);
-        let serving = match (
-            &args.tls_cert_file,
-            &args.tls_private_key_file,
-            &identity.serving_pair,
-        ) {
-            (Some(cert), Some(key), _) => Some((cert, key, false)),
-            (None, _, Some(pair)) => Some((pair, pair, true)),
-            _ => None,
-        };
-        let tls = |client_certs| -> Result<_, ConfigError> {
-            Ok(match serving {
-                Some((cert, key, issued_later)) => Some(crate::tls::server_config(
-                    cert,
-                    key,
-                    credentials.cluster_ca(),
-                    issued_later,
-                    client_certs,
-                )?),
-                None => None,
-            })
-        };
-        let secure_proxy = tls(ClientCerts::Optional)?.map(|tls| (secure_addr, tls));
         let leader_port = yurthub.multiplexer_port.unwrap_or(DEFAULT_MULTIPLEXER_PORT);
-        // A cloud node is in no edge pool.
-        let pool_port = match yurthub.node_ip {
-            Some(ip) if !cloud => {
-                tls(ClientCerts::Required)?.map(|tls| (SocketAddr::new(ip, leader_port), tls))
-            }
-            _ => None,
-        };
         Ok(Config {
-            servers,
-            credentials,
-            certificate_renewals: identity.renewals,
+            servers: args.server_addr.clone(),
+            identity,
             lb_mode: match args.lb_mode {
                 cli::LbMode::Rr => LbMode::Rr,
                 cli::LbMode::Priority => LbMode::Priority,
@@ -200,16 +168,18 @@ impl Config {
             nodepool_name: args.nodepool_name.clone(),
             hub_addr: SocketAddr::new(args.bind_address, args.serve_port),
             proxy_addr: SocketAddr::new(args.bind_proxy_address, args.proxy_port),
-            secure_proxy,
-            pool_port,
+            secure_proxy_addr: SocketAddr::new(args.bind_proxy_address, args.proxy_secure_port),
+            // A cloud node is in no edge pool.
+            pool_port: yurthub
+                .node_ip
+                .filter(|_| !cloud)
+                .map(|ip| SocketAddr::new(ip, leader_port)),
             leader_port,
             hub_interface,
             disk_cache_path: args.disk_cache_path.clone(),
             filter_dir: args.filter_dir.clone(),
             filter_config: args.filter_config.clone(),
             filter_helper: None,
-            return_freed_memory: None,
-            after_start: None,
             cache_agents: cache_agents(&args.cache_agents),
             pool_scope_resources: crate::multiplexer::Resource::parse_all(
                 yurthub.pool_scope_resources.as_deref(),
@@ -219,14 +189,11 @@ impl Config {
             min_request_timeout: yurthub.min_request_timeout,
             max_requests_in_flight: yurthub.max_requests_in_flight,
             cache_gc_after: args.cache_gc_after,
-            health: HealthSettings {
+            health: HealthConfig {
                 interval: Duration::from_secs(args.heartbeat_interval_seconds),
                 timeout: Duration::from_secs(args.heartbeat_timeout_seconds),
                 failed_retry: args.heartbeat_failed_retry,
                 healthy_threshold: args.heartbeat_healthy_threshold,
-                node_name: args.node_name.clone(),
-                kubelet: Arc::default(),
-                cloud_version: Arc::default(),
             },
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
@@ -249,52 +216,6 @@ fn hub_interface(args: &RunArgs) -> Result<HubInterfaceSettings, ConfigError> {
     Ok(HubInterfaceSettings {
         name: yurthub.hub_interface_name.clone(),
         ip,
-    })
-}
-
-/// The gateway's identity, and what the certificate manager keeps up to date.
-struct Identity {
-    credentials: Credentials,
-    renewals: Vec<Arc<Renewal>>,
-    /// The serving pair the certificate manager requests for the HTTPS proxy.
-    serving_pair: Option<PathBuf>,
-}
-
-/// The gateway's identity: from --kubeconfig, else from the certificate manager when it
-/// has something to work with (which, without --tls-cert-file, also requests the HTTPS
-/// proxy's serving certificate), else none.
-async fn identity(
-    args: &RunArgs,
-    hub_interface: Option<&HubInterfaceSettings>,
-) -> Result<Identity, ConfigError> {
-    let none = |credentials| Identity {
-        credentials,
-        renewals: Vec::new(),
-        serving_pair: None,
-    };
-    if let Some(path) = &args.kubeconfig {
-        return Ok(none(Credentials::from_kubeconfig(path).await?));
-    }
-    let serving_names = args
-        .tls_cert_file
-        .is_none()
-        .then(|| serving_names(args, hub_interface));
-    let settings = certificate_settings(
-        &args.yurthub.certificates,
-        args.node_name.clone(),
-        serving_names,
-    );
-    if !settings.applies() {
-        return Ok(none(Credentials::anonymous()?));
-    }
-    if settings.mode == BootstrapMode::Token && settings.node_name.is_none() {
-        return Err(ConfigError::NoNodeName);
-    }
-    let prepared = crate::certificate::prepare(&settings, &args.server_addr).await?;
-    Ok(Identity {
-        credentials: Credentials::from_kubeconfig(&prepared.kubeconfig).await?,
-        renewals: prepared.renewals.into_iter().map(Arc::new).collect(),
-        serving_pair: prepared.serving_pair,
     })
 }
 
@@ -380,8 +301,8 @@ mod tests {
         Cli::try_parse_from(head.iter().chain(flags)).unwrap().run
     }
 
-    async fn load(flags: &[&str]) -> Result<Config, ConfigError> {
-        Config::load(&args(flags)).await
+    fn load(flags: &[&str]) -> Result<Config, ConfigError> {
+        Config::from_args(&args(flags))
     }
 
     #[test]
@@ -408,109 +329,65 @@ mod tests {
         assert_eq!(names.len(), 6, "{names:?}");
     }
 
-    #[tokio::test]
-    async fn cache_agents_add_to_yurthubs_defaults() {
-        let config = load(&["--cache-agents", "cilium-agent,calico"])
-            .await
-            .unwrap();
+    #[test]
+    fn cache_agents_add_to_yurthubs_defaults() {
+        let config = load(&["--cache-agents", "cilium-agent,calico"]).unwrap();
         let policy = crate::cache::CachePolicy::new(&config.cache_agents);
         for agent in ["kubelet", "kube-proxy", "coredns", "cilium-agent", "calico"] {
             assert!(policy.caches_component(agent), "{agent}");
         }
         assert!(!policy.caches_component("kubectl"));
-        let all = load(&["--cache-agents", "*"]).await.unwrap();
+        let all = load(&["--cache-agents", "*"]).unwrap();
         assert!(crate::cache::CachePolicy::new(&all.cache_agents).caches_component("kubectl"));
     }
 
-    #[tokio::test]
-    async fn local_mode_is_refused_at_start() {
-        let error = load(&["--working-mode", "local"]).await.unwrap_err();
+    #[test]
+    fn local_mode_is_refused_at_start() {
+        let error = load(&["--working-mode", "local"]).unwrap_err();
         assert!(matches!(error, ConfigError::LocalMode), "{error}");
-        assert!(load(&["--working-mode=edge"]).await.is_ok());
+        assert!(load(&["--working-mode=edge"]).is_ok());
     }
 
-    #[tokio::test]
-    async fn cloud_mode_turns_off_the_edge_only_filters_and_the_flags_turn_off_others() {
-        let edge = load(&["--disabled-resource-filters=servicetopology,masterservice"])
-            .await
-            .unwrap();
+    #[test]
+    fn cloud_mode_turns_off_the_edge_only_filters_and_the_flags_turn_off_others() {
+        let edge = load(&["--disabled-resource-filters=servicetopology,masterservice"]).unwrap();
         assert!(!edge.cloud);
         assert_eq!(edge.disabled_filters, ["servicetopology", "masterservice"]);
-        let cloud = load(&["--working-mode=cloud"]).await.unwrap();
+        let cloud = load(&["--working-mode=cloud"]).unwrap();
         assert!(cloud.cloud);
         assert_eq!(cloud.disabled_filters, EDGE_ONLY_FILTERS);
-        let none = load(&["--enable-resource-filter=false"]).await.unwrap();
+        let none = load(&["--enable-resource-filter=false"]).unwrap();
         assert_eq!(none.disabled_filters, ["*"]);
     }
 
-    #[tokio::test]
-    async fn the_hub_interface_is_yurthubs_and_checked() {
-        let config = load(&[]).await.unwrap();
+    #[test]
+    fn the_hub_interface_is_yurthubs_and_checked() {
+        let config = load(&[]).unwrap();
         let hub = config.hub_interface.unwrap();
         assert_eq!(
             (hub.name.as_str(), hub.ip.to_string().as_str()),
             ("yurthub-dummy0", "169.254.2.1")
         );
-        let v6 = load(&["--bind-address=::1"]).await.unwrap();
+        let v6 = load(&["--bind-address=::1"]).unwrap();
         assert_eq!(v6.hub_interface.unwrap().ip.to_string(), "fd00::2:1");
         assert!(
             load(&["--enable-dummy-if=false"])
-                .await
                 .unwrap()
                 .hub_interface
                 .is_none()
         );
-        let error = load(&["--dummy-if-ip=169.254.31.1"]).await.unwrap_err();
+        let error = load(&["--dummy-if-ip=169.254.31.1"]).unwrap_err();
         assert!(matches!(error, ConfigError::HubInterface(_)), "{error}");
-        assert!(
-            load(&["--hub-interface-name=a-name-too-long-for-linux"])
-                .await
-                .is_err()
-        );
+        assert!(load(&["--hub-interface-name=a-name-too-long-for-linux"]).is_err());
     }
 
-    #[tokio::test]
-    async fn request_limits_come_from_yurthubs_flags() {
-        let config = load(&[]).await.unwrap();
+    #[test]
+    fn request_limits_come_from_yurthubs_flags() {
+        let config = load(&[]).unwrap();
         assert_eq!(config.min_request_timeout, Duration::from_secs(1800));
         assert_eq!(config.max_requests_in_flight, 250);
-        let config = load(&["--min-request-timeout=90s", "--max-requests-in-flight=7"])
-            .await
-            .unwrap();
+        let config = load(&["--min-request-timeout=90s", "--max-requests-in-flight=7"]).unwrap();
         assert_eq!(config.min_request_timeout, Duration::from_secs(90));
         assert_eq!(config.max_requests_in_flight, 7);
-    }
-
-    #[tokio::test]
-    async fn the_certificate_manager_runs_without_kubeconfig_and_checks_its_flags_first() {
-        let root = tempfile::tempdir().unwrap();
-        let root_dir = format!("--root-dir={}", root.path().display());
-        let no_node = load(&["--join-token=abcdef.0123456789abcdef", &root_dir]).await;
-        assert!(
-            matches!(no_node, Err(ConfigError::NoNodeName)),
-            "{no_node:?}"
-        );
-        // Refused before anything is asked of the apiserver (10.0.0.1 is not reached).
-        let bad = load(&["--join-token=abcdef", "--node-name=n", &root_dir]).await;
-        let error = bad.unwrap_err();
-        assert!(error.to_string().contains("--join-token"), "{error}");
-        let unpinned = load(&[
-            "--join-token=abcdef.0123456789abcdef",
-            "--node-name=n",
-            &root_dir,
-        ])
-        .await;
-        let error = unpinned.unwrap_err();
-        assert!(
-            error.to_string().contains("--discovery-token-ca-cert-hash"),
-            "{error}"
-        );
-        // Nothing to bootstrap from: no identity, as before.
-        let empty = tempfile::tempdir().unwrap();
-        let config = load(&[&format!("--root-dir={}", empty.path().display())])
-            .await
-            .unwrap();
-        assert!(config.certificate_renewals.is_empty());
-        assert!(config.secure_proxy.is_none());
     }
 }

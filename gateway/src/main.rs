@@ -48,11 +48,9 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let config = match Config::load(&cli.run).await {
+        let config = match Config::from_args(&cli.run) {
             Ok(config) => Config {
                 filter_helper: std::env::current_exe().ok(),
-                return_freed_memory: Some(return_freed_memory),
-                after_start: Some(page_out_start_up_code),
                 ..config
             },
             Err(error) => {
@@ -60,8 +58,17 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        match server::run(config, shutdown_signal()).await {
+        let hooks = server::Hooks {
+            return_freed_memory: Some(return_freed_memory),
+            after_start: Some(page_out_start_up_code),
+        };
+        match server::run(config, hooks, shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
+            // The identity the flags name is unusable: the operator's to fix, as a flag.
+            Err(error @ server::ServerError::Identity(_)) => {
+                eprintln!("edgegate: {}", edgegate::error::error_chain(&error));
+                ExitCode::from(2)
+            }
             Err(error) => {
                 tracing::error!(error = %edgegate::error::error_chain(&error), "edgegate failed");
                 ExitCode::FAILURE

@@ -8,7 +8,9 @@ mod failover;
 #[cfg(feature = "fuzzing")]
 mod fuzz_hub;
 mod headers;
+mod hooks;
 mod hub;
+mod identity;
 mod limit;
 mod listener;
 mod listeners;
@@ -38,24 +40,24 @@ pub use crate::reply::ResponseBody;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub use fuzz_hub::{HubFixture, SECRET_VALUE};
+pub use hooks::Hooks;
+pub use identity::{Identity, IdentityError};
 pub use listeners::Listeners;
 pub use proxy_error::ProxyError;
 pub use start_error::ServerError;
 
 /// Runs the gateway until `shutdown` resolves, then gives in-flight requests the configured
-/// grace period.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
-    let listeners = Listeners::bind(&config).await?;
-    serve(config, listeners, shutdown).await
-}
-
-/// Runs the gateway on already bound listeners until `shutdown` resolves.
-pub async fn serve(
+/// grace period: its identity built, its listeners bound, the app built and spawned.
+pub async fn run(
     config: Config,
-    listeners: Listeners,
+    hooks: Hooks,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let running = App::build(config, listeners).await?.spawn();
+    let identity = Identity::build(&config).await?;
+    let listeners = Listeners::bind(&config, &identity).await?;
+    let running = App::build(config, identity, hooks, listeners)
+        .await?
+        .spawn();
     shutdown.await;
     running.shutdown().await;
     Ok(())

@@ -240,7 +240,11 @@ pub fn hostile_upstream_answers_leave_the_cache_untouched(env: &Env) -> Result<(
     edgegate_testkit::process::wait_until(
         Duration::from_secs(20),
         "the good list committed",
-        || cached(&gateway).is_ok_and(|c| c == ("10".to_owned(), 2)),
+        // The count follows the store's write: both are waited for.
+        || {
+            cached(&gateway).is_ok_and(|c| c == ("10".to_owned(), 2))
+                && metric(gateway.hub, "edgegate_cache_commits_total").is_ok_and(|n| n >= 1.0)
+        },
     )?;
     let commits = metric(gateway.hub, "edgegate_cache_commits_total")?;
     let pid = gateway.process().context("the gateway runs")?.pid();
@@ -340,7 +344,8 @@ pub fn hostile_upstream_answers_leave_the_cache_untouched(env: &Env) -> Result<(
     }
     ensure!(
         metric(gateway.hub, "edgegate_cache_commits_total")? == commits,
-        "a hostile list was committed"
+        "a hostile list was committed: {commits} commits before, {} after",
+        metric(gateway.hub, "edgegate_cache_commits_total")?
     );
 
     // The stand-in fails its probes: the gateway serves the good set from its cache.

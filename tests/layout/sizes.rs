@@ -259,6 +259,34 @@ fn only_the_cache_writer_holds_the_stores_write_half() {
 }
 
 #[test]
+fn the_configuration_is_plain_data() {
+    // What the flags say, checked: no live handle, no I/O, no task. Credentials, TLS and
+    // renewals are built from it by the server's identity.
+    let source = fs::read_to_string(workspace().join("gateway/src/config.rs")).expect("read");
+    let live = [
+        "async fn",
+        ".await",
+        "Arc<",
+        "rustls",
+        "Renewal",
+        "Credentials",
+        "fn()",
+        "Box<dyn",
+        "tokio::",
+        "std::fs",
+        "File::",
+    ];
+    let found: Vec<&str> = product_lines(&source)
+        .into_iter()
+        .filter(|line| live.iter().any(|word| line.contains(word)))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "config.rs holds live objects or does I/O: {found:?}"
+    );
+}
+
+#[test]
 fn the_counts_read_what_they_mean() {
     let source = "/// x\npub(crate) async fn long(a: u8) -> u8 {\n    let s = \"{\";\n    let c = '}';\n    if a > 0 {\n        a\n    } else {\n        0\n    }\n}\nfn short();\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n";
     let lines = product_lines(source);

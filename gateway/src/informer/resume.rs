@@ -93,7 +93,7 @@ enum Step {
 /// What one step of [`resume`] makes.
 enum Next {
     /// An event for the watcher, and the step after it.
-    Yield(watcher::Event<SlimObject>, Step),
+    Yield(Box<watcher::Event<SlimObject>>, Step),
     /// Nothing yet: the step after.
     Again(Step),
     /// The end: kube's watcher lists afresh.
@@ -119,7 +119,7 @@ pub(super) fn resume(
             let mut step = step?;
             loop {
                 step = match step.advance(&api, plural).await {
-                    Next::Yield(event, next) => return Some((Ok(event), Some(next))),
+                    Next::Yield(event, next) => return Some((Ok(*event), Some(next))),
                     Next::Again(next) => next,
                     Next::Stop => return None,
                 };
@@ -142,7 +142,7 @@ impl Step {
                     resource_version,
                     begun: true,
                 };
-                Next::Yield(watcher::Event::Init, next)
+                Next::Yield(Box::new(watcher::Event::Init), next)
             }
             Step::Seed {
                 mut objects,
@@ -155,7 +155,7 @@ impl Step {
                         resource_version,
                         begun: true,
                     };
-                    Next::Yield(watcher::Event::InitApply(object), next)
+                    Next::Yield(Box::new(watcher::Event::InitApply(object)), next)
                 }
                 None => {
                     tracing::debug!(resource = plural, %resource_version, "resuming from the cache");
@@ -163,7 +163,7 @@ impl Step {
                         resource_version,
                         pause: false,
                     };
-                    Next::Yield(watcher::Event::InitDone, next)
+                    Next::Yield(Box::new(watcher::Event::InitDone), next)
                 }
             },
             Step::Watch {
@@ -241,7 +241,7 @@ async fn next_event(
         resource_version,
         any: true,
     };
-    Next::Yield(out, next)
+    Next::Yield(Box::new(out), next)
 }
 
 /// Moves `resource_version` to `object`'s, when it has one.

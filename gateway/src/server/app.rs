@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use self::tasks::Tasks;
+use super::hooks::Hooks;
+use super::identity::Identity;
 use super::listeners::Listeners;
 use super::start_error::ServerError;
 use super::state::State;
@@ -31,6 +33,9 @@ use crate::reply::ResponseBody;
 /// The gateway, built and not yet serving.
 pub(super) struct App {
     config: Config,
+    hooks: Hooks,
+    /// The apiservers, as the identity has them (for the log line).
+    servers: Vec<http::Uri>,
     listeners: Listeners,
     state: Arc<State>,
     cache: Arc<Cache>,
@@ -55,13 +60,26 @@ impl App {
     /// upstreams and their health, and the state every request is served with. The tasks
     /// of the subsystems that follow something (health, the pool, `yurt-hub-cfg`, garbage
     /// collection, …) start here, in the app's tracker.
-    pub(super) async fn build(config: Config, listeners: Listeners) -> Result<App, ServerError> {
+    pub(super) async fn build(
+        config: Config,
+        identity: Identity,
+        hooks: Hooks,
+        listeners: Listeners,
+    ) -> Result<App, ServerError> {
         let tasks = Tasks::default();
         let (stopping, stopping_rx) = watch::channel(false);
-        let (config, state) = build::state(config, &listeners, &tasks, stopping_rx).await?;
+        let servers = identity.servers.clone();
+        let built = build::Built {
+            identity,
+            hooks,
+            stopping: stopping_rx,
+        };
+        let state = build::state(&config, built, &listeners, &tasks).await?;
         Ok(App {
             cache: state.cache.clone(),
             config,
+            hooks,
+            servers,
             listeners,
             state,
             tasks,
@@ -73,6 +91,8 @@ impl App {
     pub(super) fn spawn(self) -> Running {
         let App {
             config,
+            hooks,
+            servers,
             listeners,
             state,
             cache,
@@ -90,17 +110,17 @@ impl App {
             proxy = %shown(proxy.local_addr()),
             secure_proxy = %secure.first().map_or_else(|| "off".to_owned(), |(l, _)| shown(l.local_addr())),
             hub = %shown(hub.local_addr()),
-            servers = ?config.servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            servers = ?servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "edgegate is serving"
         );
-        for task in upkeep::upkeep(&config, state.informers.clone()) {
+        for task in upkeep::upkeep(hooks, state.informers.clone()) {
             tasks.spawn(task);
         }
         // Stopped at exit, which leaves the link in place.
         if let Some(hub_interface) = hub_interface {
             tasks.spawn(hub_interface.keep());
         }
-        for renewal in config.certificate_renewals.iter().cloned() {
+        for renewal in state.certificates.clone() {
             tasks.spawn(async move { renewal.run().await });
         }
 

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use tokio::net::TcpListener;
 
+use super::identity::Identity;
 use super::start_error::ServerError;
 use crate::config::Config;
 use crate::hub_link::HubInterface;
@@ -43,16 +44,18 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 impl Listeners {
-    /// Binds the proxy and hub addresses of `config`.
-    pub async fn bind(config: &Config) -> Result<Listeners, ServerError> {
+    /// Binds the addresses of `config`: the HTTPS proxy's and the pool port's when
+    /// `identity` has the TLS they serve with.
+    pub async fn bind(config: &Config, identity: &Identity) -> Result<Listeners, ServerError> {
         let bind = |addr: SocketAddr| async move {
             listen(addr).map_err(|source| ServerError::Bind { addr, source })
         };
         let mut secure = Vec::new();
         let mut hub_interface = None;
-        if let Some((addr, tls)) = &config.secure_proxy {
+        if let Some(tls) = &identity.secure_proxy {
+            let addr = config.secure_proxy_addr;
             let tls = tokio_rustls::TlsAcceptor::from(tls.clone());
-            secure.push((bind(*addr).await?, tls.clone()));
+            secure.push((bind(addr).await?, tls.clone()));
             hub_interface = make_hub_interface(config);
             if let Some(made) = &hub_interface
                 // A wildcard --bind-proxy-address already covers the hub's address.
@@ -68,9 +71,9 @@ impl Listeners {
                 "no hub interface: the HTTPS proxy is not served (no --tls-cert-file)"
             );
         }
-        let pool = match &config.pool_port {
-            Some((addr, tls)) => Some((bind(*addr).await?, tls.clone().into())),
-            None => None,
+        let pool = match (config.pool_port, &identity.pool_port) {
+            (Some(addr), Some(tls)) => Some((bind(addr).await?, tls.clone().into())),
+            _ => None,
         };
         Ok(Listeners {
             proxy: bind(config.proxy_addr).await?,

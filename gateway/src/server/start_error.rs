@@ -19,6 +19,9 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The gateway has no identity to start with.
+    #[error(transparent)]
+    Identity(#[from] super::identity::IdentityError),
     /// The cache could not be opened: another process holds it (a damaged one is replaced).
     #[error(transparent)]
     Cache(#[from] StoreError),

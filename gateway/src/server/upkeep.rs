@@ -6,13 +6,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::hooks::Hooks;
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::filter::{FilterSettings, Limits};
 use crate::informer::Informers;
 use crate::upstream::HealthWatch;
 
-/// How often the memory the process freed is handed back ([`Config::return_freed_memory`]).
+/// How often the memory the process freed is handed back ([`Hooks::return_freed_memory`]).
 pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
 
 /// How often unused components' caches are looked for.
@@ -21,11 +22,11 @@ const GC_EVERY: Duration = Duration::from_secs(3600);
 /// The process's own upkeep, as the binary asks for it: the code only start-up ran given
 /// back once start-up is over, and freed memory handed back every [`RETURN_FREED_EVERY`].
 pub(super) fn upkeep(
-    config: &Config,
+    hooks: Hooks,
     informers: Option<Arc<Informers>>,
 ) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
     let mut tasks: Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
-    if let Some(after_start) = config.after_start {
+    if let Some(after_start) = hooks.after_start {
         tasks.push(Box::pin(async move {
             if let Some(until_synced) = informers.and_then(|i| i.until_synced()) {
                 until_synced.await;
@@ -33,7 +34,7 @@ pub(super) fn upkeep(
             let _ = tokio::task::spawn_blocking(after_start).await;
         }));
     }
-    if let Some(hand_back) = config.return_freed_memory {
+    if let Some(hand_back) = hooks.return_freed_memory {
         tasks.push(Box::pin(async move {
             let mut every = tokio::time::interval(RETURN_FREED_EVERY);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -46,7 +47,7 @@ pub(super) fn upkeep(
     tasks
 }
 
-pub(super) fn filter_settings(config: &Config) -> FilterSettings {
+pub(super) fn filter_settings(config: &Config, hooks: Hooks) -> FilterSettings {
     FilterSettings {
         dir: config.filter_dir.clone(),
         config_file: config.filter_config.clone(),
@@ -54,7 +55,7 @@ pub(super) fn filter_settings(config: &Config) -> FilterSettings {
             .disk_cache_path
             .join(crate::filter::COMPILED_CACHE_DIR),
         helper: config.filter_helper.clone(),
-        after_load: config.return_freed_memory,
+        after_load: hooks.return_freed_memory,
         node_name: config.node_name.clone().unwrap_or_default(),
         node_pool: config.nodepool_name.clone(),
         limits: Limits::default(),

@@ -16,20 +16,37 @@ use crate::local::{Local, LocalFilters};
 use crate::metrics::Metrics;
 use crate::multiplexer::{self, Multiplexer};
 use crate::pool;
+use crate::server::hooks::Hooks;
+use crate::server::identity::Identity;
 use crate::server::listeners::Listeners;
 use crate::server::start_error::ServerError;
 use crate::server::state::State;
 use crate::server::{caller, limit, upkeep, watch_end};
-use crate::upstream::{Balancer, HealthWatch, Transport, health};
+use crate::upstream::{Balancer, HealthSettings, HealthWatch, Transport, health};
+
+/// What the app is built with besides its configuration.
+pub(super) struct Built {
+    /// The gateway's identity.
+    pub(super) identity: Identity,
+    /// The binary's functions.
+    pub(super) hooks: Hooks,
+    /// Turns true when the gateway begins to stop.
+    pub(super) stopping: watch::Receiver<bool>,
+}
 
 /// Builds every subsystem of `config` on `listeners`, their tasks in `tasks`: the state
-/// requests are served with, and the configuration, its cache clock set.
+/// requests are served with.
 pub(super) async fn state(
-    mut config: Config,
+    config: &Config,
+    built: Built,
     listeners: &Listeners,
     tasks: &Tasks,
-    stopping: watch::Receiver<bool>,
-) -> Result<(Config, Arc<State>), ServerError> {
+) -> Result<Arc<State>, ServerError> {
+    let Built {
+        identity,
+        hooks,
+        stopping,
+    } = built;
     let proxy = listeners
         .proxy
         .local_addr()
@@ -38,7 +55,16 @@ pub(super) async fn state(
             source,
         })?;
     let mut metrics = Metrics::new();
-    let cache = cache(&mut config, &mut metrics).await?;
+    let cache = cache(config, &mut metrics).await?;
+    let health_settings = HealthSettings {
+        interval: config.health.interval,
+        timeout: config.health.timeout,
+        failed_retry: config.health.failed_retry,
+        healthy_threshold: config.health.healthy_threshold,
+        node_name: config.node_name.clone(),
+        kubelet: Arc::default(),
+        cloud_version: cache.cloud_clock(),
+    };
     // Informers serve filters' lookups, and the pool port's check of its callers' pool.
     let informers = if config.filter_dir.is_some() || config.pool_port.is_some() {
         let informers = Informers::start(proxy, Some(cache.store().clone()));
@@ -47,29 +73,14 @@ pub(super) async fn state(
         None
     };
     let leaders = Arc::new(pool::Leaders::default());
-    let multiplexer = multiplexer(&config, proxy, &cache, &informers, &leaders, &mut metrics)?;
+    let multiplexer = multiplexer(config, proxy, &cache, &informers, &leaders, &mut metrics)?;
     let lookup: Arc<dyn Lookup> = match &informers {
         Some(informers) => informers.clone(),
         None => Arc::new(NoLookup),
     };
-    let filters = upkeep::filter_settings(&config);
+    let filters = upkeep::filter_settings(config, hooks);
     let filters = Arc::new(Filters::start(filters, lookup, &mut metrics).await?);
-    let (pool_names, pool_name) = watch::channel(config.nodepool_name.clone());
-    if let (Some(informers), Some(node), None) =
-        (&informers, &config.node_name, &config.nodepool_name)
-    {
-        let (informers, filters) = (informers.clone(), filters.clone());
-        tasks.spawn(pool::follow_node_label(
-            informers,
-            filters,
-            node.clone(),
-            pool_names,
-        ));
-    } else {
-        // The pool `--nodepool-name` fixed: held for as long as the app runs, since what
-        // follows it (the leaders) stops when it is gone.
-        tasks.spawn(async move { pool_names.closed().await });
-    }
+    let pool_name = pool_name(config, &informers, &filters, tasks);
     if let Some(hub_interface) = &listeners.hub_interface {
         hub_interface.register(metrics.registry_mut());
     }
@@ -82,16 +93,22 @@ pub(super) async fn state(
     tasks.spawn(hub_config.map_err(ServerError::Informers)?);
     let metrics = Arc::new(metrics);
 
-    let transport = Transport::new(config.credentials.clone(), config.request_timeout);
-    let balancer = Arc::new(Balancer::new(config.servers.clone(), config.lb_mode));
-    let health = health_checks(&config, &balancer, &transport, &metrics, tasks).await;
+    let transport = Transport::new(identity.credentials.clone(), config.request_timeout);
+    let balancer = Arc::new(Balancer::new(identity.servers.clone(), config.lb_mode));
+    let health = health_checks(
+        config.cloud,
+        &health_settings,
+        (&balancer, &transport, &metrics),
+        tasks,
+    )
+    .await;
     if let (Some(node), Some(_), false) = (&config.node_name, &multiplexer, config.cloud) {
         let following = pool::Following {
             proxy,
             node: node.clone(),
             port: config.leader_port,
             transport: transport.clone(),
-            health: config.health.clone(),
+            health: health_settings.clone(),
             metrics: metrics.clone(),
         };
         tasks.spawn(pool::follow(leaders.clone(), following, pool_name.clone()));
@@ -114,7 +131,7 @@ pub(super) async fn state(
             cache: cache.clone(),
             health: health.clone(),
             node_name: config.node_name.clone(),
-            kubelet: config.health.kubelet.clone(),
+            kubelet: health_settings.kubelet.clone(),
             min_request_timeout: config.min_request_timeout,
             filters: Some(filters.clone() as Arc<dyn LocalFilters>),
         },
@@ -135,14 +152,41 @@ pub(super) async fn state(
         late_answer: config.health.timeout,
         in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
         known: caller::KnownCredentials::default(),
-        certificates: config.certificate_renewals.clone(),
+        certificates: identity.renewals,
     });
-    Ok((config, state))
+    Ok(state)
+}
+
+/// The node's pool, as `--nodepool-name` fixes it or as the node's label says, followed
+/// in `tasks`.
+fn pool_name(
+    config: &Config,
+    informers: &Option<Arc<Informers>>,
+    filters: &Arc<Filters>,
+    tasks: &Tasks,
+) -> watch::Receiver<Option<String>> {
+    let (pool_names, pool_name) = watch::channel(config.nodepool_name.clone());
+    if let (Some(informers), Some(node), None) =
+        (informers, &config.node_name, &config.nodepool_name)
+    {
+        let (informers, filters) = (informers.clone(), filters.clone());
+        tasks.spawn(pool::follow_node_label(
+            informers,
+            filters,
+            node.clone(),
+            pool_names,
+        ));
+    } else {
+        // The pool `--nodepool-name` fixed: held for as long as the app runs, since what
+        // follows it (the leaders) stops when it is gone.
+        tasks.spawn(async move { pool_names.closed().await });
+    }
+    pool_name
 }
 
 /// The cache: its store opened (a damaged file moved aside), its writer started, its
-/// metrics registered; the health checks' cloud clock is its.
-async fn cache(config: &mut Config, metrics: &mut Metrics) -> Result<Arc<Cache>, ServerError> {
+/// metrics registered.
+async fn cache(config: &Config, metrics: &mut Metrics) -> Result<Arc<Cache>, ServerError> {
     let cache_metrics = CacheMetrics::default();
     cache_metrics.register(metrics.registry_mut());
     let store_dir = config.disk_cache_path.clone();
@@ -159,7 +203,6 @@ async fn cache(config: &mut Config, metrics: &mut Metrics) -> Result<Arc<Cache>,
     };
     let cache = Cache::start(Arc::new(store), CachePolicy::new(agents), cache_metrics);
     cache.collect_after(config.cache_gc_after);
-    config.health.cloud_version = cache.cloud_clock();
     Ok(cache)
 }
 
@@ -196,14 +239,13 @@ fn multiplexer(
 /// probed once before the gateway serves. In cloud mode, as YurtHub's, there is no checker
 /// and every apiserver is taken as up.
 async fn health_checks(
-    config: &Config,
-    balancer: &Arc<Balancer>,
-    transport: &Transport,
-    metrics: &Arc<Metrics>,
+    cloud: bool,
+    settings: &HealthSettings,
+    (balancer, transport, metrics): (&Arc<Balancer>, &Transport, &Arc<Metrics>),
     tasks: &Tasks,
 ) -> HealthWatch {
     let (any_healthy, health) = watch::channel(false);
-    if config.cloud {
+    if cloud {
         for server in balancer.servers() {
             server.set_healthy(true);
         }
@@ -211,12 +253,12 @@ async fn health_checks(
         tasks.spawn(async move { any_healthy.closed().await });
         return health;
     }
-    health::first_verdicts(balancer, transport, &config.health, metrics).await;
+    health::first_verdicts(balancer, transport, settings, metrics).await;
     any_healthy.send_replace(balancer.any_healthy());
     tasks.spawn(health::run(
         balancer.clone(),
         transport.clone(),
-        config.health.clone(),
+        settings.clone(),
         metrics.clone(),
         any_healthy,
     ));

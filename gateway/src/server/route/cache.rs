@@ -19,11 +19,11 @@ impl Answerer for LocalCache {
                 door.may_answer_offline()?;
                 let answer = state
                     .local
-                    .serve(&door.context, request, door.from_node())
+                    .serve(&door.context, request, door.is_node_caller())
                     .await?;
                 return Ok(Turn::Answered(Answer::Done(answer)));
             }
-            if door.from_node()
+            if door.is_node_caller()
                 && let Some(relist) = state.local.relist_after_own_writes(&door.context).await
             {
                 return Ok(Turn::Answered(Answer::Done(relist)));

@@ -53,7 +53,7 @@ async fn forwarded(
     if let Some(path_and_query) = request.uri().path_and_query().cloned() {
         *request.uri_mut() = http::Uri::from(path_and_query);
     }
-    if !door.from_node() {
+    if !door.is_node_caller() {
         // Whatever happened to its headers on the way, never the gateway's identity.
         request.extensions_mut().insert(CallerOnly);
     }

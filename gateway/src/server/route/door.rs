@@ -79,7 +79,7 @@ impl Door<'_> {
     }
 
     /// Whether the request comes from the node's components (not the HTTPS proxy's callers).
-    pub(crate) fn from_node(&self) -> bool {
+    pub(crate) fn is_node_caller(&self) -> bool {
         matches!(self.caller, Caller::Node)
     }
 
@@ -121,7 +121,7 @@ impl Door<'_> {
     /// have synced or start-up is over ([`crate::informer::Informers::until_synced`]); none
     /// for the gateway's own clients, which the informers are.
     pub(crate) fn until_lookups_synced(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
-        let own = self.from_node() && self.context.component == OWN_COMPONENT;
+        let own = self.is_node_caller() && self.context.component == OWN_COMPONENT;
         let filtered = self
             .plan
             .as_ref()

@@ -34,7 +34,7 @@ impl Answerer for LeaderFeed {
 async fn from_leader(door: &mut Door<'_>, request: &Request<Incoming>) -> Option<Answer> {
     let state = door.state;
     // Only the node's own feed: the HTTPS proxy's callers never travel on its identity.
-    if !door.from_node() || request.method() != Method::GET {
+    if !door.is_node_caller() || request.method() != Method::GET {
         return None;
     }
     let leaders = state.pool.leaders.current()?;

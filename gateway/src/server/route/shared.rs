@@ -20,7 +20,7 @@ impl Answerer for Shared {
             };
             // Only a client that takes what it serves (JSON, not a table).
             let serves = door.plan.as_ref().is_some_and(|plan| plan.serves());
-            if !door.from_node() || multiplexer::is_feed(request.headers()) || !serves {
+            if !door.is_node_caller() || multiplexer::is_feed(request.headers()) || !serves {
                 return Ok(Turn::Next(request));
             }
             let context = &door.context;

@@ -74,8 +74,8 @@ fn run() -> anyhow::Result<ExitCode> {
         .init();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let config = Config::load(&cli.run).await?;
-        server::run(config, async {
+        let config = Config::from_args(&cli.run)?;
+        server::run(config, server::Hooks::default(), async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;

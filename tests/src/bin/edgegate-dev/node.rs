@@ -28,8 +28,8 @@ pub fn gateway(args: Vec<String>) -> Result<ExitCode> {
         .with_env_filter(tracing_subscriber::EnvFilter::new(cli.run.log_filter()))
         .init();
     tokio::runtime::Runtime::new()?.block_on(async {
-        let config = Config::load(&cli.run).await?;
-        server::run(config, async {
+        let config = Config::from_args(&cli.run)?;
+        server::run(config, server::Hooks::default(), async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
