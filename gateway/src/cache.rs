@@ -56,7 +56,7 @@ pub use inspect::{SetSummary, object, summary};
 pub use key::{ResourceKey, SetKey};
 pub use local_layer::{LOCAL_LAYER_BYTES, LocalLayer, LocalWriteError};
 pub use metrics::CacheMetrics;
-pub use policy::{CachePolicy, CacheTarget, DEFAULT_CACHE_AGENTS};
+pub use policy::{CachePolicy, CacheTarget};
 pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selectors::{SelectorError, Selectors};

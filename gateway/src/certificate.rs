@@ -20,10 +20,12 @@ mod pem;
 pub mod pins;
 pub mod renewal;
 pub mod request;
+pub(crate) mod settings;
 pub mod store;
 mod token;
 
 pub use error::CertificateError;
 pub use renewal::Renewal;
+pub use settings::BootstrapMode;
 pub use store::PairKind;
-pub use token::{BootstrapMode, CertificateSettings, prepare};
+pub use token::prepare;

@@ -12,7 +12,8 @@ mod yurthub;
 
 pub use certificates::{BootstrapMode, CertificateArgs};
 pub use yurthub::{
-    DEFAULT_HUB_INTERFACE, EDGE_ONLY_FILTERS, WorkingMode, YurtHubArgs, parse_go_duration,
+    DEFAULT_CACHE_AGENTS, DEFAULT_HUB_INTERFACE, EDGE_ONLY_FILTERS, WorkingMode, YurtHubArgs,
+    parse_go_duration,
 };
 
 /// edgegate: a node-local gateway for the Kubernetes API on edge nodes.

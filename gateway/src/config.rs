@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::certificate::request::APISERVER_NAMES;
-use crate::certificate::{BootstrapMode, CertificateSettings};
+use crate::certificate::settings::{APISERVER_NAMES, BootstrapMode, CertificateSettings};
 use crate::cli::{self, CertificateArgs, EDGE_ONLY_FILTERS, RunArgs, WorkingMode};
-use crate::upstream::LbMode;
+use crate::hub_link::address as hub_address;
+use crate::node::multiplexer::resource::{Resource, ResourceError};
+use crate::upstream::lb_mode::LbMode;
 
 /// YurtHub's `--multiplexer-port` default.
 pub const DEFAULT_MULTIPLEXER_PORT: u16 = 10269;
@@ -30,7 +31,7 @@ pub enum ConfigError {
     HubInterface(String),
     /// A `--pool-scope-resources` entry cannot be read.
     #[error(transparent)]
-    PoolScope(#[from] crate::multiplexer::ResourceError),
+    PoolScope(#[from] ResourceError),
 }
 
 /// The hub interface (`--enable-dummy-if`): a dummy link and its address.
@@ -107,7 +108,7 @@ pub struct Config {
     /// Components whose responses are cached.
     pub cache_agents: Vec<String>,
     /// The resources the multiplexer shares among the node's clients (none: no multiplexer).
-    pub pool_scope_resources: Vec<crate::multiplexer::Resource>,
+    pub pool_scope_resources: Vec<Resource>,
     /// Cloud mode (`--working-mode cloud`): nothing cached, no health checker, every
     /// apiserver taken as healthy.
     pub cloud: bool,
@@ -181,9 +182,7 @@ impl Config {
             filter_config: args.filter_config.clone(),
             filter_helper: None,
             cache_agents: cache_agents(&args.cache_agents),
-            pool_scope_resources: crate::multiplexer::Resource::parse_all(
-                yurthub.pool_scope_resources.as_deref(),
-            )?,
+            pool_scope_resources: Resource::parse_all(yurthub.pool_scope_resources.as_deref())?,
             cloud,
             disabled_filters: disabled_filters(args),
             min_request_timeout: yurthub.min_request_timeout,
@@ -210,9 +209,9 @@ fn hub_interface(args: &RunArgs) -> Result<HubInterfaceSettings, ConfigError> {
         .unwrap_or(if args.bind_address.is_ipv6() {
             IpAddr::from([0xfd00, 0, 0, 0, 0, 0, 2, 1])
         } else {
-            IpAddr::V4(crate::hub_link::DEFAULT_IP)
+            IpAddr::V4(hub_address::DEFAULT_IP)
         });
-    crate::hub_link::check(&yurthub.hub_interface_name, ip).map_err(ConfigError::HubInterface)?;
+    hub_address::check(&yurthub.hub_interface_name, ip).map_err(ConfigError::HubInterface)?;
     Ok(HubInterfaceSettings {
         name: yurthub.hub_interface_name.clone(),
         ip,
@@ -268,7 +267,7 @@ fn serving_names(args: &RunArgs, hub_interface: Option<&HubInterfaceSettings>) -
 
 /// YurtHub's default agents and, as its `cache_agents` does, the ones given.
 fn cache_agents(given: &[String]) -> Vec<String> {
-    crate::cache::DEFAULT_CACHE_AGENTS
+    cli::DEFAULT_CACHE_AGENTS
         .iter()
         .map(|a| (*a).to_owned())
         .chain(given.iter().cloned())

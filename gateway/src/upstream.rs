@@ -6,14 +6,16 @@ mod balancer;
 mod cert_files;
 mod credentials;
 pub mod health;
+pub(crate) mod lb_mode;
 mod lease;
 mod replay;
 mod transport;
 
-pub use balancer::{Balancer, LbMode, Server};
+pub use balancer::{Balancer, Server};
 pub use cert_files::{CertFiles, CertFilesError};
 pub use credentials::{Credentials, CredentialsError};
 pub use health::{HealthSettings, HealthWatch};
+pub use lb_mode::LbMode;
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};
 pub use replay::Replayable;
 pub use transport::{BoxError, CallerOnly, RequestBody, Transport, TransportError};

@@ -6,20 +6,6 @@ use std::collections::BTreeSet;
 use super::key::{ResourceKey, SetKey};
 use crate::request::{RequestContext, Verb};
 
-/// YurtHub's default cache agents: the node components that must keep working offline.
-pub const DEFAULT_CACHE_AGENTS: &[&str] = &[
-    "kubelet",
-    "kube-proxy",
-    "flanneld",
-    "coredns",
-    "raven-agent-ds",
-    "yurt-tunnel-agent",
-    "yurt-lb-agent",
-    "node-servant",
-    "yurthub",
-    "edgegate",
-];
-
 /// Resources never cached: reviews and requests whose answers are decisions, not state.
 const NEVER_CACHED: &[&str] = &[
     "subjectaccessreviews",
@@ -172,7 +158,7 @@ mod tests {
         path: &str,
         query: Option<&str>,
     ) -> Option<CacheTarget> {
-        let policy = CachePolicy::new(DEFAULT_CACHE_AGENTS);
+        let policy = CachePolicy::new(crate::cli::DEFAULT_CACHE_AGENTS);
         let uri: http::Uri = match query {
             Some(query) => format!("{path}?{query}"),
             None => path.to_owned(),
@@ -213,7 +199,7 @@ mod tests {
             panic!("a coredns partition's list is cached");
         };
         assert_eq!(set.resource.component, partition);
-        let policy = CachePolicy::new(DEFAULT_CACHE_AGENTS);
+        let policy = CachePolicy::new(crate::cli::DEFAULT_CACHE_AGENTS);
         assert!(!policy.caches_component(&CachePolicy::partition("kubectl", &[1; 32])));
         // A component that merely looks like a partition is not one.
         assert!(!policy.caches_component("coredns@abc"));

@@ -29,14 +29,6 @@ pub const CLIENT_USAGES: [&str; 3] = ["digital signature", "key encipherment", "
 /// The signer of node serving certificates; kube-controller-manager signs but does not
 /// approve its requests (OpenYurt's yurt-manager, or an operator, does).
 pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
-/// The names pods know the apiserver by, which the serving certificate also names (as
-/// YurtHub's).
-pub const APISERVER_NAMES: [&str; 4] = [
-    "kubernetes",
-    "kubernetes.default",
-    "kubernetes.default.svc",
-    "kubernetes.default.svc.cluster.local",
-];
 /// The usages of a serving certificate, as the kubelet-serving signer allows them.
 pub const SERVING_USAGES: [&str; 3] = ["digital signature", "key encipherment", "server auth"];
 

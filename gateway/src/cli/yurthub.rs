@@ -29,6 +29,20 @@ pub enum WorkingMode {
     Local,
 }
 
+/// YurtHub's default cache agents: the node components that must keep working offline.
+pub const DEFAULT_CACHE_AGENTS: &[&str] = &[
+    "kubelet",
+    "kube-proxy",
+    "flanneld",
+    "coredns",
+    "raven-agent-ds",
+    "yurt-tunnel-agent",
+    "yurt-lb-agent",
+    "node-servant",
+    "yurthub",
+    "edgegate",
+];
+
 /// The filters YurtHub turns off in cloud mode.
 pub const EDGE_ONLY_FILTERS: [&str; 3] = [
     "discardcloudservice",

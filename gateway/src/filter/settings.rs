@@ -20,7 +20,7 @@ pub struct FilterSettings {
     /// behind goes with it; `None` does both in this process.
     pub helper: Option<PathBuf>,
     /// Called on the loading thread after each load, succeeded or failed (see
-    /// [`crate::config::Config::return_freed_memory`]).
+    /// [`crate::server::Hooks::return_freed_memory`]).
     pub after_load: Option<fn()>,
     /// This node's name, given to filters.
     pub node_name: String,

@@ -1,6 +1,7 @@
 use edgegate_testkit::process::eventually;
 use std::process::Command;
 
+use super::address::{DEFAULT_IP, check};
 use super::*;
 use crate::cli::DEFAULT_HUB_INTERFACE as DEFAULT_NAME;
 

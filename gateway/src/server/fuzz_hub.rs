@@ -86,7 +86,7 @@ impl HubFixture {
             filters,
             informers: None,
             multiplexer: None,
-            pool: crate::pool::Pool {
+            pool: crate::node::pool::Pool {
                 name: tokio::sync::watch::channel(None).1,
                 leaders: Arc::default(),
             },

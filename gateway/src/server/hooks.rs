@@ -10,7 +10,7 @@ pub struct Hooks {
     pub return_freed_memory: Option<fn()>,
     /// Called once, off the runtime's threads, when start-up is over: the gateway serving,
     /// its first filters loaded and their informers synced (or
-    /// [`crate::informer::START_UP_SYNC`] passed), so that the binary can give back the pages
+    /// the informers' start-up wait passed), so that the binary can give back the pages
     /// of code only start-up ran; `None` does nothing.
     pub after_start: Option<fn()>,
 }

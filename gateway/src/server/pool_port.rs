@@ -19,8 +19,8 @@ use super::proxy_error::ProxyError;
 use super::respond;
 use super::state::State;
 use crate::metrics::ResponseLabels;
-use crate::multiplexer::Answer;
-use crate::pool::NODEPOOL_LABEL;
+use crate::node::multiplexer::Answer;
+use crate::node::pool::NODEPOOL_LABEL;
 use crate::reply::ResponseBody;
 use crate::request::RequestContext;
 

@@ -8,11 +8,11 @@ use super::limit::InFlightLimit;
 use super::watch_end::WatchEnds;
 use crate::cache::Cache;
 use crate::filter::Filters;
-use crate::informer::Informers;
 use crate::local::Local;
 use crate::metrics::Metrics;
-use crate::multiplexer::Multiplexer;
-use crate::pool::Pool;
+use crate::node::informer::Informers;
+use crate::node::multiplexer::Multiplexer;
+use crate::node::pool::Pool;
 use crate::upstream::{Balancer, Transport};
 
 /// What every request is served with.

@@ -10,7 +10,7 @@ use super::hooks::Hooks;
 use crate::cache::Cache;
 use crate::config::Config;
 use crate::filter::{FilterSettings, Limits};
-use crate::informer::Informers;
+use crate::node::informer::Informers;
 use crate::upstream::HealthWatch;
 
 /// How often the memory the process freed is handed back ([`Hooks::return_freed_memory`]).

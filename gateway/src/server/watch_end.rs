@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
 use crate::filter::{Filters, LookupUse};
-use crate::informer::Informers;
+use crate::node::informer::Informers;
 use crate::request::RequestContext;
 use crate::stream::{Stop, StopSignal};
 use crate::upstream::HealthWatch;

@@ -5,14 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use http::Uri;
 use tokio::sync::Notify;
 
-/// How requests are spread over several servers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LbMode {
-    /// Round-robin over the healthy servers.
-    Rr,
-    /// The first healthy server, in the order given.
-    Priority,
-}
+use super::lb_mode::LbMode;
 
 /// One upstream apiserver and its health as the checker last saw it.
 #[derive(Debug)]

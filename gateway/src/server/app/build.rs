@@ -11,11 +11,11 @@ use super::tasks::Tasks;
 use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
 use crate::config::Config;
 use crate::filter::{Filters, Lookup, NoLookup};
-use crate::informer::Informers;
 use crate::local::{Local, LocalFilters};
 use crate::metrics::Metrics;
-use crate::multiplexer::{self, Multiplexer};
-use crate::pool;
+use crate::node::informer::Informers;
+use crate::node::multiplexer::{self, Multiplexer};
+use crate::node::pool;
 use crate::server::hooks::Hooks;
 use crate::server::identity::Identity;
 use crate::server::listeners::Listeners;
@@ -85,7 +85,7 @@ pub(super) async fn state(
         hub_interface.register(metrics.registry_mut());
     }
     // Cloud mode caches nothing, whatever yurt-hub-cfg adds.
-    let hub_config = crate::hubcfg::follow(
+    let hub_config = crate::node::hubcfg::follow(
         proxy,
         (!config.cloud).then(|| cache.clone()),
         filters.clone(),
@@ -120,7 +120,8 @@ pub(super) async fn state(
     // The node's NodeAutonomy condition, at the edge (a cloud node has no autonomy).
     if let (Some(node), false) = (&config.node_name, config.cloud) {
         let cache_metrics = cache.metrics().clone();
-        let autonomy = crate::autonomy::run(proxy, node.clone(), cache_metrics, health.clone());
+        let autonomy =
+            crate::node::autonomy::run(proxy, node.clone(), cache_metrics, health.clone());
         tasks.spawn(autonomy);
     }
     let state = Arc::new(State {

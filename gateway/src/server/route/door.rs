@@ -11,7 +11,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 
-use crate::multiplexer::SharedBody;
+use crate::node::multiplexer::SharedBody;
 use crate::reply::ResponseBody;
 use crate::request::RequestContext;
 use crate::server::caller::Caller;
@@ -118,7 +118,7 @@ impl Door<'_> {
     }
 
     /// For a response filters will judge, a wait until the informers behind their lookups
-    /// have synced or start-up is over ([`crate::informer::Informers::until_synced`]); none
+    /// have synced or start-up is over ([`crate::node::informer::Informers::until_synced`]); none
     /// for the gateway's own clients, which the informers are.
     pub(crate) fn until_lookups_synced(&self) -> Option<impl Future<Output = ()> + Send + 'static> {
         let own = self.is_node_caller() && self.context.component == OWN_COMPONENT;

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
 use super::door::{Answer, Answerer, Door, Turn, Turned};
-use crate::multiplexer;
+use crate::node::multiplexer;
 use crate::server::unless_lost::unless_lost;
 use crate::server::{headers, plan};
 use crate::upstream::RequestBody;

@@ -6,7 +6,7 @@ use http::Request;
 use hyper::body::Incoming;
 
 use super::door::{Answer, Answerer, Door, Turn, Turned};
-use crate::multiplexer::{self, Refilter};
+use crate::node::multiplexer::{self, Refilter};
 
 /// The multiplexer.
 pub(super) struct Shared;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use crate::multiplexer::Resource;
+use crate::node::multiplexer::Resource;
 
 /// The key of the leaders (`node/address`, comma-separated).
 const LEADERS: &str = "leaders";

@@ -21,7 +21,7 @@ mod metrics;
 mod object;
 mod refilter;
 mod registry;
-mod resource;
+pub(crate) mod resource;
 mod state;
 mod watch;
 
@@ -29,4 +29,4 @@ pub use answer::{Answer, READY_WITHIN};
 pub use body::SharedBody;
 pub use refilter::Refilter;
 pub use registry::{Multiplexer, Sources, is_feed};
-pub use resource::{Resource, ResourceError};
+pub use resource::Resource;

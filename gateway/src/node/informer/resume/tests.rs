@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::cache::{RedbStore, SetKey, SetMeta, WriteOp};
 use crate::filter::Lookup;
-use crate::informer::{Informers, START_UP_SYNC};
+use crate::node::informer::{Informers, START_UP_SYNC};
 
 use super::*;
 

@@ -3,9 +3,9 @@ use std::collections::HashMap;
 use http_body_util::BodyExt;
 
 use super::*;
-use crate::multiplexer::Resource;
-use crate::multiplexer::object::Object;
-use crate::multiplexer::state::ListType;
+use crate::node::multiplexer::Resource;
+use crate::node::multiplexer::object::Object;
+use crate::node::multiplexer::state::ListType;
 
 fn multiplexer() -> (Multiplexer, Arc<Shared>) {
     let shared = Arc::new(Shared::new());

@@ -136,7 +136,7 @@ pub fn patch(condition: &Condition, now: &str) -> serde_json::Value {
 
 /// Keeps `node`'s condition, through the gateway's proxy at `proxy`, while the process runs.
 pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: HealthWatch) {
-    let client = match crate::informer::client_through(proxy, "autonomy") {
+    let client = match crate::node::informer::client_through(proxy, "autonomy") {
         Ok(client) => client,
         Err(error) => {
             tracing::warn!(error = %crate::error::error_chain(&error), "no client for the node's autonomy condition");

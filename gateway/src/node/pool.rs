@@ -25,7 +25,7 @@ use tokio::sync::watch;
 pub use follow::{Following, Leaders, follow};
 
 use crate::filter::Filters;
-use crate::informer::Informers;
+use crate::node::informer::Informers;
 
 /// The label naming a node's pool.
 pub const NODEPOOL_LABEL: &str = "apps.openyurt.io/nodepool";

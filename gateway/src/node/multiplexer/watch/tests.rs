@@ -2,7 +2,7 @@ use http_body_util::BodyExt;
 
 use super::*;
 use crate::filter::{LookupChange, LookupUse, Resends};
-use crate::multiplexer::state::{ListType, Shared};
+use crate::node::multiplexer::state::{ListType, Shared};
 
 fn service(name: &str, app: &str, version: u64) -> Object {
     let json = format!(
@@ -133,7 +133,7 @@ async fn a_watch_that_falls_behind_is_ended_cleanly() {
     let shared = state();
     let mut watch = watching(&shared, Some(10), "", Duration::from_secs(30));
     watch.bookmarks = None;
-    for version in 0..(crate::multiplexer::state::LAG as u64 + 10) {
+    for version in 0..(crate::node::multiplexer::state::LAG as u64 + 10) {
         shared.apply(EventType::Modified, service("a", "x", 11 + version));
     }
     // It ends before its timeout, having sent none of what it missed.

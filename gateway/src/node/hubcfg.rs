@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::cache::Cache;
 use crate::filter::{Filters, HubComponents};
-use crate::informer::{CONFIG_MAP_NAMESPACE as NAMESPACE, follow_config_map};
+use crate::node::informer::{CONFIG_MAP_NAMESPACE as NAMESPACE, follow_config_map};
 
 /// The ConfigMap's name.
 pub const NAME: &str = "yurt-hub-cfg";

@@ -1,7 +1,7 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::multiplexer::object::ObjectError;
+use crate::node::multiplexer::object::ObjectError;
 use crate::stream::Meta;
 
 fn object(namespace: &str, name: &str, version: u64) -> Object {

@@ -22,7 +22,7 @@ use super::object::{Object, ObjectError};
 use super::resource::Resource;
 use super::state::{ListType, Shared};
 use crate::cache::Store;
-use crate::informer::{ListBackoff, own_listing};
+use crate::node::informer::{ListBackoff, own_listing};
 use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, WatchFramer};
 
 /// How often a resource the cluster does not serve is asked for again (an upgrade of the

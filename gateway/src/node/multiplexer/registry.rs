@@ -63,7 +63,7 @@ impl Multiplexer {
     ) -> Result<Multiplexer, kube::Error> {
         let metrics = MultiplexerMetrics::default();
         metrics.register(registry);
-        let mut config = crate::informer::config_through(proxy, FEED_PURPOSE)?;
+        let mut config = crate::node::informer::config_through(proxy, FEED_PURPOSE)?;
         // A quiet watch sends nothing for minutes; the proxy on loopback ends it when the
         // cloud goes away.
         config.read_timeout = None;

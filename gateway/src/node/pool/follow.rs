@@ -10,9 +10,9 @@ use arc_swap::ArcSwapOption;
 use tokio::sync::watch;
 
 use super::leaders::LeaderHubs;
-use crate::informer::follow_config_map;
 use crate::metrics::Metrics;
-use crate::multiplexer::Resource;
+use crate::node::informer::follow_config_map;
+use crate::node::multiplexer::Resource;
 use crate::upstream::{Balancer, HealthSettings, LbMode, Transport, health};
 
 /// The leaders this node's multiplexer feeds from, when it follows some.
