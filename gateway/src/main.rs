@@ -113,8 +113,9 @@ async fn shutdown_signal() {
 
 /// Hands back to the system the whole free pages inside glibc's heaps. A filter load frees
 /// most of what it allocates (wasmtime reading and describing each component), in the
-/// middle of the loading thread's heap, where trimming the top does not reach: 0.8 MB of an
-/// idle gateway with three filters; 10 000-object lists and their commits leave 6 MB so.
+/// middle of the loading thread's heap, where trimming the top does not reach, and large
+/// lists and their commits leave more so (measured: benches/HISTORY.md, "Measurements
+/// behind choices in the code").
 /// Walks every heap once: well under a millisecond at the sizes a gateway's heaps have,
 /// once per load and every few seconds.
 fn return_freed_memory() {
@@ -133,8 +134,9 @@ fn return_freed_memory() {
 /// Gives back the pages of code only start-up ran, once it is over. The kernel maps the
 /// 64 KiB around every page of a file a process touches, so reading the kubeconfig,
 /// checking flags and configs and instantiating filters leave megabytes of the binary's code
-/// resident that the gateway does not run again: 6–10 MB of an idle gateway's 19–23 MB with
-/// three filters. See [`page_out_file_code`].
+/// resident that the gateway does not run again, a large share of an idle gateway's memory
+/// (measured: benches/HISTORY.md, "Measurements behind choices in the code"). See
+/// [`page_out_file_code`].
 fn page_out_start_up_code() {
     match page_out_file_code() {
         0 => tracing::debug!("the kernel took no advice to page out start-up code"),
@@ -198,9 +200,10 @@ fn page_out_file_code() -> usize {
 /// memory back, and trim each thread's heap once 128 KiB at its top are free; false if glibc
 /// refused. Left to itself, glibc raises both bounds to the largest block freed so far
 /// (compiling a filter in the gateway's own process frees blocks of megabytes), after which
-/// what loads and lists free stays with the process: 1.6 MB more at idle with three filters,
-/// and 1–2 MB more after a 10 000-object list. Below 1 MiB the list pipeline's buffers (one
-/// upstream read, up to ~400 KiB) would be mapped and unmapped for every list.
+/// what loads and lists free stays with the process, at idle and after large lists alike.
+/// Below 1 MiB the list pipeline's buffers (one upstream read, a few hundred KiB) would be
+/// mapped and unmapped for every list (measured: benches/HISTORY.md, "Measurements behind
+/// choices in the code").
 fn return_large_blocks_when_freed() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -220,10 +223,8 @@ fn return_large_blocks_when_freed() -> bool {
 /// allocates while the heaps are held by others gets a heap of its own, and each heap keeps
 /// its own free space between live blocks: the runtime's workers, its blocking threads and
 /// the cache's writer spread the gateway's objects over up to sixteen on two cores. In the
-/// traffic bed (`edgegate-load traffic --mode multiplexer --warm-up 30 --seconds 30`, 7
-/// clients, two runs of each alternating on two cores) RSS at the end of the warm-up was
-/// 41.7 and 42.2 MiB with glibc's bound and 40.9 and 40.4 with two heaps; after the churn
-/// 58.2 and 58.9 against 57.5 and 56.2.
+/// traffic bed, fewer heaps left a little less RSS, at the end of the warm-up and after the
+/// churn (measured: benches/HISTORY.md, "Measurements behind choices in the code").
 fn one_heap_per_core() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

@@ -52,8 +52,8 @@ struct Field {
 impl Fields {
     /// Splits the bytes of one JSON object into its fields up to `metadata` (and `metadata`
     /// into its own, in the same scan); `None` when they do not begin as an object.
-    // Out of line: inlined into `Object`'s lazy split, the wasm build ran the split ~20 % slower
-    // (discard-cloud-service keep 20 KB, A/B against this).
+    // Out of line: inlined into `Object`'s lazy split, the wasm build ran the split slower
+    // (measured: benches/HISTORY.md, "Measurements behind choices in the code").
     #[inline(never)]
     pub(super) fn split(bytes: &[u8]) -> Option<Fields> {
         let (entries, rest) = split::head(bytes)?;

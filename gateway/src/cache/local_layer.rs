@@ -9,9 +9,10 @@ use thiserror::Error;
 use super::metrics::CacheMetrics;
 use super::store::{Store, StoreError, WriteOp};
 
-/// Most bytes the node's own objects may hold in the store at once. A node's 110 pods, each
-/// in the copies of three components, and their endpoints come to 2–3 MiB; the bound leaves
-/// twenty times that, and stays small beside the disk of the smallest edge device.
+/// Most bytes the node's own objects may hold in the store at once: many times what a
+/// node's 110 pods, each in the copies of three components, and their endpoints take, and
+/// still small beside the disk of the smallest edge device (measured: benches/HISTORY.md,
+/// "Measurements behind choices in the code").
 pub const LOCAL_LAYER_BYTES: u64 = 64 << 20;
 
 /// What the node's own writes hold in the store.

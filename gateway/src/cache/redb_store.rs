@@ -33,8 +33,9 @@ use crate::stream::compare_versions;
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
 /// file anyway. The cache fills on the first large list and stays, so it counts against the
-/// memory bound of streaming a list: at 4 MiB the first 10 000-object list grew RSS by
-/// 7–9 MB, at 1 MiB by 4–5 MB, for commits about 10 % slower (`cargo bench --bench cache`).
+/// memory bound of streaming a list: at 1 MiB rather than 4 MiB the first large list grows
+/// RSS less, for slightly slower commits (measured: benches/HISTORY.md, "Measurements
+/// behind choices in the code").
 const CACHE_BYTES: usize = 1 << 20;
 
 /// The database file's name in the cache directory.

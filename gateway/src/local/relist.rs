@@ -68,9 +68,10 @@ impl Local {
     /// for the resource): the highest the cloud was seen at for it. The cloud's watch cache
     /// of the resource may not have reached the local version, and kube-apiserver holds a
     /// list from a version its cache has not reached (1.20: 3 s, then `504` with
-    /// `Retry-After`, which client-go retries ten times before it lists from no version —
-    /// 43 s for kubelet's list after a reboot while cut). `None` for any other request, and
-    /// for a list that asks for its version exactly.
+    /// `Retry-After`, which client-go retries ten times before it lists from no version, a
+    /// long wait for kubelet's list after a reboot while cut; measured: benches/HISTORY.md,
+    /// "Measurements behind choices in the code"). `None` for any other request, and for a
+    /// list that asks for its version exactly.
     pub fn cloud_version_for_list(&self, context: &RequestContext) -> Option<u64> {
         if context.info.verb.api() != Some(Verb::List)
             || context.query.resource_version_match.as_deref() == Some("Exact")

@@ -22,9 +22,9 @@
 //! Memory: one entry per object that changed while the stream was open, holding its own
 //! copy of what the client was shown. The object of an event is a slice of the buffer the
 //! stream was read into; held for as long as the object does not change again, it would
-//! keep that whole buffer, and every other event read into it, as long: in the traffic bed
-//! (7 clients through the multiplexer, 20 changes a second) about 25 KiB per change, where
-//! the copies take about 2.
+//! keep that whole buffer, and every other event read into it, as long: in the traffic bed,
+//! many times what the copies take (measured: benches/HISTORY.md, "Measurements behind
+//! choices in the code").
 
 use std::collections::HashMap;
 

@@ -1,8 +1,9 @@
 //! Work the gateway hands to a child process of its own binary, so that the memory the work
 //! leaves behind goes with the child: compiling new components (Cranelift leaves several MB
 //! of heap per compiled filter, which the allocator keeps), and checking configs against
-//! their JSON Schemas (the validator's meta-schemas, regex engines and code: 2–3 MB of an idle
-//! gateway's RSS). `edgegate filter compile -` and `edgegate filter check-config` are the
+//! their JSON Schemas (the validator's meta-schemas, regex engines and code, a good share of
+//! an idle gateway's RSS; measured: benches/HISTORY.md, "Measurements behind choices in the
+//! code"). `edgegate filter compile -` and `edgegate filter check-config` are the
 //! child's side. If the child cannot do the work (a replaced binary, a failure to start),
 //! the gateway does it in its own process, which also produces the error bad input deserves.
 

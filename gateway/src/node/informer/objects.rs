@@ -1,8 +1,8 @@
 //! One kind's objects as lookups read them: each object's labels (what a selector matches)
 //! and its JSON (what a filter is handed), encoded once when the informer applies the
 //! version, and nothing else. A tree of the object's fields (kube's `DynamicObject`, what
-//! a reflector store keeps) held 4.8 MiB for the 1 000 Services of the traffic workload in
-//! a heap profile; their JSON is about a sixth of that.
+//! a reflector store keeps) costs several times its JSON (measured: benches/HISTORY.md,
+//! "Measurements behind choices in the code").
 //!
 //! Objects are keyed `namespace/name` (`/name` for a kind without namespaces), as the
 //! informers announce their changes.

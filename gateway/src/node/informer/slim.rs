@@ -2,10 +2,10 @@
 //! fields the watcher and the informers read, and its JSON as lookups hand it to filters,
 //! without what no lookup reads. Each object is made so as it is deserialized, one at a
 //! time. kube's watcher holds a whole list page at once (the whole list, from a watch cache
-//! that ignores `limit`): as trees of fields (`DynamicObject`), the traffic workload's
-//! 1 000 Services were 8.2 MB of the gateway's 21.8 MB peak heap at the informers' first
-//! list, and the heap kept the pages they had shared with what it holds. Read so, the peak
-//! is 14.1 MB, against the 13.9 MB it keeps (heaptrack, at the end of the warm-up).
+//! that ignores `limit`): as trees of fields (`DynamicObject`), a large list took much of
+//! the gateway's peak heap at the informers' first list, and the heap kept the pages they
+//! had shared with what it holds. Read so, the peak is barely above what the gateway keeps
+//! (measured: benches/HISTORY.md, "Measurements behind choices in the code").
 
 use std::borrow::Cow;
 
@@ -26,9 +26,9 @@ const BOOKKEEPING_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-c
 pub(crate) struct SlimObject {
     /// Its metadata as the watcher and the informers read it.
     pub(crate) metadata: ObjectMeta,
-    /// Its JSON without `managedFields` (the fields each writer set: 9.4 MiB of the
-    /// informers' 14 for 1 000 Services in a heap profile, held as trees) and the
-    /// bookkeeping annotations.
+    /// Its JSON without the bookkeeping annotations and `managedFields` (the fields each
+    /// writer set, most of what the informers held when they kept trees of fields; measured:
+    /// benches/HISTORY.md, "Measurements behind choices in the code").
     pub(crate) json: Bytes,
     /// `status.nodes` as JSON, when it has them (a NodePool's members).
     pub(crate) members: Option<String>,
