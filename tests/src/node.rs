@@ -118,6 +118,9 @@ impl Node {
             format!("--node-name={name}"),
             format!("--disk-cache-path={}", dir.join(CACHE_DIR).display()),
             format!("--filter-dir={}", filter_dir.display()),
+            // The HTTPS proxy masterservice points the node's pods at, on the hub interface.
+            format!("--tls-cert-file={}", cluster.pki.gateway_serving_cert.display()),
+            format!("--tls-private-key-file={}", cluster.pki.gateway_serving_key.display()),
             "--log-level=info,edgegate=debug".to_owned(),
         ];
         let tunables: Vec<(&str, String)> = KERNEL_TUNABLES

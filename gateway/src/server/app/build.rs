@@ -78,7 +78,14 @@ pub(super) async fn state(
         Some(informers) => informers.clone(),
         None => Arc::new(NoLookup),
     };
-    let filters = upkeep::filter_settings(config, hooks);
+    let mut filters = upkeep::filter_settings(config, hooks);
+    if let Some(why) = unserved_hub_address(config, &identity, listeners) {
+        tracing::warn!(
+            "masterservice is off: {why}; kubelet keeps default/kubernetes as the cloud gives \
+             it, so pods reach the apiserver directly"
+        );
+        filters.disabled.push(MASTERSERVICE.to_owned());
+    }
     let filters = Arc::new(Filters::start(filters, lookup, &mut metrics).await?);
     let pool_name = pool_name(config, &informers, &filters, tasks);
     if let Some(hub_interface) = &listeners.hub_interface {
@@ -156,6 +163,28 @@ pub(super) async fn state(
         certificates: identity.renewals,
     });
     Ok(state)
+}
+
+/// The filter that points pods at the HTTPS proxy on the hub interface.
+const MASTERSERVICE: &str = "masterservice";
+
+/// Why pods told the hub's address would find nothing there, if they would: no HTTPS
+/// proxy is served, or the hub interface it was to be served on could not be made.
+/// masterservice and the HTTPS proxy come together or not at all.
+fn unserved_hub_address(
+    config: &Config,
+    identity: &Identity,
+    listeners: &Listeners,
+) -> Option<&'static str> {
+    if identity.secure_proxy.is_none() {
+        Some(
+            "no HTTPS proxy is served (no --tls-cert-file, and no certificate manager to request one)",
+        )
+    } else if config.hub_interface.is_some() && listeners.hub_interface.is_none() {
+        Some("the hub interface could not be made")
+    } else {
+        None
+    }
 }
 
 /// The node's pool, as `--nodepool-name` fixes it or as the node's label says, followed
