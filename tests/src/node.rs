@@ -97,14 +97,10 @@ impl Node {
                 std::fs::copy(built.join(&file), filter_dir.join(&file))?;
             }
         }
-        let (cert, key) = cloud
-            .cluster
-            .pki
-            .node
-            .clone()
-            .context("the cloud has no certificate for the node")?;
+        let (cluster, pki) = (&cloud.cluster, &cloud.cluster.pki);
+        let node_pair = pki.node.clone();
+        let (cert, key) = node_pair.context("the cloud has no certificate for the node")?;
         let gateway_kubeconfig = dir.join("edgegate.kubeconfig");
-        let cluster = &cloud.cluster;
         cluster.kubeconfig_for(
             &gateway_kubeconfig,
             &cluster.url(),
@@ -119,8 +115,11 @@ impl Node {
             format!("--disk-cache-path={}", dir.join(CACHE_DIR).display()),
             format!("--filter-dir={}", filter_dir.display()),
             // The HTTPS proxy masterservice points the node's pods at, on the hub interface.
-            format!("--tls-cert-file={}", cluster.pki.gateway_serving_cert.display()),
-            format!("--tls-private-key-file={}", cluster.pki.gateway_serving_key.display()),
+            format!("--tls-cert-file={}", pki.gateway_serving_cert.display()),
+            format!(
+                "--tls-private-key-file={}",
+                pki.gateway_serving_key.display()
+            ),
             "--log-level=info,edgegate=debug".to_owned(),
         ];
         let tunables: Vec<(&str, String)> = KERNEL_TUNABLES

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::tasks::Tasks;
 use crate::cache::{Cache, CacheMetrics, CachePolicy, GuardedStore, StoreError};
 use crate::config::Config;
-use crate::filter::{Filters, Lookup, NoLookup};
+use crate::filter::{FilterSettings, Filters, Lookup, NoLookup};
 use crate::local::{Local, LocalFilters};
 use crate::metrics::Metrics;
 use crate::node::informer::Informers;
@@ -78,14 +78,7 @@ pub(super) async fn state(
         Some(informers) => informers.clone(),
         None => Arc::new(NoLookup),
     };
-    let mut filters = upkeep::filter_settings(config, hooks);
-    if let Some(why) = unserved_hub_address(config, &identity, listeners) {
-        tracing::warn!(
-            "masterservice is off: {why}; kubelet keeps default/kubernetes as the cloud gives \
-             it, so pods reach the apiserver directly"
-        );
-        filters.disabled.push(MASTERSERVICE.to_owned());
-    }
+    let filters = filter_settings(config, hooks, &identity, listeners);
     let filters = Arc::new(Filters::start(filters, lookup, &mut metrics).await?);
     let pool_name = pool_name(config, &informers, &filters, tasks);
     if let Some(hub_interface) = &listeners.hub_interface {
@@ -99,7 +92,6 @@ pub(super) async fn state(
     );
     tasks.spawn(hub_config.map_err(ServerError::Informers)?);
     let metrics = Arc::new(metrics);
-
     let transport = Transport::new(identity.credentials.clone(), config.request_timeout);
     let balancer = Arc::new(Balancer::new(identity.servers.clone(), config.lb_mode));
     let health = health_checks(
@@ -167,6 +159,25 @@ pub(super) async fn state(
 
 /// The filter that points pods at the HTTPS proxy on the hub interface.
 const MASTERSERVICE: &str = "masterservice";
+
+/// The filter host's settings: the configuration's, with masterservice off where the hub's
+/// address is not served.
+fn filter_settings(
+    config: &Config,
+    hooks: Hooks,
+    identity: &Identity,
+    listeners: &Listeners,
+) -> FilterSettings {
+    let mut filters = upkeep::filter_settings(config, hooks);
+    if let Some(why) = unserved_hub_address(config, identity, listeners) {
+        tracing::warn!(
+            "masterservice is off: {why}; kubelet keeps default/kubernetes as the cloud gives \
+             it, so pods reach the apiserver directly"
+        );
+        filters.disabled.push(MASTERSERVICE.to_owned());
+    }
+    filters
+}
 
 /// Why pods told the hub's address would find nothing there, if they would: no HTTPS
 /// proxy is served, or the hub interface it was to be served on could not be made.
