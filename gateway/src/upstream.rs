@@ -18,4 +18,6 @@ pub use health::{HealthSettings, HealthWatch};
 pub use lb_mode::LbMode;
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};
 pub use replay::Replayable;
-pub use transport::{BoxError, CallerOnly, RequestBody, Transport, TransportError};
+pub use transport::{
+    BoxError, CONNECT_TIMEOUT, CallerOnly, RequestBody, Transport, TransportError,
+};

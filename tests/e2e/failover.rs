@@ -40,8 +40,8 @@ pub fn a_killed_apiserver_fails_no_request(env: &Env) -> Result<()> {
         Gateway::start_to(&env.bin, &a, &servers, &["--lb-mode=priority", slow_probes])?,
     ];
     // A gateway that sends nothing but its own watch of yurt-hub-cfg until A is dead: a
-    // write through it is sent on to B, by itself or after that watch's return found A dead
-    // (which of the two comes first is a race; `server::failover`'s tests pin the first).
+    // write through it is sent on to B, whether its refused connect, that watch's return
+    // finding A dead, or both at once come first (`server::failover`'s tests pin each).
     let idle = Gateway::start_to(&env.bin, &a, &servers, &["--lb-mode=priority", slow_probes])?;
     let rt = runtime();
     let client = client();

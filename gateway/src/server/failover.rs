@@ -48,7 +48,7 @@ pub(super) async fn send<'a>(
             answer: None,
         };
     };
-    let sent = try_once(upstreams, server, first).await;
+    let sent = try_once(upstreams, server, first, reads).await;
     if !worth_another_try(&sent, reads) {
         return sent;
     }
@@ -66,16 +66,28 @@ pub(super) async fn send<'a>(
         .upstream_failovers
         .get_or_create(&labels)
         .inc();
-    try_once(upstreams, next, again).await
+    try_once(upstreams, next, again, reads).await
 }
+
+/// How long a write whose server was found unreachable while it was in flight still waits
+/// to learn whether it reached that server: the connect timeout, within which a connect
+/// either fails (nothing was sent, so it may go on) or the exchange begins.
+const WRITE_GRACE: Duration = crate::upstream::CONNECT_TIMEOUT;
 
 async fn try_once<'a>(
     upstreams: &Upstreams<'_>,
     server: &'a Server,
     request: Request<RequestBody>,
+    reads: bool,
 ) -> Sent<'a> {
     let sending = upstreams.transport.send(&server.url, request);
-    let answer = unless_lost(server, upstreams.late_answer, sending).await;
+    tokio::pin!(sending);
+    let mut answer = unless_lost(server, upstreams.late_answer, &mut sending).await;
+    if answer.is_none() && !reads {
+        // The verdict may have come while the connect was still failing: a write that was
+        // never sent is worth another server, and only the transport knows.
+        answer = tokio::time::timeout(WRITE_GRACE, &mut sending).await.ok();
+    }
     if matches!(answer, Some(Err(TransportError::Connect { .. }))) {
         server.mark_down();
     }

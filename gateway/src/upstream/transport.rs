@@ -58,7 +58,7 @@ pub enum TransportError {
 
 /// How long a TCP connect to an apiserver may take: a dead server is told from a live one
 /// well inside the 3 s clients tolerate.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// TCP keep-alive on upstream connections, so a watch over a silently dead link is noticed.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 /// Idle pooled connections are closed after this long.

@@ -207,3 +207,24 @@ async fn with_no_other_healthy_server_the_failure_stands() {
     );
     assert!(!bed.balancer.servers()[0].is_healthy());
 }
+
+#[tokio::test]
+async fn a_write_whose_server_is_lost_before_its_connect_fails_goes_to_the_next() {
+    let (live, seen) = serving(true).await;
+    let dead = dead().await;
+    let bed = Bed::new(&[&dead, &live], LbMode::Priority);
+    let first = &bed.balancer.servers()[0];
+    // The health checker's verdict came between the pick and the refused connect.
+    first.set_healthy(false);
+    let upstreams = Upstreams {
+        balancer: &bed.balancer,
+        transport: &bed.transport,
+        metrics: &bed.metrics,
+        late_answer: Duration::from_secs(30),
+    };
+    let sent = send(&upstreams, first, post("{}"), false).await;
+    assert_eq!(sent.server.name, live);
+    assert!(matches!(sent.answer, Some(Ok(_))), "answered by the next");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert_eq!(bed.failovers_from(0), 1);
+}
