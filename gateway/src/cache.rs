@@ -57,7 +57,7 @@ pub use key::{ResourceKey, SetKey};
 pub use local_layer::{LOCAL_LAYER_BYTES, LocalLayer, LocalWriteError};
 pub use metrics::CacheMetrics;
 pub use policy::{CachePolicy, CacheTarget};
-pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
+pub use read::{Backlog, Listing, Page, PageSpec, ReadError, Scope, list, page, watch_backlog};
 pub use redb_store::RedbStore;
 pub use selectors::{SelectorError, Selectors};
 pub use store::{

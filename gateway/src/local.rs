@@ -13,6 +13,7 @@
 //! With `--node-name`, kubelet's writes of its node lease are answered here online too
 //! ([`Local::kubelet_lease`]): the gateway's heartbeat is the node's lease in the cloud.
 
+mod continue_token;
 mod endpoints;
 mod error;
 mod layer;
@@ -20,6 +21,7 @@ mod lifecycle;
 mod list;
 mod media;
 mod own;
+mod paging;
 mod patch;
 mod refilter;
 mod relist;

@@ -5,7 +5,7 @@
 use http::{Response, StatusCode};
 
 use crate::metrics::{ErrorLabels, Metrics};
-use crate::reply::{ResponseBody, status_response};
+use crate::reply::{ResponseBody, failure_status, json};
 
 /// Who is at fault for a refusal, as metric label and log level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +51,12 @@ pub struct RefusalStatus {
 pub trait Refusal: std::error::Error {
     /// How it is answered.
     fn refusal_status(&self) -> RefusalStatus;
+
+    /// What its `Status` says beyond code, reason and message (`metadata.continue`,
+    /// `details`), as kube-apiserver would; nothing by default.
+    fn status_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// The `Status` response for `refusal`, counted in `metrics` and logged by its fault: the
@@ -77,5 +83,9 @@ pub fn refuse(refusal: &dyn Refusal, metrics: &Metrics) -> Response<ResponseBody
         Fault::Filter => tracing::warn!(error = %message, "filter failure"),
         Fault::Gateway => tracing::error!(error = %message, "gateway failure"),
     }
-    status_response(code, reason, &message)
+    let mut status = failure_status(code.as_u16(), reason, &message);
+    if let Some(fields) = status.as_object_mut() {
+        fields.extend(refusal.status_fields());
+    }
+    json(code, bytes::Bytes::from(status.to_string()))
 }

@@ -14,6 +14,10 @@ use super::selectors::{SelectorError, Selectors};
 use super::store::{History, SetMeta, Store, StoreError};
 use crate::stream::{Event, EventType, Meta, compare_versions};
 
+mod page;
+
+pub use page::{Page, PageSpec, page};
+
 /// Why the cache cannot answer.
 #[derive(Debug, Error)]
 pub enum ReadError {
@@ -31,6 +35,14 @@ pub enum ReadError {
         since: String,
         /// Where the cache's history starts.
         from: String,
+    },
+    /// A read at an older version (a continue token's, an `Exact` one) the cache cannot
+    /// prove it still holds: a member changed, entered or left after it, or the set's
+    /// history does not reach back to it.
+    #[error("the cached list has changed since resourceVersion {at}")]
+    Changed {
+        /// The version asked for.
+        at: String,
     },
     /// The store failed.
     #[error(transparent)]

@@ -27,6 +27,29 @@ pub enum LocalError {
     /// The client's resourceVersion is older than what the cache holds.
     #[error("{0}")]
     Expired(String),
+    /// A list's options are malformed (a continue token, with a resourceVersion).
+    #[error("{0}")]
+    BadListOptions(String),
+    /// A list's options contradict each other, in kube-apiserver's validation's words.
+    #[error("ListOptions.meta.k8s.io \"\" is invalid: {0}")]
+    InvalidListOptions(String),
+    /// A continue token's page can no longer be read at its version; `retry` goes on from
+    /// the same key at the newest (an inconsistent list).
+    #[error(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+    )]
+    ContinueExpired {
+        /// The continue token that goes on at the newest version.
+        retry: String,
+    },
+    /// A list asked for a resourceVersion newer than the cache holds.
+    #[error("Timeout: Too large resource version: {asked}, current: {current}")]
+    TooLargeVersion {
+        /// The version asked for.
+        asked: u64,
+        /// The newest the cache holds.
+        current: u64,
+    },
     /// A write's body is in a media type the gateway cannot echo.
     #[error(
         "the cloud is unreachable and a {0:?} body cannot be answered offline (application/json and application/vnd.kubernetes.protobuf can)"
@@ -84,7 +107,27 @@ impl Refusal for LocalError {
                 Fault::Client,
                 "bad_selector",
             ),
-            LocalError::Expired(_) => (StatusCode::GONE, "Expired", Fault::Client, "expired"),
+            LocalError::Expired(_) | LocalError::ContinueExpired { .. } => {
+                (StatusCode::GONE, "Expired", Fault::Client, "expired")
+            }
+            LocalError::BadListOptions(_) => (
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                Fault::Client,
+                "bad_list_options",
+            ),
+            LocalError::InvalidListOptions(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid",
+                Fault::Client,
+                "invalid",
+            ),
+            LocalError::TooLargeVersion { .. } => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "Timeout",
+                Fault::Offline,
+                "too_large_version",
+            ),
             LocalError::Media(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "UnsupportedMediaType",
@@ -136,6 +179,23 @@ impl Refusal for LocalError {
             reason,
             fault,
             kind,
+        }
+    }
+
+    fn status_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let fields = match self {
+            LocalError::ContinueExpired { retry } => {
+                serde_json::json!({"metadata": {"continue": retry}})
+            }
+            LocalError::TooLargeVersion { .. } => serde_json::json!({"details": {
+                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                "retryAfterSeconds": 1,
+            }}),
+            _ => return serde_json::Map::new(),
+        };
+        match fields {
+            serde_json::Value::Object(fields) => fields,
+            _ => serde_json::Map::new(),
         }
     }
 }

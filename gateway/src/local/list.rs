@@ -6,8 +6,10 @@ use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Local;
+use super::continue_token::ContinueToken;
 use super::error::LocalError;
-use crate::cache::{self, Listing, ReadError, SetMeta};
+use super::paging::ListRead;
+use crate::cache::{self, Page, PageSpec, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
 use crate::request::RequestContext;
@@ -30,6 +32,8 @@ pub(super) enum Found {
     Listing,
     /// kubelet's pod list came back empty.
     NoPods,
+    /// The list asked for a version newer than the cache holds (the newest, given).
+    TooLarge(u64),
 }
 
 impl Local {
@@ -38,10 +42,17 @@ impl Local {
         &self,
         context: &RequestContext,
     ) -> Result<http::Response<ResponseBody>, LocalError> {
+        let read = ListRead::of(&context.query)?;
         let refuse_empty = context.cache_component == "kubelet"
             && context.info.resource == "pods"
-            && context.info.api_group.is_empty();
-        let (found, chunks) = self.stream_from_store(context, refuse_empty);
+            && context.info.api_group.is_empty()
+            && read.from.is_none();
+        let asked = read.not_older_than.or(read.exact_at);
+        let continued = read
+            .continued
+            .as_ref()
+            .map(|token| token.at_newest().encode());
+        let (found, chunks) = self.stream_from_store(context, read, refuse_empty);
         match found.await {
             Ok(Ok(Found::Listing)) => {
                 self.cache.metrics().hits.inc();
@@ -62,6 +73,16 @@ impl Local {
                 "no pods are cached for this node: refusing an empty list so kubelet keeps its pods"
                     .to_owned(),
             )),
+            Ok(Ok(Found::TooLarge(current))) => Err(LocalError::TooLargeVersion {
+                asked: asked.unwrap_or_default(),
+                current,
+            }),
+            Ok(Err(ReadError::Changed { .. })) => Err(match continued {
+                Some(retry) => LocalError::ContinueExpired { retry },
+                None => LocalError::Expired(
+                    "The resourceVersion for the provided list is too old.".to_owned(),
+                ),
+            }),
             Ok(Err(error)) => Err(self.read_failed(&error)),
             Err(_) => Err(LocalError::store(&std::io::Error::other(
                 "the cache reader stopped",
@@ -69,23 +90,61 @@ impl Local {
         }
     }
 
-    /// Starts a blocking reader of the list that `context` wants: it reports what it found,
-    /// then streams the body's chunks.
-    fn stream_from_store(&self, context: &RequestContext, refuse_empty: bool) -> Reader {
+    /// Starts a blocking reader of the list that `context` wants, as `read` says: it reports
+    /// what it found, then streams the body's chunks.
+    fn stream_from_store(
+        &self,
+        context: &RequestContext,
+        read: ListRead,
+        refuse_empty: bool,
+    ) -> Reader {
         let (found_tx, found_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let store = self.cache.store().clone();
         let resource = super::resource_of(context);
         let scope = super::ReadScope::of(context);
+        let local_version = self.cache.last_local_version();
         tokio::task::spawn_blocking(move || {
-            let listing = cache::list(store.as_ref(), &resource, scope.scope());
-            let Listing { meta, items, .. } = match listing {
-                Ok(listing) => listing,
+            let scope = scope.scope();
+            let selected = !scope.labels.is_empty() || !scope.fields.is_empty();
+            let spec = PageSpec {
+                from: read.from.as_deref(),
+                limit: read
+                    .limit
+                    .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)),
+                exact_at: read.exact_at,
+            };
+            let paged = spec.from.is_some() || spec.exact_at.is_some() || read.limit.is_some();
+            let listing = if paged {
+                cache::page(store.as_ref(), &resource, scope, spec)
+            } else {
+                cache::list(store.as_ref(), &resource, scope).map(|listing| Page {
+                    meta: listing.meta,
+                    items: listing.items,
+                    last: None,
+                    remaining: 0,
+                })
+            };
+            let Page {
+                meta,
+                items,
+                last,
+                remaining,
+            } = match listing {
+                Ok(page) => page,
                 Err(error) => {
                     let _ = found_tx.send(Err(error));
                     return;
                 }
             };
+            let held = meta.resource_version.parse::<u64>().unwrap_or(0);
+            let current = held.max(local_version);
+            if let Some(asked) = read.not_older_than.or(read.exact_at)
+                && asked > current
+            {
+                let _ = found_tx.send(Ok(Found::TooLarge(current)));
+                return;
+            }
             let mut items = items.peekable();
             if refuse_empty && items.peek().is_none() {
                 let _ = found_tx.send(Ok(Found::NoPods));
@@ -94,7 +153,17 @@ impl Local {
             if found_tx.send(Ok(Found::Listing)).is_err() {
                 return;
             }
-            produce(list_head(&meta), items, &chunks_tx);
+            let version = read
+                .exact_at
+                .map_or_else(|| meta.resource_version.clone(), |at| at.to_string());
+            let more = last.and_then(|last| {
+                let at = i64::try_from(version.parse::<u64>().ok()?).ok()?;
+                Some(More {
+                    token: ContinueToken::after(&last, at).encode(),
+                    remaining: (!selected).then_some(remaining),
+                })
+            });
+            produce(list_head(&meta, &version, more.as_ref()), items, &chunks_tx);
         });
         (found_rx, chunks_rx)
     }
@@ -107,14 +176,25 @@ impl Local {
                 LocalError::NotCached("nothing covering this list is in the local cache".to_owned())
             }
             ReadError::Selector(error) => LocalError::BadSelector(error.to_string()),
-            ReadError::Expired { .. } => LocalError::Expired(error.to_string()),
+            ReadError::Expired { .. } | ReadError::Changed { .. } => {
+                LocalError::Expired(error.to_string())
+            }
             ReadError::Store(error) => LocalError::store(error),
         }
     }
 }
 
-/// The head of a cached list: everything up to its items.
-fn list_head(meta: &SetMeta) -> Bytes {
+/// Where a page's list goes on.
+struct More {
+    /// The continue token of the next page.
+    token: String,
+    /// How many items follow the page; `None` for a selected list, as kube-apiserver leaves
+    /// it out there.
+    remaining: Option<u64>,
+}
+
+/// The head of a cached list at `version`: everything up to its items.
+fn list_head(meta: &SetMeta, version: &str, more: Option<&More>) -> Bytes {
     let text = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
     let kind = if meta.list_kind.is_empty() {
         "List"
@@ -126,11 +206,17 @@ fn list_head(meta: &SetMeta) -> Bytes {
     } else {
         &meta.api_version
     };
+    let mut metadata = format!(r#""resourceVersion":{}"#, text(version));
+    if let Some(more) = more {
+        metadata.push_str(&format!(r#","continue":{}"#, text(&more.token)));
+        if let Some(remaining) = more.remaining {
+            metadata.push_str(&format!(r#","remainingItemCount":{remaining}"#));
+        }
+    }
     Bytes::from(format!(
-        r#"{{"kind":{},"apiVersion":{},"metadata":{{"resourceVersion":{}}},"items":["#,
+        r#"{{"kind":{},"apiVersion":{},"metadata":{{{metadata}}},"items":["#,
         text(kind),
         text(api_version),
-        text(&meta.resource_version)
     ))
 }
 

@@ -28,6 +28,8 @@ pub struct ListQuery {
     pub resource_version_match: Option<String>,
     /// `sendInitialEvents`, if given.
     pub send_initial_events: Option<String>,
+    /// `limit`, if a positive number (kube-apiserver reads any other as no limit).
+    pub limit: Option<u64>,
 }
 
 impl ListQuery {
@@ -50,6 +52,7 @@ impl ListQuery {
                 "allowWatchBookmarks" => 1 << 6,
                 "resourceVersionMatch" => 1 << 7,
                 "sendInitialEvents" => 1 << 8,
+                "limit" => 1 << 9,
                 _ => continue,
             };
             if seen & bit != 0 {
@@ -73,6 +76,13 @@ impl ListQuery {
                     parsed.resource_version_match = Some(value.into_owned());
                 }
                 "sendInitialEvents" => parsed.send_initial_events = Some(value.into_owned()),
+                "limit" => {
+                    parsed.limit = value
+                        .parse::<i64>()
+                        .ok()
+                        .and_then(|l| u64::try_from(l).ok())
+                        .filter(|&l| l > 0)
+                }
                 _ => {}
             }
         }
@@ -152,6 +162,15 @@ mod tests {
         assert!(query.allow_watch_bookmarks);
         assert!(!ListQuery::parse(Some("allowWatchBookmarks=false")).allow_watch_bookmarks);
         assert!(!ListQuery::parse(None).allow_watch_bookmarks);
+    }
+
+    #[test]
+    fn a_limit_counts_when_it_is_a_positive_number() {
+        let limit = |query: &str| ListQuery::parse(Some(query)).limit;
+        assert_eq!(limit("limit=500"), Some(500));
+        for none in ["limit=0", "limit=-1", "limit=x", "limit=", ""] {
+            assert_eq!(limit(none), None, "{none}");
+        }
     }
 
     #[test]
