@@ -29,6 +29,7 @@ mod locked_hub;
 mod lookups;
 mod multiplexer;
 mod offline;
+mod offline_paging;
 mod operator;
 mod own_endpoints;
 mod own_memory;
@@ -158,6 +159,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "offline::offline_answers_follow_the_request",
         offline::offline_answers_follow_the_request,
+    ),
+    (
+        "offline_paging::a_list_paged_online_goes_on_offline",
+        offline_paging::a_list_paged_online_goes_on_offline,
     ),
     (
         "offline::paginated_list_is_cached_complete",

@@ -166,6 +166,13 @@ impl Refusal for ProxyError {
             kind,
         }
     }
+
+    fn status_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        match self {
+            ProxyError::Local(error) => error.status_fields(),
+            _ => serde_json::Map::new(),
+        }
+    }
 }
 
 impl ProxyError {
