@@ -4,7 +4,7 @@
 //! | verb | offline answer |
 //! |---|---|
 //! | get | the cached object, or 404; of a subresource, the object for `status` (it is the object), else 503 |
-//! | list | the cached list (selectors applied), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
+//! | list | the cached list (selectors applied; paged and versioned as kube-apiserver does, `local/paging.rs`), or 404 when nothing covering it was cached; kubelet's pod list with no pods is 404, so kubelet does not kill its pods |
 //! | watch | the set's changes after the client's resourceVersion as events (and a bookmark when asked), then nothing until the cloud is back (or `timeoutSeconds`), then a clean end so the client re-lists |
 //! | create | of a pod bound to this node (a mirror pod), on its identity: made in the cached sets that hold it (the local layer), 201 with the pod; of anything else, the request body echoed with 201 (JSON or protobuf, as it came) |
 //! | update, patch | of the node's own Node and pods (and their status), on its identity: applied to the cached copies and answered with the result (the local layer); of anything else, the cached object, nothing applied; kubelet's lease renewal is echoed |
@@ -27,6 +27,7 @@ mod refilter;
 mod relist;
 mod strategic;
 mod watch;
+mod watch_options;
 mod write;
 
 use std::sync::Arc;

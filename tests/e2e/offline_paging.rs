@@ -1,6 +1,7 @@
 //! Paging across the cut: a client that paged online goes on offline with kube-apiserver's
 //! own continue token, and gets the rest of the list with no duplicate and no gap, or the
-//! apiserver's `410` when the cache cannot prove the rest unchanged since.
+//! apiserver's `410` when the cache cannot prove the rest unchanged since. Offline, versions
+//! and streaming initial lists (`sendInitialEvents`) are answered as the apiserver answers.
 
 use std::time::Duration;
 

@@ -15,6 +15,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::Local;
 use super::error::LocalError;
 use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
+use super::watch_options::{Since, WatchRead};
 use crate::cache::{self, Backlog, LocalChange, ReadError, ResourceKey, Selectors, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
@@ -90,9 +91,10 @@ impl Local {
         &self,
         context: &RequestContext,
     ) -> Result<http::Response<ResponseBody>, LocalError> {
+        let read = WatchRead::of(&context.query)?;
         // Before the backlog is read: a change written meanwhile is sent (at worst twice).
         let local = self.cache.local_changes();
-        let (found, chunks) = self.backlog_from_store(context);
+        let (found, chunks) = self.backlog_from_store(context, read);
         let (backlog, ends) = match found.await {
             Ok(Ok(())) => {
                 self.cache.metrics().hits.inc();
@@ -166,19 +168,22 @@ impl Local {
 
     /// Starts a blocking reader of the backlog `context` wants: it reports whether there is
     /// one, then streams its events in chunks.
-    fn backlog_from_store(&self, context: &RequestContext) -> Reader {
+    fn backlog_from_store(&self, context: &RequestContext, read: WatchRead) -> Reader {
         let (found_tx, found_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
+        let Since::Version(since) = read.since.clone() else {
+            // Nothing before the watch: no backlog, and the channel ends at once.
+            let _ = found_tx.send(Ok(()));
+            return (found_rx, chunks_rx);
+        };
         let store = self.cache.store().clone();
         let resource = super::resource_of(context);
-        let since = context.query.resource_version.clone().unwrap_or_default();
-        let bookmark = context.query.allow_watch_bookmarks;
         let scope = super::ReadScope::of(context);
         tokio::task::spawn_blocking(move || {
             match cache::watch_backlog(&store, &resource, scope.scope(), &since) {
                 Ok(backlog) => {
                     if found_tx.send(Ok(())).is_ok() {
-                        produce(backlog, bookmark, &chunks_tx);
+                        produce(backlog, &read, &chunks_tx);
                     }
                 }
                 Err(error) => {
@@ -190,9 +195,9 @@ impl Local {
     }
 }
 
-/// Writes the backlog's events, then a BOOKMARK when asked for, chunk by chunk, stopping if
-/// the client went away.
-fn produce(backlog: Backlog, bookmark: bool, tx: &mpsc::Sender<Result<Bytes, BoxError>>) {
+/// Writes the backlog's events, then a BOOKMARK when asked for (always, to end the initial
+/// events), chunk by chunk, stopping if the client went away.
+fn produce(backlog: Backlog, read: &WatchRead, tx: &mpsc::Sender<Result<Bytes, BoxError>>) {
     let Backlog { meta, events } = backlog;
     let mut chunk = BytesMut::with_capacity(CHUNK + 4096);
     // The newest version sent: a bookmark never takes the client back.
@@ -216,24 +221,37 @@ fn produce(backlog: Backlog, bookmark: bool, tx: &mpsc::Sender<Result<Bytes, Box
         }
     }
     let behind = compare_versions(&meta.resource_version, &newest).is_some_and(|o| o.is_lt());
-    if bookmark && !meta.resource_version.is_empty() && !behind {
-        bookmark_event(&meta).encode(&mut chunk);
+    if read.initial_events_end {
+        // At the newest version sent, so the client's next watch misses nothing.
+        let version = if behind {
+            &newest
+        } else {
+            &meta.resource_version
+        };
+        bookmark_event(&meta, version, true).encode(&mut chunk);
+    } else if read.bookmark && !meta.resource_version.is_empty() && !behind {
+        bookmark_event(&meta, &meta.resource_version, false).encode(&mut chunk);
     }
     if !chunk.is_empty() {
         let _ = tx.blocking_send(Ok(chunk.freeze()));
     }
 }
 
-/// A BOOKMARK at the set's synced resourceVersion: the client resumes from there.
-fn bookmark_event(meta: &SetMeta) -> Event {
+/// A BOOKMARK of the set at `version`: the client resumes from there. `initial_events_end`
+/// annotates it as the end of the initial events, as kube-apiserver does.
+fn bookmark_event(meta: &SetMeta, version: &str, initial_events_end: bool) -> Event {
     let kind = meta
         .list_kind
         .strip_suffix("List")
         .unwrap_or(&meta.list_kind);
+    let mut metadata = serde_json::json!({"resourceVersion": version});
+    if initial_events_end {
+        metadata["annotations"] = serde_json::json!({"k8s.io/initial-events-end": "true"});
+    }
     let object = serde_json::json!({
         "kind": kind,
         "apiVersion": meta.api_version,
-        "metadata": {"resourceVersion": meta.resource_version},
+        "metadata": metadata,
     });
     Event {
         kind: EventType::Bookmark,
@@ -254,6 +272,15 @@ mod tests {
 
     /// What the client reads of `events` from a set synced to `synced`, as (type, rv).
     fn sent(events: Vec<Event>, synced: &str, bookmark: bool) -> Vec<(String, String)> {
+        let read = WatchRead {
+            since: Since::Version(String::new()),
+            bookmark,
+            initial_events_end: false,
+        };
+        sent_as(events, synced, &read)
+    }
+
+    fn sent_as(events: Vec<Event>, synced: &str, read: &WatchRead) -> Vec<(String, String)> {
         let meta = SetMeta {
             resource_version: synced.into(),
             list_kind: "PodList".into(),
@@ -265,7 +292,7 @@ mod tests {
             events: Box::new(events.into_iter().map(Ok)),
         };
         let (tx, mut rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
-        produce(backlog, bookmark, &tx);
+        produce(backlog, read, &tx);
         drop(tx);
         let mut text = Vec::new();
         while let Ok(chunk) = rx.try_recv() {
@@ -279,6 +306,9 @@ mod tests {
                 if event["type"] == "BOOKMARK" {
                     assert_eq!(event["object"]["kind"], "Pod");
                     assert_eq!(event["object"]["apiVersion"], "v1");
+                    let end =
+                        &event["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"];
+                    assert_eq!(end.as_str() == Some("true"), read.initial_events_end);
                 }
                 (
                     event["type"].as_str().unwrap().to_owned(),
@@ -328,5 +358,32 @@ mod tests {
             sent(events(), "11", true),
             [pair("MODIFIED", "11"), pair("DELETED", "12")]
         );
+    }
+
+    #[test]
+    fn initial_events_always_end_with_the_annotated_bookmark_at_the_newest_version() {
+        let read = WatchRead {
+            since: Since::Version(String::new()),
+            bookmark: true,
+            initial_events_end: true,
+        };
+        let added = |rv| Event {
+            kind: EventType::Added,
+            object: pod(rv),
+        };
+        assert_eq!(
+            sent_as(vec![added(11), added(12)], "14", &read),
+            [
+                pair("ADDED", "11"),
+                pair("ADDED", "12"),
+                pair("BOOKMARK", "14")
+            ]
+        );
+        // A node's own write newer than the set's version: the bookmark is at it.
+        assert_eq!(
+            sent_as(vec![added(15)], "14", &read),
+            [pair("ADDED", "15"), pair("BOOKMARK", "15")]
+        );
+        assert_eq!(sent_as(Vec::new(), "14", &read), [pair("BOOKMARK", "14")]);
     }
 }
