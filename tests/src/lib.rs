@@ -24,6 +24,9 @@
 //! - [`testbed`]: a node, its cloud and the link between them.
 //! - [`scenario`]: steps the node scenarios and `cargo dev --node --trials` share.
 //! - [`sweep`]: what a harness killed outright left behind, removed by the next one.
+//! - [`standin`]: what a 1.21+ apiserver serves of `discovery.k8s.io/v1` EndpointSlices,
+//!   made from the real 1.20 apiserver's `v1beta1` answers; its requests (`standin_proxy`),
+//!   discovery (`standin_discovery`), JSON ([`standin_json`]) and protobuf (`standin_proto`).
 // The harness is synchronous by design: it drives processes, not a runtime.
 #![allow(clippy::disallowed_methods)]
 
@@ -48,6 +51,13 @@ pub mod process;
 pub mod relay;
 pub mod scenario;
 pub mod served;
+pub mod standin;
+mod standin_discovery;
+pub mod standin_json;
+mod standin_proto;
+mod standin_proxy;
+#[cfg(test)]
+mod standin_tests;
 pub mod sweep;
 pub mod testbed;
 pub mod toolchain;
@@ -56,5 +66,6 @@ pub mod wan;
 pub use cluster::{ADMIN_TOKEN, Cluster, Etcd, NOBODY_TOKEN, User};
 pub use gateway::Gateway;
 pub use relay::Relay;
+pub use standin::StandIn;
 pub use testbed::Testbed;
 pub use toolchain::Toolchain;
