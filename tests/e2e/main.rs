@@ -17,6 +17,7 @@ mod deploy;
 mod disk_damage;
 mod disk_faults;
 mod edge_link;
+mod endpointslice_v1;
 mod failover;
 mod filters;
 mod flapping;
@@ -275,6 +276,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "topology::each_component_sees_its_filtered_view_online_and_offline",
         topology::each_component_sees_its_filtered_view_online_and_offline,
+    ),
+    (
+        "endpointslice_v1::kube_proxy_sees_on_v1_what_v1beta1_shows",
+        endpointslice_v1::kube_proxy_sees_on_v1_what_v1beta1_shows,
     ),
     (
         "topology::discard_follows_the_filter_and_the_annotation",

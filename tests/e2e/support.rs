@@ -444,3 +444,17 @@ pub fn relayed_gateway(env: &Env) -> Result<(edgegate_testkit::Relay, Gateway)> 
     )?;
     Ok((relay, gateway))
 }
+
+/// A gateway on `cluster`'s credentials whose apiserver is `target` (the cluster's, or a
+/// stand-in in front of it) through a relay the test can cut; waits until it is ready.
+pub fn relayed_gateway_to(
+    env: &Env,
+    cluster: &Cluster,
+    target: std::net::SocketAddr,
+    flags: &[&str],
+) -> Result<(edgegate_testkit::Relay, Gateway)> {
+    let relay = edgegate_testkit::Relay::start(target)?;
+    let gateway = Gateway::start_to(&env.bin, cluster, &relay.url(), flags)?;
+    wait_readyz(&gateway, 200, "the gateway to be ready")?;
+    Ok((relay, gateway))
+}
