@@ -24,11 +24,11 @@ use bytes::{Buf, BytesMut};
 use crate::standin_json::{V1, V1BETA1, topology_to_v1};
 
 /// The prefix of every object Kubernetes encodes in protobuf.
-const MAGIC: &[u8] = b"k8s\0";
+pub(crate) const MAGIC: &[u8] = b"k8s\0";
 
 /// A field's value on the wire.
 #[derive(Clone, Copy)]
-enum Wire<'a> {
+pub(crate) enum Wire<'a> {
     Varint(u64),
     Fixed64(&'a [u8]),
     Bytes(&'a [u8]),
@@ -49,7 +49,7 @@ fn varint(bytes: &[u8], at: &mut usize) -> Result<u64> {
 }
 
 /// The fields of a message, in the order they were written.
-fn fields(bytes: &[u8]) -> Result<Vec<(u32, Wire<'_>)>> {
+pub(crate) fn fields(bytes: &[u8]) -> Result<Vec<(u32, Wire<'_>)>> {
     let mut at = 0;
     let mut out = Vec::new();
     while at < bytes.len() {
@@ -86,7 +86,8 @@ fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn put(out: &mut Vec<u8>, tag: u32, value: Wire<'_>) {
+/// Writes field `tag` holding `value`.
+pub(crate) fn put(out: &mut Vec<u8>, tag: u32, value: Wire<'_>) {
     let kind = match value {
         Wire::Varint(_) => 0,
         Wire::Fixed64(_) => 1,
@@ -104,7 +105,8 @@ fn put(out: &mut Vec<u8>, tag: u32, value: Wire<'_>) {
     }
 }
 
-fn bytes_of<'a>(value: Wire<'a>, what: &str) -> Result<&'a [u8]> {
+/// The bytes of a length-delimited field; `what` names it in the error.
+pub(crate) fn bytes_of<'a>(value: Wire<'a>, what: &str) -> Result<&'a [u8]> {
     match value {
         Wire::Bytes(bytes) => Ok(bytes),
         _ => bail!("{what} is not length-delimited"),

@@ -8,7 +8,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
 use crate::standin_json::WatchLines;
-use crate::standin_proto::WatchFrames;
+use crate::standin_proto::{MAGIC, WatchFrames, Wire, bytes_of, fields, object_to_v1, put};
 
 const JSON: &[u8] = include_bytes!(concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -134,22 +134,78 @@ async fn a_protobuf_watch_made_v1_reads_as_the_json_one_made_v1() {
     assert_eq!(read, expected);
 
     // Each object as Kubernetes' own .proto schema of discovery/v1 reads it.
-    let mut at = 0;
-    let mut objects = 0;
-    while at < v1.len() {
-        let len = u32::from_be_bytes(v1[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let event = &v1[at + 4..at + 4 + len];
-        at += 4 + len;
-        let start = event
-            .windows(4)
-            .position(|w| w == b"k8s\0")
-            .expect("an object");
-        // The object is the rest of the event's RawExtension: its last field.
-        let object = edgegate::stream::protobuf_object_json(&event[start..])
+    let objects = objects(&v1);
+    assert_eq!(objects.len(), 4);
+    for (object, expected) in objects.iter().zip(&expected) {
+        let object = edgegate::stream::protobuf_object_json(object)
             .expect("the schema of discovery/v1 reads it");
-        let want = without(expected[objects]["object"].clone(), true);
+        let want = without(expected["object"].clone(), true);
         assert_eq!(without(object, true), want);
-        objects += 1;
     }
-    assert_eq!(objects, 4);
+}
+
+/// The objects (`k8s\0` and a `runtime.Unknown`) of a protobuf watch's frames.
+fn objects(watch: &[u8]) -> Vec<Vec<u8>> {
+    let field = |bytes, tag| {
+        let fields = fields(bytes).expect("fields");
+        let (_, value) = fields
+            .into_iter()
+            .find(|(t, _)| *t == tag)
+            .expect("the field");
+        bytes_of(value, "a field").expect("bytes")
+    };
+    let (mut at, mut objects) = (0, Vec::new());
+    while at < watch.len() {
+        let len = u32::from_be_bytes(watch[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let event = &watch[at + 4..at + 4 + len];
+        at += 4 + len;
+        // WatchEvent 2 object: RawExtension 1 raw.
+        objects.push(field(field(event, 2), 1).to_vec());
+    }
+    objects
+}
+
+/// `value` without its `kind` and `apiVersion` (a list's items carry none in protobuf).
+fn untyped(value: Value) -> Value {
+    let mut value = without(value, true);
+    if let Value::Object(members) = &mut value {
+        members.retain(|k, _| k != "kind" && k != "apiVersion");
+    }
+    value
+}
+
+#[test]
+fn a_protobuf_list_made_v1_reads_as_its_objects_made_v1() {
+    // The recorded watch's slices (each `runtime.Unknown`'s 2: the message) as the list
+    // kube-apiserver would send of them: ListMeta {2 resourceVersion: "300"}, 2 items.
+    let mut list = Vec::new();
+    put(&mut list, 1, Wire::Bytes(&[0x12, 3, b'3', b'0', b'0']));
+    let objects = objects(PROTOBUF);
+    for object in &objects {
+        let unknown = fields(&object[MAGIC.len()..]).expect("an Unknown");
+        let (_, raw) = unknown.into_iter().find(|(t, _)| *t == 2).expect("raw");
+        put(&mut list, 2, raw);
+    }
+    let mut type_meta = Vec::new();
+    put(&mut type_meta, 1, Wire::Bytes(b"discovery.k8s.io/v1beta1"));
+    put(&mut type_meta, 2, Wire::Bytes(b"EndpointSliceList"));
+    let mut body = MAGIC.to_vec();
+    put(&mut body, 1, Wire::Bytes(&type_meta));
+    put(&mut body, 2, Wire::Bytes(&list));
+    put(&mut body, 3, Wire::Bytes(b""));
+    put(&mut body, 4, Wire::Bytes(b""));
+
+    let v1 = object_to_v1(&body).expect("the list converts");
+    let read = edgegate::stream::protobuf_object_json(&v1).expect("the schema reads a v1 list");
+    assert_eq!(read["apiVersion"], "discovery.k8s.io/v1");
+    assert_eq!(read["metadata"]["resourceVersion"], "300");
+    let items = read["items"].as_array().expect("items");
+    let expected: Vec<Value> = json_v1()
+        .iter()
+        .map(|l| parse(l)["object"].clone())
+        .collect();
+    assert_eq!(items.len(), expected.len());
+    for (item, expected) in items.iter().zip(expected) {
+        assert_eq!(untyped(item.clone()), untyped(expected));
+    }
 }
