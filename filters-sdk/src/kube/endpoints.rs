@@ -15,7 +15,9 @@ pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// Which shape of endpoint object a request serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndpointsKind {
-    /// `discovery.k8s.io/v1` EndpointSlice: the node is `endpoints[].nodeName`.
+    /// `discovery.k8s.io/v1` EndpointSlice: the node is `endpoints[].nodeName`, or else
+    /// `endpoints[].deprecatedTopology["kubernetes.io/hostname"]`, where Kubernetes 1.21's
+    /// conversion left it for slices written through v1beta1 (kube-proxy reads it so too).
     SliceV1,
     /// `discovery.k8s.io/v1beta1` EndpointSlice: the node is
     /// `endpoints[].topology["kubernetes.io/hostname"]`, or else `endpoints[].nodeName`.
@@ -48,32 +50,47 @@ impl EndpointsKind {
 
     /// The node an endpoint (a slice's endpoint or an Endpoints address) runs on.
     pub fn node_of(self, endpoint: &Value) -> Option<&str> {
-        let hostname = || endpoint.get("topology")?.get(HOSTNAME_LABEL)?.as_str();
+        let hostname = || {
+            endpoint
+                .get(self.topology_field()?)?
+                .get(HOSTNAME_LABEL)?
+                .as_str()
+        };
         self.pick(endpoint.get("nodeName").and_then(Value::as_str), hostname)
+    }
+
+    /// The field of a slice's endpoint whose hostname key may place it.
+    fn topology_field(self) -> Option<&'static str> {
+        match self {
+            EndpointsKind::SliceV1beta1 => Some("topology"),
+            EndpointsKind::SliceV1 => Some("deprecatedTopology"),
+            EndpointsKind::Endpoints => None,
+        }
     }
 
     /// Whether a slice's endpoint runs on a node `keep` accepts; an endpoint whose placement
     /// does not read runs nowhere. Only the fields that place it are parsed.
     fn keeps(self, endpoint: &Item, keep: &impl Fn(&str) -> bool) -> bool {
         let node_name = endpoint.string("nodeName");
-        let hostname = match self {
-            EndpointsKind::SliceV1beta1 => endpoint
-                .object("topology")
-                .and_then(|topology| topology.string(HOSTNAME_LABEL)),
-            _ => None,
-        };
+        let hostname = self.topology_field().and_then(|field| {
+            endpoint
+                .object(field)
+                .and_then(|topology| topology.string(HOSTNAME_LABEL))
+        });
         self.pick(node_name.as_deref(), || hostname.as_deref())
             .is_some_and(keep)
     }
 
-    /// The node of an endpoint from its `nodeName` and its v1beta1 topology hostname.
+    /// The node of an endpoint from its `nodeName` and its topology's hostname: v1beta1's
+    /// topology first, v1's deprecated topology only when `nodeName` is absent.
     fn pick<'a>(
         self,
         node_name: Option<&'a str>,
         hostname: impl FnOnce() -> Option<&'a str>,
     ) -> Option<&'a str> {
         match self {
-            EndpointsKind::SliceV1 | EndpointsKind::Endpoints => node_name,
+            EndpointsKind::Endpoints => node_name,
+            EndpointsKind::SliceV1 => node_name.or_else(hostname),
             EndpointsKind::SliceV1beta1 => hostname().or(node_name),
         }
     }
@@ -195,6 +212,27 @@ mod tests {
         assert_eq!(kind.node_of(&json!({"nodeName": "b"})), Some("b"));
         assert_eq!(kind.node_of(&json!({"topology": {}})), None);
         assert_eq!(EndpointsKind::SliceV1.node_of(&both), Some("b"));
+    }
+
+    #[test]
+    fn v1_falls_back_to_the_deprecated_topology_hostname() {
+        let kind = EndpointsKind::SliceV1;
+        // As Kubernetes 1.21 converted a slice written through v1beta1 without a nodeName.
+        let converted = json!({"deprecatedTopology": {HOSTNAME_LABEL: "a"}});
+        assert_eq!(kind.node_of(&converted), Some("a"));
+        let both = json!({"nodeName": "b", "deprecatedTopology": {HOSTNAME_LABEL: "a"}});
+        assert_eq!(kind.node_of(&both), Some("b"), "nodeName first");
+        let mut slice = object(json!({"endpoints": [
+            {"addresses": ["10.0.0.1"], "deprecatedTopology": {HOSTNAME_LABEL: "n1"}},
+            {"addresses": ["10.0.0.2"], "deprecatedTopology": {HOSTNAME_LABEL: "n2"}},
+        ]}));
+        assert!(kind.retain_by_node(&mut slice, |n| n == "n1"));
+        assert_eq!(
+            slice.get("endpoints"),
+            Some(
+                &json!([{"addresses": ["10.0.0.1"], "deprecatedTopology": {HOSTNAME_LABEL: "n1"}}])
+            )
+        );
     }
 
     #[test]
