@@ -7,7 +7,8 @@
 //! trial's name starts with its link's, `lan::` or `wan::`. One node serves each link's run
 //! and the tests run one at a time, in order: each leaves the node as the next expects (the
 //! link is cut by `outage::*` and restored by
-//! `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`), and each makes sure of the
+//! `outage::a_pod_deleted_in_the_cloud_stops_after_reconnect`; `exec::*`, before them, cuts
+//! and restores it itself and deletes its own pod), and each makes sure of the
 //! state it needs; the last five cut and restore the link themselves (`failing::*` runs a
 //! pod of its own, deleted at its end), `reboot::a_node_powered_off…` powers the whole node off and on, `flapping::*` cuts and
 //! restores it over and over while the gateway caches four more components (it comes after
@@ -16,6 +17,7 @@
 //! `cargo test -p edgegate --test node [FILTER]` (`wan::` for the WAN's alone).
 #![allow(clippy::disallowed_methods)]
 
+mod exec;
 mod failing;
 mod flapping;
 mod join;
@@ -40,6 +42,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "join::the_node_joins_through_edgegate_and_runs_pods",
         join::the_node_joins_through_edgegate_and_runs_pods,
+    ),
+    (
+        "exec::kubectl_exec_attach_port_forward_and_logs_reach_kubelet_through_edgegate",
+        exec::kubectl_exec_attach_port_forward_and_logs_reach_kubelet_through_edgegate,
     ),
     (
         "outage::a_cut_link_keeps_the_node_running",
