@@ -10,6 +10,9 @@
 //! | update, patch | of the node's own Node and pods (and their status), on its identity: applied to the cached copies and answered with the result (the local layer); of anything else, the cached object, nothing applied; kubelet's lease renewal is echoed |
 //! | delete | kubelet's final delete (grace period 0) of a pod bound to this node: removed from the cached sets, 200 with the pod; any other, 403 |
 //!
+//! Reads are answered in JSON, or in protobuf to a client that takes protobuf and not JSON
+//! (`local/protobuf_answer.rs`); one that takes neither is 406.
+//!
 //! With `--node-name`, kubelet's writes of its node lease are answered here online too
 //! ([`Local::kubelet_lease`]): the gateway's heartbeat is the node's lease in the cloud.
 
@@ -23,6 +26,7 @@ mod media;
 mod own;
 mod paging;
 mod patch;
+mod protobuf_answer;
 mod refilter;
 mod relist;
 mod strategic;
@@ -37,7 +41,7 @@ use hyper::body::Incoming;
 
 use crate::cache::{Cache, ResourceKey, Scope};
 use crate::reply::{ResponseBody, json};
-use crate::request::{RequestContext, RequestInfo, Verb};
+use crate::request::{Answered, RequestContext, RequestInfo, Verb};
 use crate::stream::Transform;
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
@@ -209,6 +213,11 @@ impl Local {
                 "this request cannot be answered from the local cache",
             ));
         }
+        if context.answered == Answered::Neither {
+            return Err(LocalError::NotAcceptable(
+                "the cloud is unreachable and the local cache answers in application/json or application/vnd.kubernetes.protobuf only".to_owned(),
+            ));
+        }
         // Never a state older than what a client was already sent.
         self.cache.caught_up().await;
         match context.info.verb.api() {
@@ -253,6 +262,12 @@ impl Local {
         }
         let key = resource_of(context).object_key(&context.info.namespace, &context.info.name);
         match self.cache.store().get(&key) {
+            Ok(Some(object)) if context.answered == Answered::Protobuf => {
+                self.cache.metrics().hits.inc();
+                let resource = resource_of(context);
+                let names = protobuf_answer::TypeNames::of(self.cache.store().as_ref(), &resource);
+                protobuf_answer::object_answer(&object, &names.unwrap_or_default())
+            }
             Ok(Some(object)) => {
                 self.cache.metrics().hits.inc();
                 Ok(json(StatusCode::OK, object))

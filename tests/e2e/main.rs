@@ -38,6 +38,7 @@ mod own_node;
 mod own_pods;
 mod own_writes;
 mod pool_leader;
+mod protobuf_clients;
 mod protobuf_watch;
 mod proxy;
 mod resilience;
@@ -164,6 +165,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "offline_paging::a_list_paged_online_goes_on_offline",
         offline_paging::a_list_paged_online_goes_on_offline,
+    ),
+    (
+        "protobuf_clients::protobuf_only_clients_are_answered_offline_in_protobuf",
+        protobuf_clients::protobuf_only_clients_are_answered_offline_in_protobuf,
     ),
     (
         "offline::paginated_list_is_cached_complete",

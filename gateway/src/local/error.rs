@@ -42,6 +42,9 @@ pub enum LocalError {
         /// The continue token that goes on at the newest version.
         retry: String,
     },
+    /// The answer cannot be written in a media type the client takes.
+    #[error("{0}")]
+    NotAcceptable(String),
     /// A list asked for a resourceVersion newer than the cache holds.
     #[error("Timeout: Too large resource version: {asked}, current: {current}")]
     TooLargeVersion {
@@ -121,6 +124,12 @@ impl Refusal for LocalError {
                 "Invalid",
                 Fault::Client,
                 "invalid",
+            ),
+            LocalError::NotAcceptable(_) => (
+                StatusCode::NOT_ACCEPTABLE,
+                "NotAcceptable",
+                Fault::Client,
+                "not_acceptable",
             ),
             LocalError::TooLargeVersion { .. } => (
                 StatusCode::GATEWAY_TIMEOUT,

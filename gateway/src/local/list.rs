@@ -9,10 +9,12 @@ use super::Local;
 use super::continue_token::ContinueToken;
 use super::error::LocalError;
 use super::paging::ListRead;
+use super::protobuf_answer::{PROTOBUF, items_length, not_acceptable, produce_list};
 use crate::cache::{self, Page, PageSpec, ReadError, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
-use crate::request::RequestContext;
+use crate::request::{Answered, RequestContext};
+use crate::stream::{ListEncoder, ListMeta};
 
 /// Bytes gathered before a chunk is sent: large enough for few syscalls, small enough to
 /// keep memory flat.
@@ -34,6 +36,8 @@ pub(super) enum Found {
     NoPods,
     /// The list asked for a version newer than the cache holds (the newest, given).
     TooLarge(u64),
+    /// The list cannot be written as the client takes it.
+    Refused(LocalError),
 }
 
 impl Local {
@@ -52,6 +56,7 @@ impl Local {
             .continued
             .as_ref()
             .map(|token| token.at_newest().encode());
+        let protobuf = context.answered == Answered::Protobuf;
         let (found, chunks) = self.stream_from_store(context, read, refuse_empty);
         match found.await {
             Ok(Ok(Found::Listing)) => {
@@ -63,12 +68,14 @@ impl Local {
                             .map(|chunk| (chunk.map(http_body::Frame::data), rx))
                     }));
                 let mut response = http::Response::new(body.boxed_unsync());
+                let media = if protobuf { PROTOBUF } else { "application/json" };
                 response.headers_mut().insert(
                     http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
+                    http::HeaderValue::from_static(media),
                 );
                 Ok(response)
             }
+            Ok(Ok(Found::Refused(refusal))) => Err(refusal),
             Ok(Ok(Found::NoPods)) => Err(LocalError::NotCached(
                 "no pods are cached for this node: refusing an empty list so kubelet keeps its pods"
                     .to_owned(),
@@ -104,33 +111,16 @@ impl Local {
         let resource = super::resource_of(context);
         let scope = super::ReadScope::of(context);
         let local_version = self.cache.last_local_version();
+        let protobuf = context.answered == Answered::Protobuf;
         tokio::task::spawn_blocking(move || {
             let scope = scope.scope();
             let selected = !scope.labels.is_empty() || !scope.fields.is_empty();
-            let spec = PageSpec {
-                from: read.from.as_deref(),
-                limit: read
-                    .limit
-                    .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)),
-                exact_at: read.exact_at,
-            };
-            let paged = spec.from.is_some() || spec.exact_at.is_some() || read.limit.is_some();
-            let listing = if paged {
-                cache::page(store.as_ref(), &resource, scope, spec)
-            } else {
-                cache::list(store.as_ref(), &resource, scope).map(|listing| Page {
-                    meta: listing.meta,
-                    items: listing.items,
-                    last: None,
-                    remaining: 0,
-                })
-            };
             let Page {
                 meta,
                 items,
                 last,
                 remaining,
-            } = match listing {
+            } = match read_page(store.as_ref(), &resource, scope, &read) {
                 Ok(page) => page,
                 Err(error) => {
                     let _ = found_tx.send(Err(error));
@@ -150,9 +140,6 @@ impl Local {
                 let _ = found_tx.send(Ok(Found::NoPods));
                 return;
             }
-            if found_tx.send(Ok(Found::Listing)).is_err() {
-                return;
-            }
             let version = read
                 .exact_at
                 .map_or_else(|| meta.resource_version.clone(), |at| at.to_string());
@@ -163,7 +150,42 @@ impl Local {
                     remaining: (!selected).then_some(remaining),
                 })
             });
-            produce(list_head(&meta, &version, more.as_ref()), items, &chunks_tx);
+            if !protobuf {
+                if found_tx.send(Ok(Found::Listing)).is_ok() {
+                    produce(list_head(&meta, &version, more.as_ref()), items, &chunks_tx);
+                }
+                return;
+            }
+            // Protobuf declares the items' length first: one pass to sum it, one to stream.
+            let encoder = match ListEncoder::new(&meta.api_version, &meta.list_kind) {
+                Ok(encoder) => encoder,
+                Err(error) => {
+                    let _ = found_tx.send(Ok(Found::Refused(not_acceptable(&error))));
+                    return;
+                }
+            };
+            let length = match items_length(&encoder, Box::new(items)) {
+                Ok(length) => length,
+                Err(refusal) => {
+                    let _ = found_tx.send(Ok(Found::Refused(refusal)));
+                    return;
+                }
+            };
+            let again = match read_page(store.as_ref(), &resource, scope, &read) {
+                Ok(page) => page.items,
+                Err(error) => {
+                    let _ = found_tx.send(Err(error));
+                    return;
+                }
+            };
+            if found_tx.send(Ok(Found::Listing)).is_ok() {
+                let head = ListMeta {
+                    resource_version: &version,
+                    continue_token: more.as_ref().map(|m| m.token.as_str()),
+                    remaining: more.as_ref().and_then(|m| m.remaining),
+                };
+                produce_list(&encoder, &head, length, again, &chunks_tx);
+            }
         });
         (found_rx, chunks_rx)
     }
@@ -182,6 +204,32 @@ impl Local {
             ReadError::Store(error) => LocalError::store(error),
         }
     }
+}
+
+/// The page `read` asks for of `resource` in `scope`: the set as it is when nothing pages
+/// it, else as [`cache::page`] reads it.
+fn read_page(
+    store: &dyn cache::Store,
+    resource: &cache::ResourceKey,
+    scope: cache::Scope<'_>,
+    read: &ListRead,
+) -> Result<Page, ReadError> {
+    let spec = PageSpec {
+        from: read.from.as_deref(),
+        limit: read
+            .limit
+            .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)),
+        exact_at: read.exact_at,
+    };
+    if spec.from.is_some() || spec.exact_at.is_some() || read.limit.is_some() {
+        return cache::page(store, resource, scope, spec);
+    }
+    cache::list(store, resource, scope).map(|listing| Page {
+        meta: listing.meta,
+        items: listing.items,
+        last: None,
+        remaining: 0,
+    })
 }
 
 /// Where a page's list goes on.

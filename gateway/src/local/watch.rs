@@ -15,12 +15,13 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::Local;
 use super::error::LocalError;
 use super::list::{CHUNK, CHUNKS_IN_FLIGHT};
+use super::protobuf_answer::{PROTOBUF_WATCH, TypeNames, event_frame};
 use super::watch_options::{Since, WatchRead};
 use crate::cache::{self, Backlog, LocalChange, ReadError, ResourceKey, Selectors, SetMeta};
 use crate::error::BoxError;
 use crate::reply::ResponseBody;
-use crate::reply::expired_event;
-use crate::request::RequestContext;
+use crate::reply::{expired_event, failure_status};
+use crate::request::{Answered, RequestContext};
 use crate::stream::{Event, EventType, Meta, compare_versions};
 use crate::upstream::HealthWatch;
 
@@ -63,6 +64,8 @@ struct Waiting {
     deadline: tokio::time::Instant,
     /// The node's own changes, and which of them this watch sends.
     local: broadcast::Receiver<Arc<LocalChange>>,
+    /// Protobuf's names of the resource's objects, when the client takes protobuf.
+    names: Option<TypeNames>,
     wanted: Wanted,
 }
 
@@ -92,9 +95,13 @@ impl Local {
         context: &RequestContext,
     ) -> Result<http::Response<ResponseBody>, LocalError> {
         let read = WatchRead::of(&context.query)?;
+        let names = (context.answered == Answered::Protobuf).then(|| {
+            let resource = super::resource_of(context);
+            TypeNames::of(self.cache.store().as_ref(), &resource).unwrap_or_default()
+        });
         // Before the backlog is read: a change written meanwhile is sent (at worst twice).
         let local = self.cache.local_changes();
-        let (found, chunks) = self.backlog_from_store(context, read);
+        let (found, chunks) = self.backlog_from_store(context, read, names.clone());
         let (backlog, ends) = match found.await {
             Ok(Ok(())) => {
                 self.cache.metrics().hits.inc();
@@ -107,7 +114,18 @@ impl Local {
             }
             Ok(Err(error @ ReadError::Expired { .. })) => {
                 let (tx, rx) = mpsc::channel(1);
-                let _ = tx.try_send(Ok(expired_event(&error.to_string())));
+                let event = match &names {
+                    None => expired_event(&error.to_string()),
+                    Some(names) => {
+                        let status = failure_status(410, "Expired", &error.to_string());
+                        let event = Event {
+                            kind: EventType::Error,
+                            object: Bytes::from(status.to_string()),
+                        };
+                        Bytes::from(event_frame(&event, names).unwrap_or_default())
+                    }
+                };
+                let _ = tx.try_send(Ok(event));
                 (Some(rx), true)
             }
             Ok(Err(error)) => return Err(self.read_failed(&error)),
@@ -123,6 +141,7 @@ impl Local {
             offline_seen: false,
             deadline: tokio::time::Instant::now() + timeout,
             local,
+            names: names.clone(),
             wanted: Wanted {
                 resource: super::resource_of(context),
                 namespace: context.info.namespace.clone(),
@@ -148,7 +167,15 @@ impl Local {
                 match change {
                     Ok(change) if state.wanted.takes(&change) => {
                         let mut chunk = BytesMut::new();
-                        change.event.encode(&mut chunk);
+                        match &state.names {
+                            None => change.event.encode(&mut chunk),
+                            Some(names) => match event_frame(&change.event, names) {
+                                Ok(frame) => chunk.extend_from_slice(&frame),
+                                // Not writable in protobuf: a clean end, and the client
+                                // asks again.
+                                Err(_) => return None,
+                            },
+                        }
                         return Some((Ok(http_body::Frame::data(chunk.freeze())), state));
                     }
                     Ok(_) => {}
@@ -159,16 +186,26 @@ impl Local {
             }
         });
         let mut response = http::Response::new(StreamBody::new(events).boxed_unsync());
+        let media = if names.is_some() {
+            PROTOBUF_WATCH
+        } else {
+            "application/json"
+        };
         response.headers_mut().insert(
             http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
+            http::HeaderValue::from_static(media),
         );
         Ok(response)
     }
 
     /// Starts a blocking reader of the backlog `context` wants: it reports whether there is
     /// one, then streams its events in chunks.
-    fn backlog_from_store(&self, context: &RequestContext, read: WatchRead) -> Reader {
+    fn backlog_from_store(
+        &self,
+        context: &RequestContext,
+        read: WatchRead,
+        names: Option<TypeNames>,
+    ) -> Reader {
         let (found_tx, found_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
         let Since::Version(since) = read.since.clone() else {
@@ -183,7 +220,7 @@ impl Local {
             match cache::watch_backlog(&store, &resource, scope.scope(), &since) {
                 Ok(backlog) => {
                     if found_tx.send(Ok(())).is_ok() {
-                        produce(backlog, &read, &chunks_tx);
+                        produce(backlog, &read, names.as_ref(), &chunks_tx);
                     }
                 }
                 Err(error) => {
@@ -197,7 +234,12 @@ impl Local {
 
 /// Writes the backlog's events, then a BOOKMARK when asked for (always, to end the initial
 /// events), chunk by chunk, stopping if the client went away.
-fn produce(backlog: Backlog, read: &WatchRead, tx: &mpsc::Sender<Result<Bytes, BoxError>>) {
+fn produce(
+    backlog: Backlog,
+    read: &WatchRead,
+    names: Option<&TypeNames>,
+    tx: &mpsc::Sender<Result<Bytes, BoxError>>,
+) {
     let Backlog { meta, events } = backlog;
     let mut chunk = BytesMut::with_capacity(CHUNK + 4096);
     // The newest version sent: a bookmark never takes the client back.
@@ -215,7 +257,9 @@ fn produce(backlog: Backlog, read: &WatchRead, tx: &mpsc::Sender<Result<Bytes, B
         {
             newest = meta.resource_version.into_owned();
         }
-        event.encode(&mut chunk);
+        if !write_event(&event, names, &mut chunk, tx) {
+            return;
+        }
         if chunk.len() >= CHUNK && tx.blocking_send(Ok(chunk.split().freeze())).is_err() {
             return;
         }
@@ -228,12 +272,42 @@ fn produce(backlog: Backlog, read: &WatchRead, tx: &mpsc::Sender<Result<Bytes, B
         } else {
             &meta.resource_version
         };
-        bookmark_event(&meta, version, true).encode(&mut chunk);
+        let bookmark = bookmark_event(&meta, version, true);
+        if !write_event(&bookmark, names, &mut chunk, tx) {
+            return;
+        }
     } else if read.bookmark && !meta.resource_version.is_empty() && !behind {
-        bookmark_event(&meta, &meta.resource_version, false).encode(&mut chunk);
+        let bookmark = bookmark_event(&meta, &meta.resource_version, false);
+        if !write_event(&bookmark, names, &mut chunk, tx) {
+            return;
+        }
     }
     if !chunk.is_empty() {
         let _ = tx.blocking_send(Ok(chunk.freeze()));
+    }
+}
+
+/// Writes `event` into `chunk` as the client takes it (JSON, or protobuf by `names`); an
+/// event protobuf cannot carry ends the watch with an error, and `false`.
+fn write_event(
+    event: &Event,
+    names: Option<&TypeNames>,
+    chunk: &mut BytesMut,
+    tx: &mpsc::Sender<Result<Bytes, BoxError>>,
+) -> bool {
+    let Some(names) = names else {
+        event.encode(chunk);
+        return true;
+    };
+    match event_frame(event, names) {
+        Ok(frame) => {
+            chunk.extend_from_slice(&frame);
+            true
+        }
+        Err(error) => {
+            let _ = tx.blocking_send(Err(Box::new(error)));
+            false
+        }
     }
 }
 
@@ -292,7 +366,7 @@ mod tests {
             events: Box::new(events.into_iter().map(Ok)),
         };
         let (tx, mut rx) = mpsc::channel(CHUNKS_IN_FLIGHT);
-        produce(backlog, read, &tx);
+        produce(backlog, read, None, &tx);
         drop(tx);
         let mut text = Vec::new();
         while let Ok(chunk) = rx.try_recv() {

@@ -4,6 +4,7 @@
 
 use http::{HeaderMap, Method, Uri};
 
+use super::accept::Answered;
 use super::component::component_of;
 use super::info::RequestInfo;
 use super::list_query::ListQuery;
@@ -19,6 +20,8 @@ pub struct RequestContext {
     pub cache_component: String,
     /// Its list options.
     pub query: ListQuery,
+    /// What it takes back, should the gateway answer it.
+    pub answered: Answered,
 }
 
 impl RequestContext {
@@ -32,6 +35,7 @@ impl RequestContext {
             cache_component: component.clone(),
             component,
             query,
+            answered: Answered::of(headers),
         }
     }
 

@@ -13,6 +13,7 @@
 //! [`MAX_OBJECT`] is refused.
 
 mod described;
+mod encode;
 mod error;
 mod json;
 #[cfg(test)]
@@ -36,6 +37,9 @@ use http_body::{Body, Frame};
 use super::error::MAX_OBJECT;
 use crate::error::BoxError;
 pub use described::{DESCRIBED_RELEASE, protobuf_object_json};
+pub use encode::{
+    ListEncoder, ListMeta, json_object_protobuf, json_object_protobuf_as, watch_frame,
+};
 pub use error::TranscodeError;
 #[cfg(feature = "fuzzing")]
 pub use reference::reference_objects;

@@ -37,7 +37,7 @@ pub(super) static POOL: LazyLock<Result<DescriptorPool, String>> =
 /// The embedded structs Go's JSON writes inline (`json:",inline"` in the release's
 /// `types.go`): protobuf holds each as a field (its name, its message); JSON holds its fields
 /// in the enclosing object.
-const INLINE: [(&str, &str); 5] = [
+pub(super) const INLINE: [(&str, &str); 5] = [
     ("volumeSource", "VolumeSource"),
     ("persistentVolumeSource", "PersistentVolumeSource"),
     ("localObjectReference", "LocalObjectReference"),
@@ -46,7 +46,7 @@ const INLINE: [(&str, &str); 5] = [
 ];
 
 /// The nesting deepest an object may reach (Kubernetes' own objects stay far below it).
-const MAX_DEPTH: usize = 64;
+pub(super) const MAX_DEPTH: usize = 64;
 
 /// The object `body` (`k8s\0` and a `runtime.Unknown`) as the JSON kube-apiserver would
 /// take for it.
