@@ -21,7 +21,8 @@
 //!   `guard`: [`GuardedStore`], which survives a damaged file.
 //! - `key`: YurtHub keys and list sets; `selectors`, `field_selector`: which objects a
 //!   set's selectors select.
-//! - `read`: the local proxy's lists and watch backlogs; `inspect`: `/v1/cache` views.
+//! - `read`: the local proxy's lists and watch backlogs; `read_page`: a page of a list, at a
+//!   version the set's history proves; `inspect`: `/v1/cache` views.
 //! - `local_layer`: what the node's own writes hold in the store, and its bound.
 //! - `metrics`: the cache's counters.
 
@@ -41,6 +42,7 @@ mod metrics;
 mod pages;
 mod policy;
 mod read;
+mod read_page;
 mod redb_store;
 mod selectors;
 mod store;
@@ -57,7 +59,8 @@ pub use key::{ResourceKey, SetKey};
 pub use local_layer::{LOCAL_LAYER_BYTES, LocalLayer, LocalWriteError};
 pub use metrics::CacheMetrics;
 pub use policy::{CachePolicy, CacheTarget};
-pub use read::{Backlog, Listing, Page, PageSpec, ReadError, Scope, list, page, watch_backlog};
+pub use read::{Backlog, Listing, ReadError, Scope, list, watch_backlog};
+pub use read_page::{Page, PageSpec, page};
 pub use redb_store::RedbStore;
 pub use selectors::{SelectorError, Selectors};
 pub use store::{

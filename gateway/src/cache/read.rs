@@ -14,10 +14,6 @@ use super::selectors::{SelectorError, Selectors};
 use super::store::{History, SetMeta, Store, StoreError};
 use crate::stream::{Event, EventType, Meta, compare_versions};
 
-mod page;
-
-pub use page::{Page, PageSpec, page};
-
 /// Why the cache cannot answer.
 #[derive(Debug, Error)]
 pub enum ReadError {
@@ -183,7 +179,7 @@ enum Change {
 }
 
 /// The set that covers a request of `resource` in `scope` and is synced furthest.
-fn covering(
+pub(super) fn covering(
     store: &dyn Store,
     resource: &ResourceKey,
     scope: Scope<'_>,
@@ -202,7 +198,7 @@ fn covering(
 /// The members of `set` that `scope` selects, by key, streamed from the store: the stored
 /// objects under the scope's namespace that its selectors select, but for those the set's
 /// history says have left it.
-fn members(
+pub(super) fn members(
     store: &dyn Store,
     resource: &ResourceKey,
     set: &SetKey,
@@ -227,7 +223,7 @@ fn event(kind: EventType, object: Bytes) -> Event {
 }
 
 /// An object's resourceVersion; empty when it cannot be read.
-fn version_of(object: &[u8]) -> String {
+pub(super) fn version_of(object: &[u8]) -> String {
     Meta::parse(object).map_or_else(|_| String::new(), |m| m.resource_version.into_owned())
 }
 
@@ -242,4 +238,4 @@ fn number(version: &str) -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

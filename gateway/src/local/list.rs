@@ -184,7 +184,7 @@ impl Local {
                     continue_token: more.as_ref().map(|m| m.token.as_str()),
                     remaining: more.as_ref().and_then(|m| m.remaining),
                 };
-                produce_list(&encoder, &head, length, again, &chunks_tx);
+                produce_list(&encoder, &head, (length, CHUNK), again, &chunks_tx);
             }
         });
         (found_rx, chunks_rx)

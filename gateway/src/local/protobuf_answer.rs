@@ -102,17 +102,17 @@ pub(super) fn items_length(encoder: &ListEncoder, items: Items) -> Result<usize,
     Ok(length)
 }
 
-/// The second pass: the list written chunk by chunk, its head declaring `length`; an item
+/// The second pass: the list written in chunks of `chunk_size`, its head declaring `length`; an item
 /// that changed length since the first pass breaks the stream off rather than send a list
 /// that lies.
 pub(super) fn produce_list(
     encoder: &ListEncoder,
     meta: &ListMeta<'_>,
-    length: usize,
+    (length, chunk_size): (usize, usize),
     items: Items,
     tx: &tokio::sync::mpsc::Sender<Result<Bytes, BoxError>>,
 ) {
-    let mut chunk = BytesMut::with_capacity(super::list::CHUNK + 4096);
+    let mut chunk = BytesMut::with_capacity(chunk_size + 4096);
     chunk.extend_from_slice(&encoder.head(meta, length));
     let mut written = 0;
     for item in items {
@@ -136,9 +136,7 @@ pub(super) fn produce_list(
                 return;
             }
         }
-        if chunk.len() >= super::list::CHUNK
-            && tx.blocking_send(Ok(chunk.split().freeze())).is_err()
-        {
+        if chunk.len() >= chunk_size && tx.blocking_send(Ok(chunk.split().freeze())).is_err() {
             return;
         }
     }

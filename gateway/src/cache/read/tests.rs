@@ -4,7 +4,7 @@ use crate::cache::key::SetKey;
 use crate::cache::redb_store::RedbStore;
 use crate::cache::store::WriteOp;
 
-pub(super) fn pods() -> ResourceKey {
+pub(crate) fn pods() -> ResourceKey {
     ResourceKey {
         component: "kubelet".into(),
         resource: "pods".into(),
@@ -23,7 +23,7 @@ fn pod(ns: &str, name: &str, rv: u32, app: &str, node: &str) -> WriteOp {
     }
 }
 
-pub(super) fn store() -> (tempfile::TempDir, RedbStore) {
+pub(crate) fn store() -> (tempfile::TempDir, RedbStore) {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(dir.path()).unwrap();
     store
@@ -56,7 +56,7 @@ fn names(listing: Listing) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn scope<'a>(namespace: &'a str, labels: &'a str, fields: &'a str) -> Scope<'a> {
+pub(crate) fn scope<'a>(namespace: &'a str, labels: &'a str, fields: &'a str) -> Scope<'a> {
     Scope {
         namespace,
         labels,
@@ -130,11 +130,11 @@ fn triple(kind: &str, name: &str, rv: &str) -> (String, String, String) {
 /// The store of [`store`] after its watch saw db-2 added at 13, web-1 modified at 14
 /// and db-1 deleted at 15.
 /// The read half of `store`, as the local proxy has it.
-pub(super) fn reader(store: &Arc<RedbStore>) -> Arc<dyn Store> {
+pub(crate) fn reader(store: &Arc<RedbStore>) -> Arc<dyn Store> {
     store.clone()
 }
 
-pub(super) fn watched() -> (tempfile::TempDir, Arc<RedbStore>) {
+pub(crate) fn watched() -> (tempfile::TempDir, Arc<RedbStore>) {
     let (dir, store) = store();
     let all = SetKey::new(pods(), "", "", "");
     let upsert = |name: &str, rv: u32, app: &str| WriteOp::Upsert {

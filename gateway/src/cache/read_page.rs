@@ -5,10 +5,10 @@
 
 use bytes::Bytes;
 
-use super::{ReadError, covering, members, version_of};
-use crate::cache::key::ResourceKey;
-use crate::cache::store::{History, SetMeta, Store, StoreError};
-use crate::cache::{Scope, Selectors};
+use super::key::{ResourceKey, SetKey};
+use super::read::{ReadError, Scope, covering, members, version_of};
+use super::selectors::Selectors;
+use super::store::{History, SetMeta, Store, StoreError};
 use crate::stream::compare_versions;
 
 /// Where a page starts, how long it is, and the version it must hold at.
@@ -103,7 +103,7 @@ pub fn page(
 /// `at` lies within what the set knows: from where its history starts to its version.
 fn held_at(
     store: &dyn Store,
-    set: &crate::cache::SetKey,
+    set: &SetKey,
     meta: &SetMeta,
     scope: Scope<'_>,
     at: u64,
