@@ -126,10 +126,7 @@ fn item_message(descriptor: &MessageDescriptor, object: &Json) -> Result<Vec<u8>
     let Json::Object(members) = object else {
         return Err(TranscodeError::Malformed("not an object"));
     };
-    let mut fields = members.clone();
-    fields.remove("apiVersion");
-    fields.remove("kind");
-    Ok(object_message(descriptor, &fields, 0)?.encode_to_vec())
+    Ok(object_message(descriptor, members, 0)?.encode_to_vec())
 }
 
 /// `raw` in the envelope kube-apiserver writes: `k8s\0`, then a `runtime.Unknown` of its
@@ -175,7 +172,9 @@ fn object_message(
     let mut message = DynamicMessage::new(descriptor.clone());
     let mut inlined: HashMap<String, Map<String, Json>> = HashMap::new();
     for (name, json) in members {
-        if json.is_null() {
+        // The object's own type is the envelope's, not a field of its message.
+        let type_meta = depth == 0 && (name == "apiVersion" || name == "kind");
+        if json.is_null() || type_meta {
             continue;
         }
         if let Some(field) = descriptor.get_field_by_name(name) {
