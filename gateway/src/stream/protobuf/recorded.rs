@@ -14,7 +14,7 @@ use super::ProtobufBody;
 /// `value` with the members that are `null` left out: kube-apiserver writes `null` for an
 /// empty list without `omitempty`, which protobuf cannot carry, and the transcoder leaves it
 /// out; a client decodes both to the same.
-fn without_nulls(value: Value) -> Value {
+pub(super) fn without_nulls(value: Value) -> Value {
     match value {
         Value::Object(members) => Value::Object(
             members

@@ -2,21 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::stream::protobuf::described::protobuf_object_json;
-
-/// `value` with its `null` members left out, as protobuf cannot carry them.
-fn without_nulls(value: Json) -> Json {
-    match value {
-        Json::Object(members) => Json::Object(
-            members
-                .into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, without_nulls(v)))
-                .collect(),
-        ),
-        Json::Array(items) => Json::Array(items.into_iter().map(without_nulls).collect()),
-        other => other,
-    }
-}
+use crate::stream::protobuf::recorded::without_nulls;
 
 fn round_trip(object: &Json) -> Json {
     let protobuf = json_object_protobuf(object).expect("written");
