@@ -294,6 +294,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 60, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_seconds: u64,
 
+    /// Speak HTTP/2 to the apiservers that offer it by ALPN (kube-apiserver does): an
+    /// identity's requests to a server share one connection. Upgrades (exec, attach,
+    /// port-forward) stay on HTTP/1.1. Off: a connection per request in flight, as YurtHub.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set,
+          env = "EDGEGATE_UPSTREAM_HTTP2")]
+    pub upstream_http2: bool,
+
     /// Seconds the gateway waits for in-flight requests when asked to stop.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub shutdown_grace_seconds: u64,

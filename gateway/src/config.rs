@@ -125,6 +125,8 @@ pub struct Config {
     pub health: HealthConfig,
     /// How long a proxied request may wait for its response to begin.
     pub request_timeout: Duration,
+    /// `--upstream-http2`: HTTP/2 to the apiservers that offer it.
+    pub upstream_http2: bool,
     /// How long in-flight requests are given when the gateway is asked to stop.
     pub shutdown_grace: Duration,
 }
@@ -195,6 +197,7 @@ impl Config {
                 healthy_threshold: args.heartbeat_healthy_threshold,
             },
             request_timeout: Duration::from_secs(args.request_timeout_seconds),
+            upstream_http2: args.upstream_http2,
             shutdown_grace: Duration::from_secs(args.shutdown_grace_seconds),
         })
     }

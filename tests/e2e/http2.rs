@@ -1,5 +1,7 @@
 //! HTTP/2 toward clients: the HTTPS proxy offers `h2` by ALPN, as kube-apiserver does, and
-//! client-go takes it. Over one connection, many requests at once and a watch.
+//! client-go takes it. Over one connection, many requests at once and a watch. And toward
+//! kube-apiserver with `--upstream-http2`: the node's requests and watches over one
+//! connection, upgrades still switched over HTTP/1.1.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +15,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 
-use crate::support::{Env, get, namespace, runtime};
+use crate::support::{Env, Watch, get, namespace, runtime};
 
 /// Requests sent at once over the one connection.
 const AT_ONCE: usize = 32;
@@ -121,4 +123,152 @@ async fn send(sender: &Sender, path: &str) -> Result<http::Response<hyper::body:
     let mut sender = sender.clone();
     sender.ready().await?;
     Ok(sender.send_request(request).await?)
+}
+
+/// Watches held open through the gateway at once, each needing a connection of its own
+/// upstream over HTTP/1.1.
+const WATCHES: usize = 12;
+
+/// With `--upstream-http2`, kube-apiserver is spoken to over HTTP/2: 12 watches open at once
+/// and 32 gets through the gateway ride at most three upstream connections (one per identity,
+/// where HTTP/1.1 needs one per open watch: the same test without the flag counts at least
+/// 12), each watch sees the change made after them; and an exec-style upgrade through the
+/// apiserver's node proxy still switches, over HTTP/1.1.
+pub fn upstream_http2_carries_the_nodes_requests_over_one_connection(env: &Env) -> Result<()> {
+    let ns = namespace(&env.cluster, "up-h2")?;
+    let mut counted = Vec::new();
+    for http2 in [false, true] {
+        let mut gateway = env.gateway(&[&format!("--upstream-http2={http2}")])?;
+        let pid = gateway.process().context("the gateway runs")?.pid();
+        let base = gateway.url();
+        let name = format!("seen-{http2}");
+        let upstream = runtime().block_on(async {
+            let client = crate::support::client();
+            let url = format!("{base}/api/v1/namespaces/{ns}/configmaps");
+            let (status, list) = get(&client, &url).await?;
+            ensure!(status == 200, "list: {status}");
+            let list: serde_json::Value = serde_json::from_slice(&list)?;
+            let version = list["metadata"]["resourceVersion"].as_str().unwrap_or("0");
+            let watch_url = format!("{url}?watch=true&resourceVersion={version}");
+            let mut watches = Vec::new();
+            for _ in 0..WATCHES {
+                watches.push(Watch::open(&client, &watch_url, "e2e-up-h2/v1").await?);
+            }
+            let gets = (0..AT_ONCE).map(|_| get(&client, &url));
+            for answer in futures_util::future::join_all(gets).await {
+                let (status, _) = answer?;
+                ensure!(status == 200, "a get: {status}");
+            }
+            env.cluster
+                .kubectl(&["create", "configmap", &name, "-n", &ns])?;
+            for watch in &mut watches {
+                watch
+                    .wait_for("ADDED", &name, Duration::from_secs(30))
+                    .await?;
+            }
+            // Counted while every watch is still open.
+            connections_to(pid, env.cluster.port)
+        })?;
+        counted.push(upstream);
+        if http2 {
+            upgrade_switches(env, &gateway)?;
+        }
+    }
+    let (http1, http2) = (counted[0], counted[1]);
+    ensure!(
+        http1 >= WATCHES,
+        "over HTTP/1.1, {WATCHES} open watches on {http1} upstream connections"
+    );
+    ensure!(
+        http2 <= 3,
+        "over HTTP/2, {WATCHES} open watches and {AT_ONCE} gets on {http2} upstream connections"
+    );
+    println!(
+        "{WATCHES} open watches and {AT_ONCE} gets: {http1} upstream connections over HTTP/1.1, {http2} over HTTP/2"
+    );
+    Ok(())
+}
+
+/// The established TCP connections process `pid` holds to port `port` (the apiserver's).
+fn connections_to(pid: u32, port: u16) -> Result<usize> {
+    let mut inodes = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+        let Ok(target) = std::fs::read_link(entry?.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy().into_owned();
+        if let Some(inode) = target
+            .strip_prefix("socket:[")
+            .and_then(|rest| rest.strip_suffix(']'))
+        {
+            inodes.insert(inode.to_owned());
+        }
+    }
+    let mut count = 0;
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))?;
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(remote), Some(state), Some(inode)) =
+                (fields.get(2), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let remote_port = remote
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            // 01: established.
+            if remote_port == Some(port) && *state == "01" && inodes.contains(*inode) {
+                count += 1;
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// An upgrade through `gateway` to the echo backend behind the apiserver's node proxy
+/// switches protocols and echoes.
+fn upgrade_switches(env: &Env, gateway: &edgegate_testkit::Gateway) -> Result<()> {
+    use std::io::{Read, Write};
+    let host_ip = crate::upgrade_echo::host_ip()?;
+    let node = crate::support::unique("echo-h2-node");
+    runtime().block_on(async {
+        let echo = crate::upgrade_echo::start(host_ip).await?;
+        let port = echo.port();
+        let manifest = format!(
+            r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}},
+                "status":{{"addresses":[{{"type":"InternalIP","address":"{host_ip}"}}]}}}}"#
+        );
+        let file = gateway.dir.join("echo-h2-node.json");
+        std::fs::write(&file, manifest)?;
+        env.cluster
+            .kubectl(&["create", "-f", &file.display().to_string()])?;
+        let proxy = gateway.proxy;
+        let path = format!("/api/v1/nodes/http:{node}:{port}/proxy/");
+        let echoed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
+            let mut stream = std::net::TcpStream::connect(proxy)?;
+            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+            write!(
+                stream,
+                "GET {path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nConnection: Upgrade\r\nUpgrade: edgegate-echo\r\n\r\n"
+            )?;
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                stream.read_exact(&mut byte)?;
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            ensure!(head.starts_with("HTTP/1.1 101"), "no switch: {head}");
+            stream.write_all(b"ping\n")?;
+            let mut echoed = vec![0u8; 5];
+            stream.read_exact(&mut echoed)?;
+            Ok(echoed)
+        })
+        .await??;
+        ensure!(echoed == b"ping\n", "echoed {echoed:?}");
+        ensure!(echo.upgrades() == 1, "the backend saw {} upgrades", echo.upgrades());
+        env.cluster.kubectl(&["delete", "node", &node])?;
+        Ok(())
+    })
 }

@@ -83,6 +83,10 @@ const TESTS: &[(&str, Test)] = &[
         http2::http2_clients_are_served_over_one_connection,
     ),
     (
+        "http2::upstream_http2_carries_the_nodes_requests_over_one_connection",
+        http2::upstream_http2_carries_the_nodes_requests_over_one_connection,
+    ),
+    (
         "failover::a_killed_apiserver_fails_no_request",
         failover::a_killed_apiserver_fails_no_request,
     ),

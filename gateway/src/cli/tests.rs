@@ -20,6 +20,19 @@ fn defaults_are_yurthubs() {
     assert_eq!(cli.run.lb_mode, LbMode::Rr);
     assert_eq!(cli.run.heartbeat_interval_seconds, 10);
     assert_eq!(cli.run.heartbeat_healthy_threshold, 2);
+    assert!(!cli.run.upstream_http2, "HTTP/1.1 upstream, as YurtHub");
+}
+
+#[test]
+fn upstream_http2_takes_go_forms() {
+    let on = |args: &[&str]| {
+        let head = ["edgegate"];
+        Cli::try_parse_from(head.iter().chain(args)).map(|cli| cli.run.upstream_http2)
+    };
+    assert!(on(&["--upstream-http2"]).unwrap());
+    assert!(on(&["--upstream-http2=true"]).unwrap());
+    assert!(!on(&["--upstream-http2=false"]).unwrap());
+    assert!(on(&["--upstream-http2=maybe"]).is_err());
 }
 
 #[test]

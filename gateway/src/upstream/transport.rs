@@ -1,6 +1,9 @@
-//! Sending a request to one apiserver over pooled HTTP/1.1 connections, on the right identity:
-//! the request's own `Authorization` if it carries one, else the gateway's — except for a
-//! request marked [`CallerOnly`], which never gets the gateway's.
+//! Sending a request to one apiserver over pooled connections, on the right identity: the
+//! request's own `Authorization` if it carries one, else the gateway's — except for a
+//! request marked [`CallerOnly`], which never gets the gateway's. Connections speak
+//! HTTP/1.1, or with `--upstream-http2` HTTP/2 where the server offers it by ALPN (one
+//! connection an identity carrying every request to that server); a protocol upgrade always
+//! goes over HTTP/1.1, since HTTP/2 has no `Upgrade`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +11,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, HeaderName};
+use http::header::{AUTHORIZATION, HeaderName, UPGRADE};
 use http::{Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
@@ -63,6 +66,22 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 /// Idle pooled connections are closed after this long.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// An HTTP/2 connection is pinged this often, busy or idle: it carries every request to its
+/// server, so one that went silent (a cut link, a lost NAT mapping) must leave the pool
+/// rather than take the requests made after the link is back. TCP keep-alive would not
+/// find it while data waits unacknowledged, and retransmissions back off for minutes.
+const H2_PING_EVERY: Duration = Duration::from_secs(10);
+/// An HTTP/2 connection whose ping goes unanswered this long is closed, with its streams: a
+/// silent connection is gone within 15 s, after which a request connects anew, as over
+/// HTTP/1.1. Far longer than a live server's round trip, however loaded.
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// Credit for the whole HTTP/2 connection, as Go's client gives (1 GiB): data a stalled
+/// stream holds (a watch whose client reads slowly) counts against it, so a window near a
+/// stream's would let two or three stalled watches stop every other request on the
+/// connection. What a stream may hold unread is bounded by its own window, hyper's 2 MiB,
+/// as a slow reader's TCP buffer bounds it over HTTP/1.1. (hyper's adaptive window sets both
+/// windows alike, which is why it is off.)
+const H2_CONNECTION_WINDOW: u32 = 1 << 30;
 
 /// Headers that must not be sent on the gateway's identity: impersonation is for callers
 /// that authenticate themselves.
@@ -80,9 +99,11 @@ pub struct CallerOnly;
 #[derive(Clone)]
 pub struct Transport {
     own: Arc<ArcSwap<OwnClient>>,
-    bare: HttpsClient,
+    bare: Pools,
     credentials: Credentials,
     timeout: Duration,
+    /// Whether HTTP/2 is offered (`--upstream-http2`).
+    http2: bool,
 }
 
 /// The client of the gateway's own identity, and the generation of its client certificate
@@ -91,12 +112,55 @@ pub struct Transport {
 /// Responses in flight (watches) keep their connections until they end.
 struct OwnClient {
     generation: u64,
-    client: HttpsClient,
+    pools: Pools,
+}
+
+/// One identity's clients: `any` offers HTTP/2 by ALPN when the gateway is told to, `http1`
+/// never does. Without HTTP/2 the two are one client, one pool.
+#[derive(Clone)]
+struct Pools {
+    any: HttpsClient,
+    http1: HttpsClient,
+}
+
+impl Pools {
+    fn new(tls: rustls::ClientConfig, http2: bool) -> Pools {
+        let http1 = client(tls.clone(), false);
+        let any = if http2 {
+            client(tls, true)
+        } else {
+            http1.clone()
+        };
+        Pools { any, http1 }
+    }
+
+    /// The client for `request`: HTTP/1.1 for a protocol upgrade (exec, attach,
+    /// port-forward), which only HTTP/1.1 can switch; the proxy keeps `Upgrade` on upgrades
+    /// only, as a hop-by-hop header.
+    fn for_request<B>(&self, request: &Request<B>) -> &HttpsClient {
+        if request.headers().contains_key(UPGRADE) {
+            &self.http1
+        } else {
+            &self.any
+        }
+    }
 }
 
 impl Transport {
-    /// Builds the clients; `timeout` bounds the wait for a response to begin.
+    /// Builds HTTP/1.1 clients; `timeout` bounds the wait for a response to begin.
     pub fn new(credentials: Credentials, timeout: Duration) -> Transport {
+        Transport::build(credentials, timeout, false)
+    }
+
+    /// The same transport, offering HTTP/2 by ALPN when `on` (`--upstream-http2`).
+    pub fn with_http2(self, on: bool) -> Transport {
+        if on == self.http2 {
+            return self;
+        }
+        Transport::build(self.credentials, self.timeout, on)
+    }
+
+    fn build(credentials: Credentials, timeout: Duration, http2: bool) -> Transport {
         let generation = credentials
             .cert_files
             .as_ref()
@@ -104,11 +168,12 @@ impl Transport {
         Transport {
             own: Arc::new(ArcSwap::from_pointee(OwnClient {
                 generation,
-                client: client((*credentials.own_tls).clone()),
+                pools: Pools::new((*credentials.own_tls).clone(), http2),
             })),
-            bare: client((*credentials.bare_tls).clone()),
+            bare: Pools::new((*credentials.bare_tls).clone(), http2),
             credentials,
             timeout,
+            http2,
         }
     }
 
@@ -128,7 +193,7 @@ impl Transport {
         tls.resumption = rustls::client::Resumption::default();
         let fresh = Arc::new(OwnClient {
             generation,
-            client: client(tls),
+            pools: Pools::new(tls, self.http2),
         });
         self.own.store(fresh.clone());
         fresh
@@ -143,7 +208,7 @@ impl Transport {
         *request.uri_mut() = join(server, request.uri());
         let own;
         let caller_only = request.extensions().get::<CallerOnly>().is_some();
-        let client = if caller_only || request.headers().contains_key(AUTHORIZATION) {
+        let pools = if caller_only || request.headers().contains_key(AUTHORIZATION) {
             &self.bare
         } else {
             strip_impersonation(request.headers_mut());
@@ -151,8 +216,9 @@ impl Transport {
                 request.headers_mut().insert(AUTHORIZATION, value);
             }
             own = self.own();
-            &own.client
+            &own.pools
         };
+        let client = pools.for_request(&request);
         let server_name = || server.to_string();
         match tokio::time::timeout(self.timeout, client.request(request)).await {
             Ok(Ok(response)) => Ok(response),
@@ -172,21 +238,31 @@ impl Transport {
     }
 }
 
-fn client(tls: rustls::ClientConfig) -> HttpsClient {
+/// A pooled client over `tls`; with `http2`, it offers `h2` and `http/1.1` by ALPN and
+/// speaks what the server picks (plain `http://` servers get HTTP/1.1).
+fn client(tls: rustls::ClientConfig, http2: bool) -> HttpsClient {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     http.set_keepalive(Some(TCP_KEEPALIVE));
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
+        .enable_http1();
+    let https = if http2 {
+        builder.enable_http2().wrap_connector(http)
+    } else {
+        builder.wrap_connector(http)
+    };
     Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .http2_keep_alive_interval(H2_PING_EVERY)
+        .http2_keep_alive_timeout(H2_PING_TIMEOUT)
+        .http2_keep_alive_while_idle(true)
+        .http2_initial_connection_window_size(H2_CONNECTION_WINDOW)
         .build(https)
 }
 
@@ -215,89 +291,4 @@ fn strip_impersonation(headers: &mut http::HeaderMap) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn join_keeps_path_and_query_and_takes_the_server() {
-        let server: Uri = "https://10.0.0.1:6443".parse().unwrap();
-        let target: Uri = "/api/v1/pods?watch=true&fieldSelector=a%3Db"
-            .parse()
-            .unwrap();
-        assert_eq!(
-            join(&server, &target).to_string(),
-            "https://10.0.0.1:6443/api/v1/pods?watch=true&fieldSelector=a%3Db"
-        );
-    }
-
-    /// Serves `count` requests with an empty `200`, and returns each one's head, lowercased.
-    async fn heads_of(listener: tokio::net::TcpListener, count: usize) -> Vec<String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut heads = Vec::new();
-        for _ in 0..count {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut head = Vec::new();
-            while !head.ends_with(b"\r\n\r\n") {
-                let mut byte = [0];
-                stream.read_exact(&mut byte).await.unwrap();
-                head.push(byte[0]);
-            }
-            stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            heads.push(String::from_utf8_lossy(&head).to_lowercase());
-        }
-        heads
-    }
-
-    #[tokio::test]
-    async fn a_caller_only_request_never_gets_the_gateways_credentials() {
-        use http_body_util::BodyExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\ncurrent-context: x\n\
-                 clusters: [{{name: c, cluster: {{server: 'http://{addr}'}}}}]\n\
-                 users: [{{name: u, user: {{token: gateway-secret}}}}]\n\
-                 contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n"
-            ),
-        )
-        .unwrap();
-        let credentials = Credentials::from_kubeconfig(&kubeconfig).await.unwrap();
-        let transport = Transport::new(credentials, Duration::from_secs(30));
-        let heads = tokio::spawn(heads_of(listener, 2));
-        let server: Uri = format!("http://{addr}").parse().unwrap();
-        for caller_only in [false, true] {
-            let body = http_body_util::Empty::<Bytes>::new()
-                .map_err(|never| match never {})
-                .boxed_unsync();
-            let mut request = Request::get("/api").body(body).unwrap();
-            if caller_only {
-                request.extensions_mut().insert(CallerOnly);
-            }
-            transport.send(&server, request).await.unwrap();
-        }
-        let heads = heads.await.unwrap();
-        assert!(
-            heads[0].contains("authorization: bearer gateway-secret"),
-            "{}",
-            heads[0]
-        );
-        assert!(!heads[1].contains("authorization"), "{}", heads[1]);
-    }
-
-    #[test]
-    fn impersonation_headers_are_stripped() {
-        let mut headers = http::HeaderMap::new();
-        headers.insert("impersonate-user", "admin".parse().unwrap());
-        headers.insert("impersonate-group", "system:masters".parse().unwrap());
-        headers.insert("accept", "application/json".parse().unwrap());
-        strip_impersonation(&mut headers);
-        assert_eq!(headers.len(), 1);
-    }
-}
+mod tests;

@@ -92,7 +92,7 @@ pub(super) async fn state(
     );
     tasks.spawn(hub_config.map_err(ServerError::Informers)?);
     let metrics = Arc::new(metrics);
-    let transport = Transport::new(identity.credentials.clone(), config.request_timeout);
+    let transport = upstream_transport(&identity, config);
     let balancer = Arc::new(Balancer::new(identity.servers.clone(), config.lb_mode));
     let health = health_checks(
         config.cloud,
@@ -159,6 +159,16 @@ pub(super) async fn state(
 
 /// The filter that points pods at the HTTPS proxy on the hub interface.
 const MASTERSERVICE: &str = "masterservice";
+
+/// The pooled clients to the apiservers, on the identity's credentials: HTTP/2 offered by
+/// ALPN with `--upstream-http2`.
+fn upstream_transport(identity: &Identity, config: &Config) -> Transport {
+    if config.upstream_http2 {
+        tracing::info!("HTTP/2 offered to the apiservers (--upstream-http2)");
+    }
+    Transport::new(identity.credentials.clone(), config.request_timeout)
+        .with_http2(config.upstream_http2)
+}
 
 /// The filter host's settings: the configuration's, with masterservice off where the hub's
 /// address is not served.
