@@ -19,9 +19,12 @@
 //!   gateway's use sampled, plotted and judged for upward trends (`edgegate-load soak`).
 //! - `pool`: the cloud's bytes for a node pool with and without a leader hub
 //!   (`edgegate-load pool`).
+//! - `gateway`: one gateway with the caller's flags in front of a running kube-apiserver,
+//!   the apiserver workloads through it (`edgegate-load gateway`), for A/B runs in turns.
 
 pub mod apiserver;
 pub mod churn;
+pub mod gateway;
 pub mod kube;
 pub mod measure;
 pub mod node;

@@ -1,7 +1,8 @@
 //! `edgegate-load`: the side-by-side load harness (`run`, what `benches/load/run` calls), the
 //! two helpers it starts as processes of their own (the static upstream and the watch fan-out
 //! client), `apiserver`, which keeps the harness's kube-apiserver running for profiling by
-//! hand, `node`, the gateway's CPU and memory while it serves a real node, and `traffic`
+//! hand, `gateway`, one gateway with flags of the caller's in front of it (A/B runs),
+//! `node`, the gateway's CPU and memory while it serves a real node, and `traffic`
 //! (with the agents it runs in the node, `traffic-agents`), the cloud–edge traffic of a
 //! node workload, and `soak`, that workload for an hour with the gateway's use judged for
 //! upward trends.
@@ -16,8 +17,10 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use edgegate_benches::load::apiserver::ApiServer;
 use edgegate_benches::load::run::{self, Settings};
-use edgegate_benches::load::targets::Binaries;
-use edgegate_benches::load::{node, pool, reflector, report, soak, traffic, upstream, watch};
+use edgegate_benches::load::targets::{Binaries, Upstream};
+use edgegate_benches::load::{
+    gateway, node, pool, reflector, report, soak, traffic, upstream, watch,
+};
 
 #[derive(Parser)]
 #[command(about = "edgegate's side-by-side load harness")]
@@ -179,6 +182,40 @@ enum Command {
     /// Starts etcd and kube-apiserver holding the harness's objects, prints how to reach
     /// them, and keeps them running until stdin closes (Ctrl-D).
     Apiserver,
+    /// One edgegate (no filters, on CPU 1) with `--gateway-flag`s in front of the running
+    /// apiserver of `apiserver`: the apiserver workloads through it while watches are held
+    /// open; per workload its CPU per request, wrk's p50 and p99, and its connections to the
+    /// apiserver (Markdown). Short, for runs of two settings in turns.
+    Gateway {
+        /// The edgegate binary (a release build).
+        #[arg(long)]
+        edgegate: PathBuf,
+        /// A flag for the gateway (repeatable), e.g. `--gateway-flag=--upstream-http2`.
+        #[arg(long, allow_hyphen_values = true)]
+        gateway_flag: Vec<String>,
+        /// The apiserver's URL, as `apiserver` prints it.
+        #[arg(long)]
+        server: String,
+        /// The gateway's kubeconfig, as `apiserver` prints it.
+        #[arg(long)]
+        kubeconfig: PathBuf,
+        /// The bearer token of the load's requests, as `apiserver` prints it.
+        #[arg(long)]
+        token: String,
+        /// The apiserver's process id, as `apiserver` prints it: its CPU per request too.
+        #[arg(long)]
+        apiserver_pid: Option<u32>,
+        /// Seconds per workload.
+        #[arg(long, default_value_t = 8)]
+        seconds: u64,
+        /// Watches held open through the gateway meanwhile.
+        #[arg(long, default_value_t = 20)]
+        watches: usize,
+        /// How many of the four apiserver workloads run, in order (small GET at 16
+        /// connections and at 1, LIST 1 000, LIST 10 000).
+        #[arg(long, default_value_t = 3)]
+        workloads: usize,
+    },
     /// Measures watch event delivery delays through `authority`; prints a JSON summary.
     WatchClient {
         /// host:port of the target.
@@ -215,6 +252,7 @@ fn main() -> Result<()> {
                     edgegate,
                     goproxy,
                     filters,
+                    gateway_flags: Vec::new(),
                 },
                 seconds,
                 watchers,
@@ -369,8 +407,49 @@ fn main() -> Result<()> {
             if let Some(token) = &upstream.token {
                 println!("bearer token of the load's requests: {token}");
             }
+            if let Some(pid) = apiserver.cluster.apiserver_pid() {
+                println!("apiserver pid: {pid}");
+            }
             println!("running until stdin closes");
             std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink())?;
+            Ok(())
+        }
+        Command::Gateway {
+            edgegate,
+            gateway_flag,
+            server,
+            kubeconfig,
+            token,
+            apiserver_pid,
+            seconds,
+            watches,
+            workloads,
+        } => {
+            let scratch = tempfile::Builder::new()
+                .prefix("edgegate-load-")
+                .tempdir()?;
+            let settings = gateway::Settings {
+                bins: Binaries {
+                    edgegate,
+                    goproxy: PathBuf::new(),
+                    filters: PathBuf::new(),
+                    gateway_flags: gateway_flag,
+                },
+                upstream: Upstream {
+                    name: "kube-apiserver".to_owned(),
+                    url: server,
+                    kubeconfig: Some(kubeconfig),
+                    ca: None,
+                    token: Some(token),
+                },
+                apiserver_pid,
+                seconds,
+                watches,
+                workloads,
+                scratch: scratch.path().to_owned(),
+            };
+            let rows = gateway::run(&settings)?;
+            print!("{}", gateway::markdown(&settings, &rows));
             Ok(())
         }
         Command::WatchClient {

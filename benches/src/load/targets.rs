@@ -25,6 +25,8 @@ pub struct Binaries {
     pub goproxy: PathBuf,
     /// The directory of built filter components (`NAME.wasm`).
     pub filters: PathBuf,
+    /// Flags edgegate targets get after the harness's own (e.g. `--upstream-http2`).
+    pub gateway_flags: Vec<String>,
 }
 
 /// The upstream the targets forward to.
@@ -111,6 +113,7 @@ impl Target {
         if let Some(kubeconfig) = &upstream.kubeconfig {
             args.push(format!("--kubeconfig={}", kubeconfig.display()));
         }
+        args.extend(bins.gateway_flags.iter().cloned());
         let filter_dir = if filters {
             let filter_dir = dir.join("filters");
             std::fs::create_dir_all(&filter_dir)?;
