@@ -167,11 +167,12 @@ pub fn upstream_http2_carries_the_nodes_requests_over_one_connection(env: &Env) 
                     .await?;
             }
             // Counted while every watch is still open.
-            connections_to(pid, env.cluster.port)
+            edgegate_testkit::sockets::connections_to(pid, env.cluster.port)
         })?;
         counted.push(upstream);
         if http2 {
-            upgrade_switches(env, &gateway)?;
+            let echoed = crate::upgrade_echo::tunnel(env, &gateway, &["ping\n"])?;
+            ensure!(echoed == "ping\n", "echoed {echoed:?}");
         }
     }
     let (http1, http2) = (counted[0], counted[1]);
@@ -187,88 +188,4 @@ pub fn upstream_http2_carries_the_nodes_requests_over_one_connection(env: &Env) 
         "{WATCHES} open watches and {AT_ONCE} gets: {http1} upstream connections over HTTP/1.1, {http2} over HTTP/2"
     );
     Ok(())
-}
-
-/// The established TCP connections process `pid` holds to port `port` (the apiserver's).
-fn connections_to(pid: u32, port: u16) -> Result<usize> {
-    let mut inodes = std::collections::HashSet::new();
-    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
-        let Ok(target) = std::fs::read_link(entry?.path()) else {
-            continue;
-        };
-        let target = target.to_string_lossy().into_owned();
-        if let Some(inode) = target
-            .strip_prefix("socket:[")
-            .and_then(|rest| rest.strip_suffix(']'))
-        {
-            inodes.insert(inode.to_owned());
-        }
-    }
-    let mut count = 0;
-    for table in ["tcp", "tcp6"] {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))?;
-        for line in text.lines().skip(1) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let (Some(remote), Some(state), Some(inode)) =
-                (fields.get(2), fields.get(3), fields.get(9))
-            else {
-                continue;
-            };
-            let remote_port = remote
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            // 01: established.
-            if remote_port == Some(port) && *state == "01" && inodes.contains(*inode) {
-                count += 1;
-            }
-        }
-    }
-    Ok(count)
-}
-
-/// An upgrade through `gateway` to the echo backend behind the apiserver's node proxy
-/// switches protocols and echoes.
-fn upgrade_switches(env: &Env, gateway: &edgegate_testkit::Gateway) -> Result<()> {
-    use std::io::{Read, Write};
-    let host_ip = crate::upgrade_echo::host_ip()?;
-    let node = crate::support::unique("echo-h2-node");
-    runtime().block_on(async {
-        let echo = crate::upgrade_echo::start(host_ip).await?;
-        let port = echo.port();
-        let manifest = format!(
-            r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}},
-                "status":{{"addresses":[{{"type":"InternalIP","address":"{host_ip}"}}]}}}}"#
-        );
-        let file = gateway.dir.join("echo-h2-node.json");
-        std::fs::write(&file, manifest)?;
-        env.cluster
-            .kubectl(&["create", "-f", &file.display().to_string()])?;
-        let proxy = gateway.proxy;
-        let path = format!("/api/v1/nodes/http:{node}:{port}/proxy/");
-        let echoed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
-            let mut stream = std::net::TcpStream::connect(proxy)?;
-            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-            write!(
-                stream,
-                "GET {path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nConnection: Upgrade\r\nUpgrade: edgegate-echo\r\n\r\n"
-            )?;
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                stream.read_exact(&mut byte)?;
-                head.push(byte[0]);
-            }
-            let head = String::from_utf8_lossy(&head).into_owned();
-            ensure!(head.starts_with("HTTP/1.1 101"), "no switch: {head}");
-            stream.write_all(b"ping\n")?;
-            let mut echoed = vec![0u8; 5];
-            stream.read_exact(&mut echoed)?;
-            Ok(echoed)
-        })
-        .await??;
-        ensure!(echoed == b"ping\n", "echoed {echoed:?}");
-        ensure!(echo.upgrades() == 1, "the backend saw {} upgrades", echo.upgrades());
-        env.cluster.kubectl(&["delete", "node", &node])?;
-        Ok(())
-    })
 }

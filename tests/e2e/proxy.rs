@@ -306,52 +306,10 @@ pub fn anonymous_kubectl_uses_the_gateway_identity(env: &Env) -> Result<()> {
 /// HTTP/1.1 Upgrade is tunneled: through the apiserver's node proxy (the path exec and
 /// port-forward take to a kubelet) to a backend that switches protocols and echoes bytes.
 pub fn upgrade_is_tunneled(env: &Env) -> Result<()> {
-    let host_ip = crate::upgrade_echo::host_ip()?;
     let gateway = env.gateway(&[])?;
-    let node = unique("echo-node");
-    runtime().block_on(async {
-        let echo = crate::upgrade_echo::start(host_ip).await?;
-        let port = echo.port();
-        let manifest = format!(
-            r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{node}"}},
-                "status":{{"addresses":[{{"type":"InternalIP","address":"{host_ip}"}}]}}}}"#
-        );
-        let file = gateway.dir.join("echo-node.json");
-        std::fs::write(&file, manifest)?;
-        env.cluster.kubectl(&["create", "-f", &file.display().to_string()])?;
-
-        let proxy = gateway.proxy;
-        let path = format!("/api/v1/nodes/http:{node}:{port}/proxy/");
-        let transcript = tokio::task::spawn_blocking(move || -> Result<String> {
-            use std::io::{Read, Write};
-            let mut stream = std::net::TcpStream::connect(proxy)?;
-            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-            write!(
-                stream,
-                "GET {path} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nConnection: Upgrade\r\nUpgrade: edgegate-echo\r\n\r\n"
-            )?;
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                stream.read_exact(&mut byte)?;
-                head.push(byte[0]);
-            }
-            let head = String::from_utf8_lossy(&head).into_owned();
-            if !head.starts_with("HTTP/1.1 101") { let mut rest = vec![0u8; 400]; let n = stream.read(&mut rest).unwrap_or(0); anyhow::bail!("no switch: {head}{}", String::from_utf8_lossy(&rest[..n])); }
-            let mut echoed = String::new();
-            for word in ["ping\n", "pong\n"] {
-                stream.write_all(word.as_bytes())?;
-                let mut buf = [0u8; 5];
-                stream.read_exact(&mut buf)?;
-                echoed.push_str(std::str::from_utf8(&buf)?);
-            }
-            Ok(echoed)
-        })
-        .await??;
-        ensure!(transcript == "ping\npong\n", "echoed {transcript:?}");
-        ensure!(echo.upgrades() == 1, "the backend saw {} upgrades", echo.upgrades());
-        Ok(())
-    })
+    let transcript = crate::upgrade_echo::tunnel(env, &gateway, &["ping\n", "pong\n"])?;
+    ensure!(transcript == "ping\npong\n", "echoed {transcript:?}");
+    Ok(())
 }
 
 /// The hub server answers healthz, readyz and metrics, and the metrics count requests by

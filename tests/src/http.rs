@@ -37,6 +37,20 @@ pub fn get(addr: SocketAddr, path: &str) -> Result<RawResponse> {
     raw_exchange(addr, request.as_bytes(), Duration::from_secs(10))
 }
 
+/// Reads a response's head from `stream`, byte by byte up to its blank line, leaving what
+/// follows (a body, or a switched protocol's first bytes) unread.
+pub fn read_head(stream: &mut impl Read) -> Result<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream
+            .read_exact(&mut byte)
+            .context("reading a response's head")?;
+        head.push(byte[0]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
 fn parse(bytes: &[u8]) -> Result<RawResponse> {
     let text = String::from_utf8_lossy(bytes);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));

@@ -11,6 +11,7 @@
 //! - [`process`]: child processes that die with the harness; free ports; polling.
 //! - [`http`]: a blocking raw HTTP/1.1 client for probes and malformed-request tests.
 //! - [`relay`]: a TCP relay to cut the gateway off from a running apiserver.
+//! - [`sockets`]: the connections a process holds, read from `/proc`.
 //! - [`netns`]: a node's network namespace and its cloud link (cut; a LAN or a WAN).
 //! - [`wan`]: the WAN emulator: TUN devices, delay, loss, a rate limit.
 //! - [`controller_manager`]: kube-controller-manager for a cluster (CSR signing, …).
@@ -51,6 +52,7 @@ pub mod process;
 pub mod relay;
 pub mod scenario;
 pub mod served;
+pub mod sockets;
 pub mod standin;
 mod standin_discovery;
 pub mod standin_json;

@@ -4,7 +4,7 @@
 //! request, wrk's latency and its connections to the apiserver. Short and self-contained,
 //! so that two settings can be run in turns (`edgegate-load gateway --gateway-flag=…`).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -82,7 +82,7 @@ pub fn run(settings: &Settings) -> Result<Vec<Row>> {
             wrk,
             workload: workload.name,
             apiserver_us,
-            connections: connections_to(pid, port)?,
+            connections: edgegate_testkit::sockets::connections_to(pid, port)?,
         });
     }
     Ok(rows)
@@ -127,13 +127,7 @@ fn hold_watch(authority: &str, token: Option<&str>) -> Result<TcpStream> {
          User-Agent: {}\r\nAccept: application/json\r\n{authorization}\r\n",
         super::workload::USER_AGENT
     )?;
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        stream.read_exact(&mut byte)?;
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head);
+    let head = edgegate_testkit::http::read_head(&mut stream)?;
     ensure!(head.starts_with("HTTP/1.1 200"), "a watch: {head}");
     Ok(stream)
 }
@@ -144,42 +138,4 @@ fn port_of(url: &str) -> Result<u16> {
         .rsplit_once(':')
         .map(|(_, port)| port.trim_end_matches('/'));
     Ok(port.context("a port in the URL")?.parse()?)
-}
-
-/// The established TCP connections process `pid` holds to port `port`.
-fn connections_to(pid: u32, port: u16) -> Result<usize> {
-    let mut inodes = std::collections::HashSet::new();
-    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
-        // A descriptor closed between the listing and the read is no longer open.
-        let Ok(target) = std::fs::read_link(entry?.path()) else {
-            continue;
-        };
-        let target = target.to_string_lossy().into_owned();
-        if let Some(inode) = target
-            .strip_prefix("socket:[")
-            .and_then(|rest| rest.strip_suffix(']'))
-        {
-            inodes.insert(inode.to_owned());
-        }
-    }
-    let mut count = 0;
-    for table in ["tcp", "tcp6"] {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))?;
-        for line in text.lines().skip(1) {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let (Some(remote), Some(state), Some(inode)) =
-                (fields.get(2), fields.get(3), fields.get(9))
-            else {
-                continue;
-            };
-            let remote_port = remote
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            // `01`: established.
-            if remote_port == Some(port) && *state == "01" && inodes.contains(*inode) {
-                count += 1;
-            }
-        }
-    }
-    Ok(count)
 }

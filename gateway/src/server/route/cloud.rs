@@ -47,7 +47,8 @@ async fn forwarded(
     headers::strip_hop_by_hop(request.headers_mut(), upgrading);
     headers::add_forwarded_for(request.headers_mut(), door.peer);
     request.headers_mut().remove(http::header::HOST);
-    // Clients may speak HTTP/2 (over TLS, by ALPN); upstream connections are HTTP/1.1.
+    // Clients may speak HTTP/2 (over TLS, by ALPN). Upstream, the transport speaks what the
+    // connection negotiated: HTTP/1.1, or HTTP/2 with `--upstream-http2`.
     *request.version_mut() = http::Version::HTTP_11;
     // Only the path and query travel; the transport puts the server in front.
     if let Some(path_and_query) = request.uri().path_and_query().cloned() {
