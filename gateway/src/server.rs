@@ -18,6 +18,7 @@ mod local_filters;
 mod metered;
 mod plan;
 mod pool_port;
+mod protobuf_reply;
 mod proxy;
 mod proxy_error;
 mod respond;

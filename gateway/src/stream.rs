@@ -47,9 +47,9 @@ pub use object_body::{ObjectError, object};
 #[cfg(feature = "fuzzing")]
 pub use protobuf::reference_objects;
 pub use protobuf::{
-    DESCRIBED_RELEASE, ListEncoder, ListMeta, ProtobufBody, TranscodeError, is_protobuf_object,
-    is_protobuf_watch, json_object_protobuf, json_object_protobuf_as, protobuf_object_json,
-    watch_accept, watch_frame,
+    DESCRIBED_RELEASE, ListEncoder, ListMeta, PROTOBUF, PROTOBUF_WATCH, ProtobufBody,
+    TranscodeError, describes, is_protobuf_object, is_protobuf_watch, json_object_protobuf,
+    json_object_protobuf_as, protobuf_object_json, watch_accept, watch_frame,
 };
 pub use sink::{ListEnd, ListSink, ObjectSink, Sink, WatchSink};
 pub use stop::{Stop, StopSignal};

@@ -171,8 +171,8 @@ const TESTS: &[(&str, Test)] = &[
         offline_paging::a_list_paged_online_goes_on_offline,
     ),
     (
-        "protobuf_clients::protobuf_only_clients_are_answered_offline_in_protobuf",
-        protobuf_clients::protobuf_only_clients_are_answered_offline_in_protobuf,
+        "protobuf_clients::protobuf_only_clients_are_filtered_online_and_answered_offline",
+        protobuf_clients::protobuf_only_clients_are_filtered_online_and_answered_offline,
     ),
     (
         "offline::paginated_list_is_cached_complete",

@@ -1,56 +1,84 @@
-//! Clients that take Kubernetes' protobuf and not JSON, answered offline in protobuf: what
-//! they read of the cache is what kube-apiserver's own protobuf of the same objects reads as.
+//! Clients that take Kubernetes' protobuf and not JSON. Online, the gateway asks the
+//! apiserver for JSON, filters and caches it as for any client, and writes it in protobuf;
+//! offline, it answers from the cache in protobuf. What such a client reads is what
+//! kube-apiserver's own protobuf of the same objects reads as, filtered.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use bytes::Bytes;
 use edgegate::stream::protobuf_object_json;
+use http_body_util::BodyExt;
+use serde_json::Value;
 
 use crate::support::{
-    Plain, client, create_configmaps, get_accepting, get_as, namespace, relayed_gateway, runtime,
-    wait_readyz,
+    Env, Plain, client, create_configmaps, get_accepting, namespace, relayed_gateway_to, runtime,
+    unique, wait_readyz,
 };
 
-const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
+/// The component the tagger filter serves, cached here with `--cache-agents`.
+const AGENT: &str = "test/v1";
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// What the tagger filter (tag `t`) writes on each object it keeps.
+const TRAIL: &str = "edgegate.test/trail";
 
-/// Five ConfigMaps, listed as kubelet in JSON (so their set is cached) and, by the same
-/// component, in protobuf from kube-apiserver itself. With the link cut, a protobuf-only
-/// client's list, get and watch are answered in protobuf, and read as the apiserver's own;
-/// a client that takes neither JSON nor protobuf is `406`, and kubectl's table request
-/// (plain JSON its fallback) gets JSON.
-pub fn protobuf_only_clients_are_answered_offline_in_protobuf(
-    env: &crate::support::Env,
-) -> Result<()> {
-    let (relay, gateway) = relayed_gateway(env)?;
+/// Six ConfigMaps, one labelled for the tagger filter to drop. A kube-rs client that takes
+/// only protobuf reads them through the gateway online: its list, get and watch are in
+/// protobuf, filtered (the tagger's annotation on each, the dropped one absent or 404), and
+/// read as kube-apiserver's own protobuf of the same objects, filtered. Its list alone fills
+/// the cache. With the link cut, its list, pages, get and watch are answered from there in
+/// protobuf; a client that takes neither JSON nor protobuf is `406`, and kubectl's table
+/// request (plain JSON its fallback) gets JSON.
+pub fn protobuf_only_clients_are_filtered_online_and_answered_offline(env: &Env) -> Result<()> {
+    let scratch = env.cluster.dir.join(unique("protobuf"));
+    let filters = crate::topology::filter_dir(&scratch, &["tagger"])?;
+    std::fs::write(filters.join("tagger.toml"), "[config]\ntag = \"t\"\n")?;
+    let filter_dir = format!("--filter-dir={}", filters.display());
+    let flags = [
+        filter_dir.as_str(),
+        "--cache-agents=test",
+        "--heartbeat-interval-seconds=1",
+    ];
+    let apiserver = ([127, 0, 0, 1], env.cluster.port).into();
+    let (relay, gateway) = relayed_gateway_to(env, &env.cluster, apiserver, &flags)?;
     let ns = namespace(&env.cluster, "protobuf")?;
     let rt = runtime();
     let client = client();
     rt.block_on(create_configmaps(&client, &gateway.url(), &ns, "p", 5))?;
-    let url = format!("{}/api/v1/namespaces/{ns}/configmaps", gateway.url());
-    let (status, _) = rt.block_on(get_as(&client, &url, KUBELET))?;
-    ensure!(status == 200, "the JSON list: {status}");
-    crate::support::wait_sets(gateway.hub, "kubelet", 1)?;
-    let (status, online) = rt.block_on(get_accepting(&client, &url, KUBELET, PROTOBUF))?;
-    ensure!(status == 200, "the apiserver's protobuf list: {status}");
-    let online = items(&protobuf_object_json(&online)?);
+    env.cluster
+        .kubectl(&["create", "configmap", "p-drop", "-n", &ns])?;
+    env.cluster.kubectl(&[
+        "label",
+        "configmap",
+        "p-drop",
+        "-n",
+        &ns,
+        "edgegate.test/drop=t",
+    ])?;
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+
+    let expected = rt.block_on(async {
+        let through = through_gateway(&gateway.url())?;
+        let direct = direct(&env.cluster.admin_kubeconfig).await?;
+        online(&through, &direct, &env.cluster, &path).await
+    })?;
+    crate::support::wait_sets(gateway.hub, "test", 1)?;
 
     relay.cut();
     wait_readyz(&gateway, 503, "the gateway to notice the cut")?;
-
+    let url = format!("{}{path}", gateway.url());
     let (status, offline) = rt.block_on(answer(&client, &url))?;
     ensure!(status == 200, "the offline protobuf list: {status}");
     let list = protobuf_object_json(&offline).context("the offline list reads as protobuf")?;
     ensure!(list["kind"] == "ConfigMapList", "{}", list["kind"]);
     ensure!(
-        items(&list) == online,
-        "the offline list reads as the apiserver's:\n{:?}\nvs\n{online:?}",
+        items(&list) == expected,
+        "the offline list reads as the apiserver's, filtered:\n{:?}\nvs\n{expected:?}",
         items(&list)
     );
     let paged = protobuf_object_json(&rt.block_on(answer(&client, &format!("{url}?limit=2")))?.1)?;
     ensure!(
-        paged["metadata"]["remainingItemCount"] == 3 && paged["metadata"]["continue"].is_string(),
+        paged["metadata"]["remainingItemCount"] == 4 && paged["metadata"]["continue"].is_string(),
         "a page in protobuf: {}",
         paged["metadata"]
     );
@@ -68,30 +96,137 @@ pub fn protobuf_only_clients_are_answered_offline_in_protobuf(
     let events = events(&frames)?;
     let added = events.iter().filter(|(kind, _)| kind == "ADDED").count();
     ensure!(
-        added == 5 && events.last().is_some_and(|(kind, _)| kind == "BOOKMARK"),
-        "every ConfigMap as ADDED, then a bookmark: {:?}",
+        added == 6 && events.last().is_some_and(|(kind, _)| kind == "BOOKMARK"),
+        "every ConfigMap kept as ADDED, then a bookmark: {:?}",
         events.iter().map(|(kind, _)| kind).collect::<Vec<_>>()
     );
 
     let table_only = "application/json;as=Table;v=v1;g=meta.k8s.io";
-    let (status, _) = rt.block_on(get_accepting(&client, &url, KUBELET, table_only))?;
+    let (status, _) = rt.block_on(get_accepting(&client, &url, AGENT, table_only))?;
     ensure!(status == 406, "a table-only client offline: {status}");
     let kubectl = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-    let (status, body) = rt.block_on(get_accepting(&client, &url, KUBELET, kubectl))?;
-    let list: serde_json::Value = serde_json::from_slice(&body)?;
+    let (status, body) = rt.block_on(get_accepting(&client, &url, AGENT, kubectl))?;
+    let list: Value = serde_json::from_slice(&body)?;
     ensure!(
-        status == 200 && list["items"].as_array().is_some_and(|i| i.len() == 5),
+        status == 200 && list["items"].as_array().is_some_and(|i| i.len() == 6),
         "kubectl's table request falls back to JSON: {status}"
     );
     Ok(())
 }
 
-/// A request accepting protobuf only, as kubelet; the status and the whole body (a watch
-/// ends by its `timeoutSeconds`).
+/// Online, through the gateway (`through`) and from kube-apiserver itself (`direct`), both
+/// taking only protobuf: a watch sees a ConfigMap made while it is open, filtered; the
+/// gateway's list is the apiserver's, filtered; a get of a kept ConfigMap is filtered and
+/// one of the dropped is 404. Returns the filtered items, as a Go client decodes them.
+async fn online(
+    through: &kube::Client,
+    direct: &kube::Client,
+    cluster: &edgegate_testkit::Cluster,
+    path: &str,
+) -> Result<Vec<Value>> {
+    let (_, _, first) = read(through, path).await?;
+    let version = protobuf_object_json(&first)?["metadata"]["resourceVersion"].clone();
+    let version = version.as_str().context("the list's version")?.to_owned();
+    let watch = format!("{path}?watch=true&resourceVersion={version}&timeoutSeconds=3");
+    let watching = read(through, &watch);
+    let making = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let ns = path.split('/').nth(4).context("the namespace")?;
+        cluster.kubectl(&["create", "configmap", "p-5", "-n", ns])
+    };
+    let ((status, media, frames), _) = tokio::try_join!(watching, making)?;
+    ensure!(
+        status == 200 && media == "application/vnd.kubernetes.protobuf;stream=watch",
+        "the online watch: {status} {media}"
+    );
+    let events = events(&frames)?;
+    ensure!(
+        events.iter().any(|(kind, object)| kind == "ADDED"
+            && object["metadata"]["name"] == "p-5"
+            && object["metadata"]["annotations"][TRAIL] == "t"),
+        "the online watch sends p-5, filtered: {events:?}"
+    );
+
+    let (status, _, own) = read(direct, path).await?;
+    ensure!(status == 200, "the apiserver's own protobuf list: {status}");
+    let expected: Vec<Value> = items(&protobuf_object_json(&own)?)
+        .into_iter()
+        .filter(|item| item["metadata"]["name"] != "p-drop")
+        .map(|mut item| {
+            item["metadata"]["annotations"][TRAIL] = "t".into();
+            item
+        })
+        .collect();
+    let (status, media, list) = read(through, path).await?;
+    ensure!(
+        status == 200 && media == PROTOBUF,
+        "the online list: {status} {media}"
+    );
+    let list = items(&protobuf_object_json(&list)?);
+    ensure!(
+        list == expected && list.len() == 6,
+        "the online list reads as the apiserver's, filtered:\n{list:?}\nvs\n{expected:?}"
+    );
+
+    let (status, _, kept) = read(through, &format!("{path}/p-1")).await?;
+    let kept = protobuf_object_json(&kept)?;
+    ensure!(
+        status == 200 && kept["metadata"]["annotations"][TRAIL] == "t",
+        "the online get: {status} {kept}"
+    );
+    let (status, _, _) = read(through, &format!("{path}/p-drop")).await?;
+    ensure!(
+        status == 404,
+        "the online get of the dropped ConfigMap: {status}"
+    );
+    Ok(expected)
+}
+
+/// A kube-rs client to the gateway at `url`, on the admin's token.
+fn through_gateway(url: &str) -> Result<kube::Client> {
+    let mut config = kube::Config::new(url.parse()?);
+    config.auth_info.token = Some(edgegate_testkit::ADMIN_TOKEN.to_owned().into());
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// A kube-rs client to the apiserver itself, as the admin's `kubeconfig` says.
+async fn direct(kubeconfig: &std::path::Path) -> Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// GETs `path` with `client`, taking only protobuf, as the tagger's component: the status,
+/// the `Content-Type` and the whole body.
+async fn read(client: &kube::Client, path: &str) -> Result<(http::StatusCode, String, Bytes)> {
+    let request = http::Request::get(path)
+        .header(http::header::ACCEPT, PROTOBUF)
+        .header(http::header::USER_AGENT, AGENT)
+        .body(kube::client::Body::empty())?;
+    let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))
+        .await
+        .context("no answer in time")??;
+    let status = response.status();
+    let media = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = tokio::time::timeout(Duration::from_secs(30), response.into_body().collect())
+        .await
+        .context("no whole body in time")??
+        .to_bytes();
+    Ok((status, media, body))
+}
+
+/// A request accepting protobuf only, as the tagger's component; the status and the whole
+/// body (a watch ends by its `timeoutSeconds`).
 async fn answer(client: &Plain, url: &str) -> Result<(http::StatusCode, Bytes)> {
     tokio::time::timeout(
         Duration::from_secs(30),
-        get_accepting(client, url, KUBELET, PROTOBUF),
+        get_accepting(client, url, AGENT, PROTOBUF),
     )
     .await
     .context("no answer in time")?
@@ -99,7 +234,7 @@ async fn answer(client: &Plain, url: &str) -> Result<(http::StatusCode, Bytes)> 
 
 /// A list's items as a Go client decodes them: zero members (which Go's protobuf encoder
 /// writes and its JSON encoder leaves out) left out.
-fn items(list: &serde_json::Value) -> Vec<serde_json::Value> {
+fn items(list: &Value) -> Vec<Value> {
     list["items"]
         .as_array()
         .map(|items| items.iter().map(without_zeros).collect())

@@ -6,8 +6,7 @@ use http::HeaderMap;
 use http::header::CONTENT_TYPE;
 use http_body_util::{BodyExt, Limited};
 
-/// Kubernetes' protobuf media type.
-pub(super) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub(super) use crate::stream::PROTOBUF;
 
 /// The largest body a local write may carry: Kubernetes objects are at most 1.5 MiB in etcd,
 /// a little more as JSON.

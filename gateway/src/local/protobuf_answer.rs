@@ -15,11 +15,7 @@ use crate::reply::ResponseBody;
 use crate::stream::{
     Event, ListEncoder, ListMeta, TranscodeError, json_object_protobuf_as, watch_frame,
 };
-
-/// Kubernetes' protobuf media type, as an answer's `Content-Type`.
-pub(super) const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
-/// A protobuf watch's `Content-Type`.
-pub(super) const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+pub(super) use crate::stream::{PROTOBUF, PROTOBUF_WATCH};
 
 /// The `apiVersion` and `kind` of a resource's objects, which the cache keeps with its sets
 /// (a list's items are stored without them).

@@ -94,6 +94,7 @@ impl HubFixture {
             in_flight: InFlightLimit::new(100),
             known: KnownCredentials::default(),
             certificates: Vec::new(),
+            spool_dir: scratch.to_owned(),
         };
         Ok(HubFixture {
             state: Arc::new(state),

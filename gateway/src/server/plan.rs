@@ -7,7 +7,7 @@ use http::header::{ACCEPT, ACCEPT_ENCODING, HeaderValue};
 
 use crate::cache::{CachePolicy, CacheTarget};
 use crate::filter::{Filters, Session};
-use crate::request::{RequestContext, RequestInfo, Verb};
+use crate::request::{Answered, RequestContext, RequestInfo, Verb};
 use crate::stream;
 
 /// What a resource request's response passes through.
@@ -31,13 +31,17 @@ pub struct Plan {
     /// Answered from the multiplexer's shared state, not upstream: nothing of it is cached
     /// again, and a watch outlives the cloud's loss.
     pub served: bool,
+    /// The client takes Kubernetes' protobuf and not JSON: the framed JSON is written in
+    /// protobuf for it ([`super::protobuf_reply`]).
+    pub protobuf: bool,
 }
 
 impl Plan {
     /// The plan of a resource request (`None` for others): filtered for its component by
-    /// `filters`, cached for its cache component as `policy` says. Nothing filters or caches
-    /// the response when the client cannot take JSON (a protobuf-only client is passed
-    /// through uncached) or asks for a server-side table.
+    /// `filters`, cached for its cache component as `policy` says. A client that takes only
+    /// protobuf is planned as a JSON one when it reads a kind the schema can write (then its
+    /// answer is written in protobuf); otherwise, as for a server-side table, nothing
+    /// filters or caches the response.
     pub fn of(
         context: &RequestContext,
         headers: &HeaderMap,
@@ -52,7 +56,8 @@ impl Plan {
         let fingerprint = generation.fingerprint(info, &context.component);
         let watch = info.verb == Verb::Watch;
         let client_takes_gzip = takes_gzip(headers);
-        if !takes_json(headers) {
+        let protobuf = !takes_json(headers);
+        if protobuf && !writes_protobuf(context) {
             return Some(Plan {
                 session: None,
                 cache: None,
@@ -61,6 +66,7 @@ impl Plan {
                 watch,
                 client_takes_gzip,
                 served: false,
+                protobuf: false,
             });
         }
         let session = generation.session(info, &context.component);
@@ -72,6 +78,7 @@ impl Plan {
             watch,
             client_takes_gzip,
             served: false,
+            protobuf,
         })
     }
 
@@ -95,6 +102,7 @@ impl Plan {
             watch: info.verb == Verb::Watch,
             client_takes_gzip: takes_gzip(headers),
             served: true,
+            protobuf: false,
         })
     }
 
@@ -179,6 +187,17 @@ fn takes_json(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Whether the gateway writes in protobuf what `context` reads, for a client that takes
+/// protobuf and not JSON: a get, list or watch (no subresource) of a group version the
+/// schema holds.
+fn writes_protobuf(context: &RequestContext) -> bool {
+    let info = &context.info;
+    context.answered == Answered::Protobuf
+        && matches!(info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch))
+        && info.subresource.is_empty()
+        && stream::describes(&info.api_group, &info.api_version)
+}
+
 /// Whether an upstream response is the JSON the framing reads.
 pub fn is_plain_json(headers: &HeaderMap) -> bool {
     headers
@@ -208,6 +227,42 @@ mod tests {
         assert!(!takes_json(&accept(
             "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
         )));
+    }
+
+    /// A protobuf-only client's read of a kind the schema writes is framed (its answer
+    /// written in protobuf); its other requests pass through as they came.
+    #[test]
+    fn protobuf_only_reads_of_described_kinds_are_written_in_protobuf() {
+        let protobuf = accept("application/vnd.kubernetes.protobuf");
+        let writes = |method: http::Method, uri: &str| {
+            let context = RequestContext::parse(&method, &uri.parse().unwrap(), &protobuf);
+            writes_protobuf(&context)
+        };
+        assert!(writes(
+            http::Method::GET,
+            "/api/v1/namespaces/a/services/web"
+        ));
+        assert!(writes(http::Method::GET, "/api/v1/services?watch=true"));
+        assert!(writes(
+            http::Method::GET,
+            "/apis/discovery.k8s.io/v1/endpointslices"
+        ));
+        assert!(!writes(http::Method::GET, "/apis/apps/v1/deployments"));
+        assert!(!writes(
+            http::Method::GET,
+            "/api/v1/namespaces/a/pods/p/log"
+        ));
+        assert!(!writes(
+            http::Method::POST,
+            "/api/v1/namespaces/a/configmaps"
+        ));
+        let table = accept("application/json;as=Table;v=v1;g=meta.k8s.io");
+        let context = RequestContext::parse(
+            &http::Method::GET,
+            &"/api/v1/services".parse().unwrap(),
+            &table,
+        );
+        assert!(!writes_protobuf(&context));
     }
 
     #[test]

@@ -103,8 +103,7 @@ async fn serve(
         Answer::Pass => Err(ProxyError::NotPoolScope),
         Answer::Serve(response) => {
             respond::respond(
-                &state.cache,
-                &state.watch_ends,
+                state,
                 context,
                 Some(plan),
                 response,

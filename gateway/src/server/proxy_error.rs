@@ -4,6 +4,7 @@
 use http::{Method, Response, StatusCode};
 use thiserror::Error;
 
+use super::protobuf_reply::ProtobufReplyError;
 use crate::local::LocalError;
 use crate::metrics::Metrics;
 use crate::refusal::{Fault, Refusal, RefusalStatus, refuse};
@@ -62,6 +63,9 @@ pub enum ProxyError {
         "the apiserver is unreachable, and the gateway has not seen it accept this token, so nothing cached is served on it"
     )]
     UnknownToken,
+    /// An answer that could not be written in protobuf for a client that takes only that.
+    #[error(transparent)]
+    Protobuf(#[from] ProtobufReplyError),
 }
 
 impl Refusal for ProxyError {
@@ -156,6 +160,24 @@ impl Refusal for ProxyError {
                 "ServiceUnavailable",
                 Fault::Client,
                 "unknown_token",
+            ),
+            ProxyError::Protobuf(ProtobufReplyError::NotAcceptable(_)) => (
+                StatusCode::NOT_ACCEPTABLE,
+                "NotAcceptable",
+                Fault::Client,
+                "not_acceptable",
+            ),
+            ProxyError::Protobuf(ProtobufReplyError::Unreadable(_)) => (
+                StatusCode::BAD_GATEWAY,
+                "ServiceUnavailable",
+                Fault::Upstream,
+                "object_unreadable",
+            ),
+            ProxyError::Protobuf(ProtobufReplyError::Spool(_)) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+                Fault::Gateway,
+                "spool",
             ),
             ProxyError::Local(error) => return error.refusal_status(),
         };

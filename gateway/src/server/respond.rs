@@ -1,20 +1,19 @@
 //! Turning an apiserver's response and its [`Plan`] into the client's response: one switch on
 //! what kind of response it is.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::Response;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
 use http_body::Body;
-use http_body_util::{BodyExt, Either, StreamBody};
+use http_body_util::{BodyExt, Either, Full, Limited, StreamBody};
 
 use super::headers;
 use super::plan::{self, Plan};
+use super::protobuf_reply;
 use super::proxy_error::ProxyError;
-use super::watch_end::WatchEnds;
-use crate::cache::{Cache, Tee};
+use super::state::State;
+use crate::cache::Tee;
 use crate::filter::Session;
 use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
@@ -65,7 +64,7 @@ impl Kind {
         match self {
             Kind::Framed(..) => true,
             Kind::AsItCame(Some(plan)) | Kind::WatchAsItCame(plan) => {
-                plan.frames() && !plan.client_takes_gzip
+                plan.frames() && (!plan.client_takes_gzip || plan.protobuf)
             }
             Kind::AsItCame(None) => false,
         }
@@ -121,10 +120,10 @@ fn inflated<B>(kind: &Kind, response: Response<B>) -> Response<UpstreamBody<B>> 
 }
 
 /// The client's response to `response` (an apiserver's, or the multiplexer's) for
-/// `context`, sent through `plan`: teed into `cache`, and ended, for a watch, by `ends`.
+/// `context`, sent through `plan`: teed into `state`'s cache, ended, for a watch, by its
+/// watch ends, and written in protobuf for a client that takes only that.
 pub async fn respond<B>(
-    cache: &Arc<Cache>,
-    ends: &WatchEnds,
+    state: &State,
     context: &RequestContext,
     plan: Option<Plan>,
     mut response: Response<B>,
@@ -135,15 +134,20 @@ where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: std::error::Error + Send + Sync + 'static,
 {
+    let (cache, ends) = (&state.cache, &state.watch_ends);
     headers::strip_hop_by_hop(response.headers_mut(), false);
     let response = transcoded(context, plan.as_ref(), response);
     let kind = Kind::of(context, plan, &response);
     let response = inflated(&kind, response);
     let (framed, plan) = match kind {
         Kind::AsItCame(plan) => {
+            let protobuf = plan.as_ref().is_some_and(|plan| plan.protobuf);
             // Nothing of it is cached: a list the cache was told of is given up.
             if let Some(target) = plan.and_then(|plan| plan.cache) {
                 cache.skip_response(target);
+            }
+            if protobuf && plan::is_plain_json(response.headers()) {
+                return refusal_in_protobuf(response).await;
             }
             return Ok(response.map(BodyExt::boxed_unsync));
         }
@@ -156,6 +160,16 @@ where
         Kind::Framed(framed, plan) => (framed, plan),
     };
     let (mut parts, body) = response.into_parts();
+    let protobuf = plan.protobuf;
+    if protobuf {
+        let media = match framed {
+            Framed::Watch => stream::PROTOBUF_WATCH,
+            Framed::List | Framed::Object => stream::PROTOBUF,
+        };
+        parts
+            .headers
+            .insert(CONTENT_TYPE, HeaderValue::from_static(media));
+    }
     // A watch served from the multiplexer's state re-filters what a lookup change touches,
     // rather than ending.
     let lookups = match plan.served {
@@ -175,6 +189,14 @@ where
                 stop: None,
             };
             let mut list = Box::pin(stream::list(body, pipeline));
+            if protobuf {
+                let spooled = protobuf_reply::list(list, &state.spool_dir).await?;
+                parts.headers.insert(CONTENT_LENGTH, spooled.length.into());
+                return Ok(Response::from_parts(
+                    parts,
+                    StreamBody::new(spooled.body).boxed_unsync(),
+                ));
+            }
             // Until its first bytes are out, a list the apiserver garbles can still be
             // answered with a Status (the tee has given it up); after, the client sees its
             // body break off.
@@ -193,7 +215,11 @@ where
                     .map(|t| Box::new(t) as Box<dyn WatchSink>),
                 stop: Some(ends.signal(context, plan.fingerprint, lookups, plan.served)),
             };
-            StreamBody::new(stream::watch(body, pipeline)).boxed_unsync()
+            let watch = stream::watch(body, pipeline);
+            match protobuf {
+                true => StreamBody::new(protobuf_reply::watch(watch)).boxed_unsync(),
+                false => StreamBody::new(watch).boxed_unsync(),
+            }
         }
         Framed::Object => {
             let pipeline = Pipeline {
@@ -204,7 +230,10 @@ where
                 stop: None,
             };
             let reads = context.info.verb == Verb::Get;
-            let sent = stream::object(body, pipeline, reads).await?;
+            let mut sent = stream::object(body, pipeline, reads).await?;
+            if protobuf {
+                sent = protobuf_reply::object(&sent)?;
+            }
             parts.headers.insert(CONTENT_LENGTH, sent.len().into());
             http_body_util::Full::new(sent)
                 .map_err(|never| match never {})
@@ -212,4 +241,32 @@ where
         }
     };
     Ok(Response::from_parts(parts, body))
+}
+
+/// An apiserver's refusal (a JSON `Status`, read whole up to [`stream::MAX_OBJECT`]) written
+/// in protobuf, as kube-apiserver refuses a client that takes only protobuf; as it came if
+/// it is not a `Status` the schema can write.
+async fn refusal_in_protobuf<B>(response: Response<B>) -> Result<Response<ResponseBody>, ProxyError>
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<crate::error::BoxError>,
+{
+    let (mut parts, body) = response.into_parts();
+    let json = Limited::new(body, stream::MAX_OBJECT)
+        .collect()
+        .await
+        .map_err(ObjectError::Unreadable)?
+        .to_bytes();
+    let body = match protobuf_reply::object(&json) {
+        Ok(status) => {
+            parts
+                .headers
+                .insert(CONTENT_TYPE, HeaderValue::from_static(stream::PROTOBUF));
+            status
+        }
+        Err(_) => json,
+    };
+    parts.headers.insert(CONTENT_LENGTH, body.len().into());
+    let body = Full::new(body).map_err(|never| match never {});
+    Ok(Response::from_parts(parts, body.boxed_unsync()))
 }

@@ -40,4 +40,6 @@ pub(crate) struct State {
     pub(crate) certificates: Vec<Arc<crate::certificate::Renewal>>,
     /// What ends open watches (health, stopping, filters, informers), made once.
     pub(crate) watch_ends: WatchEnds,
+    /// Where a list written in protobuf is spooled: the cache's directory.
+    pub(crate) spool_dir: std::path::PathBuf,
 }

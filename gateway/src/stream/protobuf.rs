@@ -36,7 +36,7 @@ use http_body::{Body, Frame};
 
 use super::error::MAX_OBJECT;
 use crate::error::BoxError;
-pub use described::{DESCRIBED_RELEASE, protobuf_object_json};
+pub use described::{DESCRIBED_RELEASE, describes, protobuf_object_json};
 pub use encode::{
     ListEncoder, ListMeta, json_object_protobuf, json_object_protobuf_as, watch_frame,
 };
@@ -47,7 +47,9 @@ use schema::{KNOWN, Known, STATUS};
 use wire::{Fields, MAGIC};
 
 /// Kubernetes' protobuf media type.
-const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+/// A protobuf watch's media type.
+pub const PROTOBUF_WATCH: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
 /// Resources of [`KNOWN`] whose protobuf turned out not to be known: asked for as JSON for
 /// the rest of the process's life.

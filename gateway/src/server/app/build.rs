@@ -56,15 +56,7 @@ pub(super) async fn state(
         })?;
     let mut metrics = Metrics::new();
     let cache = cache(config, &mut metrics).await?;
-    let health_settings = HealthSettings {
-        interval: config.health.interval,
-        timeout: config.health.timeout,
-        failed_retry: config.health.failed_retry,
-        healthy_threshold: config.health.healthy_threshold,
-        node_name: config.node_name.clone(),
-        kubelet: Arc::default(),
-        cloud_version: cache.cloud_clock(),
-    };
+    let health_settings = health_settings(config, &cache);
     // Informers serve filters' lookups, and the pool port's check of its callers' pool.
     let informers = if config.filter_dir.is_some() || config.pool_port.is_some() {
         let informers = Informers::start(proxy, Some(cache.store().clone()));
@@ -153,8 +145,22 @@ pub(super) async fn state(
         in_flight: limit::InFlightLimit::new(config.max_requests_in_flight),
         known: caller::KnownCredentials::default(),
         certificates: identity.renewals,
+        spool_dir: config.disk_cache_path.clone(),
     });
     Ok(state)
+}
+
+/// The health checker's settings, from `config`; the cloud's version read from `cache`.
+fn health_settings(config: &Config, cache: &Cache) -> HealthSettings {
+    HealthSettings {
+        interval: config.health.interval,
+        timeout: config.health.timeout,
+        failed_retry: config.health.failed_retry,
+        healthy_threshold: config.health.healthy_threshold,
+        node_name: config.node_name.clone(),
+        kubelet: Arc::default(),
+        cloud_version: cache.cloud_clock(),
+    }
 }
 
 /// The filter that points pods at the HTTPS proxy on the hub interface.

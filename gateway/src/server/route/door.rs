@@ -94,8 +94,7 @@ impl Door<'_> {
             Answer::Forwarded(response) => {
                 let plan = self.plan;
                 respond::respond(
-                    &state.cache,
-                    &state.watch_ends,
+                    state,
                     &self.context,
                     plan,
                     response,
@@ -105,8 +104,7 @@ impl Door<'_> {
             Answer::Shared(response) => {
                 let plan = self.plan.and_then(Plan::served);
                 respond::respond(
-                    &state.cache,
-                    &state.watch_ends,
+                    state,
                     &self.context,
                     plan,
                     response,

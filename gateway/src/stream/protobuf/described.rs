@@ -12,6 +12,7 @@
 //! anyway, as 1.20's empty `clusterName`); holding anything else, it makes the object
 //! unreadable rather than silently lost.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
@@ -86,6 +87,25 @@ pub fn protobuf_object_json(body: &[u8]) -> Result<Json, TranscodeError> {
     object.insert("apiVersion".into(), api_version.into());
     object.append(&mut fields);
     Ok(Json::Object(object))
+}
+
+/// Whether the schema holds `group`'s `version` (`""` the core group), so that any of its
+/// kinds can be written in protobuf: the packages `protos/` compiles (core, discovery).
+pub fn describes(group: &str, version: &str) -> bool {
+    static PACKAGES: LazyLock<HashSet<String>> = LazyLock::new(|| {
+        let Ok(pool) = POOL.as_ref() else {
+            return HashSet::new();
+        };
+        pool.all_messages()
+            .map(|message| message.package_name().to_owned())
+            .collect()
+    });
+    let package = group
+        .split('.')
+        .next()
+        .filter(|g| !g.is_empty())
+        .unwrap_or("core");
+    PACKAGES.contains(&format!("k8s.io.api.{package}.{version}"))
 }
 
 /// The message of `kind` in `apiVersion`: Kubernetes names a group's package after the
