@@ -63,6 +63,33 @@ if [ ! -x "$BIN/kubectl" ]; then
   rm -rf "$tmp"
 fi
 
+# A current kubectl beside 1.20's, as kubectl-current/kubectl (its User-Agent still says
+# kubectl): from 1.31 on, kubectl tries WebSocket before SPDY for exec, attach and
+# port-forward; the node scenario exec:: runs both kubectls. From Debian sid, as that is
+# where Debian packages the newest kubectl (bookworm has none after 1.20). apt fetches it
+# with a private configuration (its own sources list, lists and cache, and no dpkg status,
+# so that a kubectl installed from elsewhere is no candidate): the machine's sources stay
+# as they are, and the package is checked against sid's signed Release as apt checks any.
+if [ ! -x "$BIN/kubectl-current/kubectl" ]; then
+  log "fetching a current kubectl (Debian sid's kubectl)"
+  tmp=$(mktemp -d)
+  # apt's sandbox user (_apt) reads the lists and writes the download.
+  chmod 0755 "$tmp"
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/deb"
+  if [ "$(id -u)" = 0 ]; then chown _apt "$tmp/deb"; fi
+  echo 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main' \
+    >"$tmp/sources.list"
+  private=(-o Dir::Etc::SourceList="$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache" -o Dir::State::status=/dev/null
+    -o Acquire::Languages=none)
+  apt-get -qq "${private[@]}" update
+  (cd "$tmp/deb" && apt-get -qq "${private[@]}" download kubectl)
+  dpkg-deb -x "$tmp"/deb/kubectl_*.deb "$tmp/x"
+  "$tmp/x/usr/bin/kubectl" version --client >/dev/null
+  install -D -m 0755 "$tmp/x/usr/bin/kubectl" "$BIN/kubectl-current/kubectl"
+  rm -rf "$tmp"
+fi
+
 missing=()
 for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || missing+=("$b"); done
 if [ ${#missing[@]} -gt 0 ]; then

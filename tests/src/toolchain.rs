@@ -1,5 +1,5 @@
 //! The binaries the cluster and the node run: etcd, kube-apiserver, kube-controller-manager,
-//! kubelet, kube-proxy and kubectl, provisioned on first use.
+//! kubelet, kube-proxy and kubectl (1.20 and a current one), provisioned on first use.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -15,6 +15,9 @@ pub struct Toolchain {
     pub kube_apiserver: PathBuf,
     /// kubectl 1.20.2, from Debian's kubernetes-client.
     pub kubectl: PathBuf,
+    /// A current kubectl, from Debian sid's kubectl (1.36 when added): it tries WebSocket
+    /// before SPDY for exec, attach and port-forward. Only the node's exec scenario runs it.
+    pub kubectl_current: PathBuf,
     /// kube-controller-manager 1.20.2 (the node's cloud), built like kube-apiserver.
     pub kube_controller_manager: PathBuf,
     /// kubelet 1.20.2 (the node), built like kube-apiserver but with cgo.
@@ -27,7 +30,8 @@ impl Toolchain {
     /// Runs `tests/cluster/provision.sh` (which only checks when everything is in place) and
     /// returns the binaries it vouches for. `EDGEGATE_K8S_BIN` names a directory holding
     /// kube-apiserver and kubectl and skips provisioning (the node's binaries are looked for
-    /// there too, and only a node needs them: see [`Toolchain::check_node`]).
+    /// there too, and only a node needs them: see [`Toolchain::check_node`]; the current
+    /// kubectl as `kubectl-current/kubectl`, which only the exec scenario needs).
     pub fn provision() -> Result<Toolchain> {
         let bin_dir = match std::env::var_os("EDGEGATE_K8S_BIN") {
             Some(dir) => PathBuf::from(dir),
@@ -57,6 +61,7 @@ impl Toolchain {
             etcd,
             kube_apiserver: bin_dir.join("kube-apiserver"),
             kubectl: bin_dir.join("kubectl"),
+            kubectl_current: bin_dir.join("kubectl-current/kubectl"),
             kube_controller_manager: bin_dir.join("kube-controller-manager"),
             kubelet: bin_dir.join("kubelet"),
             kube_proxy: bin_dir.join("kube-proxy"),
