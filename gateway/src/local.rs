@@ -23,6 +23,7 @@ mod layer;
 mod lifecycle;
 mod list;
 mod media;
+mod metadata_answer;
 mod own;
 mod paging;
 mod patch;
@@ -41,7 +42,7 @@ use hyper::body::Incoming;
 
 use crate::cache::{Cache, ResourceKey, Scope};
 use crate::reply::{ResponseBody, json};
-use crate::request::{Answered, RequestContext, RequestInfo, Verb};
+use crate::request::{Answered, RequestContext, RequestInfo, Shape, Verb};
 use crate::stream::Transform;
 use crate::upstream::{HealthWatch, KubeletLease, NODE_LEASE_NAMESPACE};
 
@@ -218,6 +219,21 @@ impl Local {
                 "the cloud is unreachable and the local cache answers in application/json or application/vnd.kubernetes.protobuf only".to_owned(),
             ));
         }
+        if context.shape == Shape::Metadata {
+            if context.answered != Answered::Json {
+                return Err(LocalError::NotAcceptable(
+                    "the cloud is unreachable and the local cache answers metadata alone in application/json only".to_owned(),
+                ));
+            }
+            let whole = self.whole(context).await?;
+            let verb = context.info.verb.api().unwrap_or(Verb::Get);
+            return metadata_answer::reshaped(verb, whole).await;
+        }
+        self.whole(context).await
+    }
+
+    /// Answers a read of whole objects.
+    async fn whole(&self, context: &RequestContext) -> Result<Response<ResponseBody>, LocalError> {
         // Never a state older than what a client was already sent.
         self.cache.caught_up().await;
         match context.info.verb.api() {

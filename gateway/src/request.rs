@@ -8,7 +8,7 @@ mod context;
 mod info;
 mod list_query;
 
-pub use accept::Answered;
+pub use accept::{Answered, Shape, negotiate};
 pub use component::component_of;
 pub use context::RequestContext;
 pub use info::{RequestInfo, RequestVerb, Verb};

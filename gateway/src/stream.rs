@@ -13,18 +13,22 @@
 //!   `Status`, turned into JSON as it streams, before any of the above.
 //! - `list`, `watch`, `nesting`, `scan`: the framers that find items and events in bytes.
 //! - `object`: an object's metadata read without parsing it whole.
+//! - `event_map`: a watch body mapped event by event (into protobuf, into metadata alone).
+//! - [`partial_metadata`]: objects, lists and watches as `PartialObjectMetadata`.
 //! - `transform`, `sink`, `stop`: what the filter chain, the tee and a watch's end implement.
 //! - `visibility`: what a filtered watch's client is shown as objects enter and leave its view.
 //! - `error`: malformed bodies and broken streams.
 
 mod body;
 mod error;
+mod event_map;
 mod gunzip;
 mod list;
 mod list_body;
 mod nesting;
 mod object;
 mod object_body;
+pub mod partial_metadata;
 mod protobuf;
 mod scan;
 mod sink;
@@ -39,8 +43,9 @@ mod watch_body;
 
 pub use body::{BATCH, Pipeline, until};
 pub use error::{FrameError, MAX_OBJECT, StreamError};
+pub use event_map::map_events;
 pub use gunzip::{Gunzip, GzipError, is_gzip};
-pub use list::{ListFrame, ListFramer};
+pub use list::{ListFrame, ListFramer, head_json};
 pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};
 pub use object_body::{ObjectError, object};

@@ -28,6 +28,7 @@ mod hub_cfg;
 mod hub_interface;
 mod locked_hub;
 mod lookups;
+mod metadata_clients;
 mod multiplexer;
 mod offline;
 mod offline_paging;
@@ -173,6 +174,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "protobuf_clients::protobuf_only_clients_are_filtered_online_and_answered_offline",
         protobuf_clients::protobuf_only_clients_are_filtered_online_and_answered_offline,
+    ),
+    (
+        "metadata_clients::metadata_clients_read_filtered_metadata_online_and_offline",
+        metadata_clients::metadata_clients_read_filtered_metadata_online_and_offline,
     ),
     (
         "offline::paginated_list_is_cached_complete",

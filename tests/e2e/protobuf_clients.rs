@@ -30,32 +30,9 @@ const TRAIL: &str = "edgegate.test/trail";
 /// protobuf; a client that takes neither JSON nor protobuf is `406`, and kubectl's table
 /// request (plain JSON its fallback) gets JSON.
 pub fn protobuf_only_clients_are_filtered_online_and_answered_offline(env: &Env) -> Result<()> {
-    let scratch = env.cluster.dir.join(unique("protobuf"));
-    let filters = crate::topology::filter_dir(&scratch, &["tagger"])?;
-    std::fs::write(filters.join("tagger.toml"), "[config]\ntag = \"t\"\n")?;
-    let filter_dir = format!("--filter-dir={}", filters.display());
-    let flags = [
-        filter_dir.as_str(),
-        "--cache-agents=test",
-        "--heartbeat-interval-seconds=1",
-    ];
-    let apiserver = ([127, 0, 0, 1], env.cluster.port).into();
-    let (relay, gateway) = relayed_gateway_to(env, &env.cluster, apiserver, &flags)?;
-    let ns = namespace(&env.cluster, "protobuf")?;
+    let (relay, gateway, path) = tagged_configmaps(env, "protobuf")?;
     let rt = runtime();
     let client = client();
-    rt.block_on(create_configmaps(&client, &gateway.url(), &ns, "p", 5))?;
-    env.cluster
-        .kubectl(&["create", "configmap", "p-drop", "-n", &ns])?;
-    env.cluster.kubectl(&[
-        "label",
-        "configmap",
-        "p-drop",
-        "-n",
-        &ns,
-        "edgegate.test/drop=t",
-    ])?;
-    let path = format!("/api/v1/namespaces/{ns}/configmaps");
 
     let expected = rt.block_on(async {
         let through = through_gateway(&gateway.url())?;
@@ -112,6 +89,41 @@ pub fn protobuf_only_clients_are_filtered_online_and_answered_offline(env: &Env)
         "kubectl's table request falls back to JSON: {status}"
     );
     Ok(())
+}
+
+/// A gateway through a relay the test can cut, filtering the `test` component's reads with
+/// the tagger (tag `t`) and caching them; five ConfigMaps and one the tagger drops, in a new
+/// namespace named after `name`. Returns the relay, the gateway and the ConfigMaps' path.
+pub(crate) fn tagged_configmaps(
+    env: &Env,
+    name: &str,
+) -> Result<(edgegate_testkit::Relay, edgegate_testkit::Gateway, String)> {
+    let scratch = env.cluster.dir.join(unique(name));
+    let filters = crate::topology::filter_dir(&scratch, &["tagger"])?;
+    std::fs::write(filters.join("tagger.toml"), "[config]\ntag = \"t\"\n")?;
+    let filter_dir = format!("--filter-dir={}", filters.display());
+    let flags = [
+        filter_dir.as_str(),
+        "--cache-agents=test",
+        "--heartbeat-interval-seconds=1",
+    ];
+    let apiserver = ([127, 0, 0, 1], env.cluster.port).into();
+    let (relay, gateway) = relayed_gateway_to(env, &env.cluster, apiserver, &flags)?;
+    let ns = namespace(&env.cluster, name)?;
+    let rt = runtime();
+    rt.block_on(create_configmaps(&client(), &gateway.url(), &ns, "p", 5))?;
+    env.cluster
+        .kubectl(&["create", "configmap", "p-drop", "-n", &ns])?;
+    env.cluster.kubectl(&[
+        "label",
+        "configmap",
+        "p-drop",
+        "-n",
+        &ns,
+        "edgegate.test/drop=t",
+    ])?;
+    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    Ok((relay, gateway, path))
 }
 
 /// Online, through the gateway (`through`) and from kube-apiserver itself (`direct`), both
@@ -183,14 +195,14 @@ async fn online(
 }
 
 /// A kube-rs client to the gateway at `url`, on the admin's token.
-fn through_gateway(url: &str) -> Result<kube::Client> {
+pub(crate) fn through_gateway(url: &str) -> Result<kube::Client> {
     let mut config = kube::Config::new(url.parse()?);
     config.auth_info.token = Some(edgegate_testkit::ADMIN_TOKEN.to_owned().into());
     Ok(kube::Client::try_from(config)?)
 }
 
 /// A kube-rs client to the apiserver itself, as the admin's `kubeconfig` says.
-async fn direct(kubeconfig: &std::path::Path) -> Result<kube::Client> {
+pub(crate) async fn direct(kubeconfig: &std::path::Path) -> Result<kube::Client> {
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)?;
     let options = kube::config::KubeConfigOptions::default();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
@@ -200,8 +212,18 @@ async fn direct(kubeconfig: &std::path::Path) -> Result<kube::Client> {
 /// GETs `path` with `client`, taking only protobuf, as the tagger's component: the status,
 /// the `Content-Type` and the whole body.
 async fn read(client: &kube::Client, path: &str) -> Result<(http::StatusCode, String, Bytes)> {
+    read_as(client, path, PROTOBUF).await
+}
+
+/// GETs `path` with `client` as the tagger's component, taking `accept`: the status, the
+/// `Content-Type` and the whole body.
+pub(crate) async fn read_as(
+    client: &kube::Client,
+    path: &str,
+    accept: &str,
+) -> Result<(http::StatusCode, String, Bytes)> {
     let request = http::Request::get(path)
-        .header(http::header::ACCEPT, PROTOBUF)
+        .header(http::header::ACCEPT, accept)
         .header(http::header::USER_AGENT, AGENT)
         .body(kube::client::Body::empty())?;
     let response = tokio::time::timeout(Duration::from_secs(30), client.send(request))

@@ -4,7 +4,7 @@
 
 use http::{HeaderMap, Method, Uri};
 
-use super::accept::Answered;
+use super::accept::{Answered, Shape, negotiate};
 use super::component::component_of;
 use super::info::RequestInfo;
 use super::list_query::ListQuery;
@@ -22,6 +22,8 @@ pub struct RequestContext {
     pub query: ListQuery,
     /// What it takes back, should the gateway answer it.
     pub answered: Answered,
+    /// The form it takes objects in: whole, or their metadata alone.
+    pub shape: Shape,
 }
 
 impl RequestContext {
@@ -30,12 +32,14 @@ impl RequestContext {
     pub fn parse(method: &Method, uri: &Uri, headers: &HeaderMap) -> RequestContext {
         let query = ListQuery::parse(uri.query());
         let component = component_of(headers);
+        let (answered, shape) = negotiate(headers);
         RequestContext {
             info: RequestInfo::of(method, uri.path(), &query),
             cache_component: component.clone(),
             component,
             query,
-            answered: Answered::of(headers),
+            answered,
+            shape,
         }
     }
 

@@ -7,7 +7,7 @@ use http::header::{ACCEPT, ACCEPT_ENCODING, HeaderValue};
 
 use crate::cache::{CachePolicy, CacheTarget};
 use crate::filter::{Filters, Session};
-use crate::request::{Answered, RequestContext, RequestInfo, Verb};
+use crate::request::{Answered, RequestContext, RequestInfo, Shape, Verb};
 use crate::stream;
 
 /// What a resource request's response passes through.
@@ -31,17 +31,16 @@ pub struct Plan {
     /// Answered from the multiplexer's shared state, not upstream: nothing of it is cached
     /// again, and a watch outlives the cloud's loss.
     pub served: bool,
-    /// The client takes Kubernetes' protobuf and not JSON: the framed JSON is written in
-    /// protobuf for it ([`super::protobuf_reply`]).
-    pub protobuf: bool,
+    /// How the framed JSON is written for the client.
+    pub form: Form,
 }
 
 impl Plan {
     /// The plan of a resource request (`None` for others): filtered for its component by
     /// `filters`, cached for its cache component as `policy` says. A client that takes only
-    /// protobuf is planned as a JSON one when it reads a kind the schema can write (then its
-    /// answer is written in protobuf); otherwise, as for a server-side table, nothing
-    /// filters or caches the response.
+    /// protobuf, or metadata alone, is planned as a JSON one when the gateway can write its
+    /// answer so ([`Form::of`]); otherwise, as for a server-side table, nothing filters or
+    /// caches the response.
     pub fn of(
         context: &RequestContext,
         headers: &HeaderMap,
@@ -56,8 +55,11 @@ impl Plan {
         let fingerprint = generation.fingerprint(info, &context.component);
         let watch = info.verb == Verb::Watch;
         let client_takes_gzip = takes_gzip(headers);
-        let protobuf = !takes_json(headers);
-        if protobuf && !writes_protobuf(context) {
+        let form = match takes_json(headers) {
+            true => Some(Form::default()),
+            false => Form::of(context),
+        };
+        let Some(form) = form else {
             return Some(Plan {
                 session: None,
                 cache: None,
@@ -66,9 +68,9 @@ impl Plan {
                 watch,
                 client_takes_gzip,
                 served: false,
-                protobuf: false,
+                form: Form::default(),
             });
-        }
+        };
         let session = generation.session(info, &context.component);
         Some(Plan {
             session,
@@ -78,7 +80,7 @@ impl Plan {
             watch,
             client_takes_gzip,
             served: false,
-            protobuf,
+            form,
         })
     }
 
@@ -102,7 +104,7 @@ impl Plan {
             watch: info.verb == Verb::Watch,
             client_takes_gzip: takes_gzip(headers),
             served: true,
-            protobuf: false,
+            form: Form::default(),
         })
     }
 
@@ -187,15 +189,35 @@ fn takes_json(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Whether the gateway writes in protobuf what `context` reads, for a client that takes
-/// protobuf and not JSON: a get, list or watch (no subresource) of a group version the
-/// schema holds.
-fn writes_protobuf(context: &RequestContext) -> bool {
-    let info = &context.info;
-    context.answered == Answered::Protobuf
-        && matches!(info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch))
-        && info.subresource.is_empty()
-        && stream::describes(&info.api_group, &info.api_version)
+/// How the framed JSON is written for the client: as it is (whole objects in JSON), or in
+/// the form of a client that does not take that.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Form {
+    /// In protobuf ([`super::protobuf_reply`]).
+    pub protobuf: bool,
+    /// Objects as `PartialObjectMetadata` ([`stream::partial_metadata`]).
+    pub metadata: bool,
+}
+
+impl Form {
+    /// The form the gateway writes what `context` reads in, if it can: a get, list or watch
+    /// (no subresource); in protobuf of a group version the schema holds (or of metadata
+    /// alone, which it always holds), and as metadata of any kind.
+    fn of(context: &RequestContext) -> Option<Form> {
+        let info = &context.info;
+        let read = matches!(info.verb.api(), Some(Verb::Get | Verb::List | Verb::Watch))
+            && info.subresource.is_empty();
+        let metadata = context.shape == Shape::Metadata;
+        let writable = match context.answered {
+            Answered::Json => metadata,
+            Answered::Protobuf => metadata || stream::describes(&info.api_group, &info.api_version),
+            Answered::Neither => false,
+        };
+        (read && writable).then_some(Form {
+            protobuf: context.answered == Answered::Protobuf,
+            metadata,
+        })
+    }
 }
 
 /// Whether an upstream response is the JSON the framing reads.
@@ -230,13 +252,14 @@ mod tests {
     }
 
     /// A protobuf-only client's read of a kind the schema writes is framed (its answer
-    /// written in protobuf); its other requests pass through as they came.
+    /// written in protobuf), as is a metadata client's read of any kind; other requests pass
+    /// through as they came.
     #[test]
-    fn protobuf_only_reads_of_described_kinds_are_written_in_protobuf() {
+    fn protobuf_only_and_metadata_reads_are_written_in_their_form() {
         let protobuf = accept("application/vnd.kubernetes.protobuf");
         let writes = |method: http::Method, uri: &str| {
             let context = RequestContext::parse(&method, &uri.parse().unwrap(), &protobuf);
-            writes_protobuf(&context)
+            Form::of(&context).is_some_and(|form| form.protobuf && !form.metadata)
         };
         assert!(writes(
             http::Method::GET,
@@ -262,7 +285,18 @@ mod tests {
             &"/api/v1/services".parse().unwrap(),
             &table,
         );
-        assert!(!writes_protobuf(&context));
+        assert_eq!(Form::of(&context), None);
+        let metadata = accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
+        let context = RequestContext::parse(
+            &http::Method::GET,
+            &"/apis/apps/v1/deployments".parse().unwrap(),
+            &metadata,
+        );
+        let form = Some(Form {
+            protobuf: false,
+            metadata: true,
+        });
+        assert_eq!(Form::of(&context), form, "metadata of any kind");
     }
 
     #[test]

@@ -18,8 +18,8 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt, BufWriter};
 
 use crate::error::BoxError;
 use crate::stream::{
-    Event, ListEncoder, ListFrame, ListFramer, ListMeta, TranscodeError, WatchFramer,
-    json_object_protobuf, watch_frame,
+    Event, ListEncoder, ListFrame, ListFramer, ListMeta, TranscodeError, head_json,
+    json_object_protobuf, map_events, watch_frame,
 };
 
 /// The bytes of a spooled list read back at once.
@@ -51,42 +51,14 @@ pub fn watch<S>(json: S) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> +
 where
     S: Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + 'static,
 {
-    let start = (Box::pin(json), WatchFramer::new(), false);
-    stream::unfold(start, |(mut json, mut framer, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            match framer.next_frame() {
-                Ok(Some(event)) => {
-                    let frame = event_frame(&event);
-                    let done = frame.is_err();
-                    return Some((frame, (json, framer, done)));
-                }
-                Ok(None) => {}
-                Err(error) => return Some((Err(error.into()), (json, framer, true))),
-            }
-            match json.next().await {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        framer.push(&data);
-                    }
-                }
-                Some(Err(error)) => return Some((Err(error), (json, framer, true))),
-                None => return None,
-            }
-        }
-    })
+    map_events(json, event_frame)
 }
 
 /// One JSON watch event, framed in protobuf.
-fn event_frame(event: &Bytes) -> Result<Frame<Bytes>, BoxError> {
-    let event = Event::parse(event)?;
+fn event_frame(event: Event) -> Result<Bytes, BoxError> {
     let object: Json = serde_json::from_slice(&event.object)?;
     let object = json_object_protobuf(&object)?;
-    Ok(Frame::data(
-        watch_frame(event.kind.as_str(), &object).into(),
-    ))
+    Ok(watch_frame(event.kind.as_str(), &object).into())
 }
 
 /// A list written in protobuf: its length, and its bytes read back from the spool.
@@ -148,7 +120,9 @@ impl Spool {
     async fn take(&mut self, frame: ListFrame) -> Result<(), ProtobufReplyError> {
         match frame {
             ListFrame::Head(head) => {
-                let head = closed(&head, b"", b"]}")?;
+                let (head, _) = head_json(&head).ok_or_else(|| {
+                    ProtobufReplyError::Unreadable("a list whose head is not JSON".into())
+                })?;
                 let name = |name: &str| head.get(name).and_then(Json::as_str);
                 // kube-apiserver writes them first; a list that does not cannot be written.
                 let (Some(api_version), Some(kind)) = (name("apiVersion"), name("kind")) else {
@@ -170,7 +144,10 @@ impl Spool {
                 self.length += field.len() as u64;
             }
             ListFrame::Tail(tail) => {
-                let tail = closed(&tail, b"{\"items\":[", b"")?;
+                let mut opened = b"{\"items\":[".to_vec();
+                opened.extend_from_slice(&tail);
+                let tail: Json = serde_json::from_slice(&opened)
+                    .map_err(|e| ProtobufReplyError::Unreadable(e.into()))?;
                 if let (Json::Null, Some(metadata)) = (&self.metadata, tail.get("metadata")) {
                     self.metadata = metadata.clone();
                 }
@@ -230,19 +207,6 @@ fn read_back(
             Err(error) => Some((Err(error.into()), (file, 0))),
         }
     })
-}
-
-/// A piece of a JSON list made whole by `before` and `after`, parsed (a head alone when it is
-/// the whole body).
-fn closed(piece: &[u8], before: &[u8], after: &[u8]) -> Result<Json, ProtobufReplyError> {
-    if let Ok(whole) = serde_json::from_slice(piece) {
-        return Ok(whole);
-    }
-    let mut joined = Vec::with_capacity(before.len() + piece.len() + after.len());
-    joined.extend_from_slice(before);
-    joined.extend_from_slice(piece);
-    joined.extend_from_slice(after);
-    serde_json::from_slice(&joined).map_err(|e| ProtobufReplyError::Unreadable(e.into()))
 }
 
 /// A framing error, as the reason a list could not be read.

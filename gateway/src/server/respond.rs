@@ -2,18 +2,19 @@
 //! what kind of response it is.
 
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use http::Response;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
-use http_body::Body;
+use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Either, Full, Limited, StreamBody};
 
 use super::headers;
-use super::plan::{self, Plan};
+use super::plan::{self, Form, Plan};
 use super::protobuf_reply;
 use super::proxy_error::ProxyError;
 use super::state::State;
 use crate::cache::Tee;
+use crate::error::BoxError;
 use crate::filter::Session;
 use crate::reply::ResponseBody;
 use crate::request::{RequestContext, Verb};
@@ -64,12 +65,15 @@ impl Kind {
         match self {
             Kind::Framed(..) => true,
             Kind::AsItCame(Some(plan)) | Kind::WatchAsItCame(plan) => {
-                plan.frames() && (!plan.client_takes_gzip || plan.protobuf)
+                plan.frames() && (!plan.client_takes_gzip || plan.form.protobuf)
             }
             Kind::AsItCame(None) => false,
         }
     }
 }
+
+/// A framed body's chunks for the client, in whichever form they are written.
+type Chunks = std::pin::Pin<Box<dyn Stream<Item = Result<Frame<Bytes>, BoxError>> + Send>>;
 
 /// An upstream body, inflated or as it came.
 type UpstreamBody<B> = Either<stream::Gunzip<B>, B>;
@@ -141,7 +145,7 @@ where
     let response = inflated(&kind, response);
     let (framed, plan) = match kind {
         Kind::AsItCame(plan) => {
-            let protobuf = plan.as_ref().is_some_and(|plan| plan.protobuf);
+            let protobuf = plan.as_ref().is_some_and(|plan| plan.form.protobuf);
             // Nothing of it is cached: a list the cache was told of is given up.
             if let Some(target) = plan.and_then(|plan| plan.cache) {
                 cache.skip_response(target);
@@ -160,8 +164,8 @@ where
         Kind::Framed(framed, plan) => (framed, plan),
     };
     let (mut parts, body) = response.into_parts();
-    let protobuf = plan.protobuf;
-    if protobuf {
+    let form = plan.form;
+    if form.protobuf {
         let media = match framed {
             Framed::Watch => stream::PROTOBUF_WATCH,
             Framed::List | Framed::Object => stream::PROTOBUF,
@@ -188,24 +192,8 @@ where
                     .map(|t| Box::new(t) as Box<dyn ListSink>),
                 stop: None,
             };
-            let mut list = Box::pin(stream::list(body, pipeline));
-            if protobuf {
-                let spooled = protobuf_reply::list(list, &state.spool_dir).await?;
-                parts.headers.insert(CONTENT_LENGTH, spooled.length.into());
-                return Ok(Response::from_parts(
-                    parts,
-                    StreamBody::new(spooled.body).boxed_unsync(),
-                ));
-            }
-            // Until its first bytes are out, a list the apiserver garbles can still be
-            // answered with a Status (the tee has given it up); after, the client sees its
-            // body break off.
-            match list.next().await {
-                Some(Err(error)) => return Err(ObjectError::Unreadable(error).into()),
-                first => {
-                    StreamBody::new(futures_util::stream::iter(first).chain(list)).boxed_unsync()
-                }
-            }
+            let list = stream::list(body, pipeline);
+            list_in_form(list, form, &state.spool_dir, &mut parts).await?
         }
         Framed::Watch => {
             let pipeline = Pipeline {
@@ -215,11 +203,7 @@ where
                     .map(|t| Box::new(t) as Box<dyn WatchSink>),
                 stop: Some(ends.signal(context, plan.fingerprint, lookups, plan.served)),
             };
-            let watch = stream::watch(body, pipeline);
-            match protobuf {
-                true => StreamBody::new(protobuf_reply::watch(watch)).boxed_unsync(),
-                false => StreamBody::new(watch).boxed_unsync(),
-            }
+            watch_in_form(stream::watch(body, pipeline), form)
         }
         Framed::Object => {
             let pipeline = Pipeline {
@@ -230,10 +214,7 @@ where
                 stop: None,
             };
             let reads = context.info.verb == Verb::Get;
-            let mut sent = stream::object(body, pipeline, reads).await?;
-            if protobuf {
-                sent = protobuf_reply::object(&sent)?;
-            }
+            let sent = object_in_form(stream::object(body, pipeline, reads).await?, form)?;
             parts.headers.insert(CONTENT_LENGTH, sent.len().into());
             http_body_util::Full::new(sent)
                 .map_err(|never| match never {})
@@ -243,13 +224,65 @@ where
     Ok(Response::from_parts(parts, body))
 }
 
+/// A framed list's JSON in the client's `form`: reshaped as it streams, or written whole in
+/// protobuf to the spool in `spool_dir` first (its length then set in `parts`).
+async fn list_in_form(
+    list: impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + 'static,
+    form: Form,
+    spool_dir: &std::path::Path,
+    parts: &mut http::response::Parts,
+) -> Result<ResponseBody, ProxyError> {
+    let mut list: Chunks = match form.metadata {
+        true => Box::pin(stream::partial_metadata::list(list)),
+        false => Box::pin(list),
+    };
+    if form.protobuf {
+        let spooled = protobuf_reply::list(list, spool_dir).await?;
+        parts.headers.insert(CONTENT_LENGTH, spooled.length.into());
+        return Ok(StreamBody::new(spooled.body).boxed_unsync());
+    }
+    // Until its first bytes are out, a list the apiserver garbles can still be answered
+    // with a Status (the tee has given it up); after, the client sees its body break off.
+    match list.next().await {
+        Some(Err(error)) => Err(ObjectError::Unreadable(error).into()),
+        first => Ok(StreamBody::new(futures_util::stream::iter(first).chain(list)).boxed_unsync()),
+    }
+}
+
+/// A framed watch's JSON in the client's `form`, event by event.
+fn watch_in_form(
+    watch: impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + 'static,
+    form: Form,
+) -> ResponseBody {
+    let watch: Chunks = match form.metadata {
+        true => Box::pin(stream::partial_metadata::watch(watch)),
+        false => Box::pin(watch),
+    };
+    match form.protobuf {
+        true => StreamBody::new(protobuf_reply::watch(watch)).boxed_unsync(),
+        false => StreamBody::new(watch).boxed_unsync(),
+    }
+}
+
+/// A framed object's JSON in the client's `form`.
+fn object_in_form(mut sent: Bytes, form: Form) -> Result<Bytes, ProxyError> {
+    if form.metadata {
+        sent = stream::partial_metadata::object(&sent)
+            .map_err(|e| ObjectError::Unreadable(e.into()))?;
+    }
+    if form.protobuf {
+        sent = protobuf_reply::object(&sent)?;
+    }
+    Ok(sent)
+}
+
 /// An apiserver's refusal (a JSON `Status`, read whole up to [`stream::MAX_OBJECT`]) written
 /// in protobuf, as kube-apiserver refuses a client that takes only protobuf; as it came if
 /// it is not a `Status` the schema can write.
 async fn refusal_in_protobuf<B>(response: Response<B>) -> Result<Response<ResponseBody>, ProxyError>
 where
     B: Body<Data = Bytes> + Send + Unpin + 'static,
-    B::Error: Into<crate::error::BoxError>,
+    B::Error: Into<BoxError>,
 {
     let (mut parts, body) = response.into_parts();
     let json = Limited::new(body, stream::MAX_OBJECT)

@@ -21,6 +21,20 @@ pub enum ListFrame {
     Tail(Bytes),
 }
 
+/// A list's [`ListFrame::Head`] as JSON: its members before `items`, and whether it was the
+/// whole body (a list without an items array); `None` if it is not a list's head.
+pub fn head_json(head: &[u8]) -> Option<(serde_json::Value, bool)> {
+    if let Ok(whole) = serde_json::from_slice(head) {
+        return Some((whole, true));
+    }
+    let mut closed = Vec::with_capacity(head.len() + 2);
+    closed.extend_from_slice(head);
+    closed.extend_from_slice(b"]}");
+    serde_json::from_slice(&closed)
+        .ok()
+        .map(|head| (head, false))
+}
+
 /// Where the scan is in the list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
