@@ -115,7 +115,7 @@ pub struct FilterCompileArgs {
     #[arg(value_name = "FILE.wasm")]
     pub wasm: PathBuf,
 
-    /// The compiled-code store [default: `<--disk-cache-path>/_compiled-filters`].
+    /// The compiled-code store (by default `<--disk-cache-path>/_compiled-filters`).
     #[arg(long, value_name = "DIR")]
     pub compiled_cache_dir: Option<PathBuf>,
 }
