@@ -34,7 +34,7 @@ mod scan;
 mod sink;
 mod stop;
 #[cfg(test)]
-mod test_bodies;
+pub(crate) mod test_bodies;
 mod transform;
 mod version;
 mod visibility;

@@ -1,5 +1,6 @@
 //! What the body tests share: an upstream of chunks, a client that reads a body whole, and a
-//! pipeline with nothing in it.
+//! pipeline with nothing in it; and, for the tests of what the client's bytes are made into,
+//! a body of those bytes cut into pieces.
 
 use std::convert::Infallible;
 
@@ -19,6 +20,18 @@ pub fn upstream(
         .map(|c| Ok(Frame::data(Bytes::from_static(c.as_bytes()))))
         .collect();
     StreamBody::new(stream::iter(frames))
+}
+
+/// `bytes` as a body's stream of frames, cut into pieces of `size` bytes.
+pub fn chunked(
+    bytes: &[u8],
+    size: usize,
+) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + use<> {
+    let chunks: Vec<Result<Frame<Bytes>, BoxError>> = bytes
+        .chunks(size)
+        .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+        .collect();
+    stream::iter(chunks)
 }
 
 pub async fn client_reads(

@@ -2,6 +2,7 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::json;
 
 use super::*;
+use crate::stream::test_bodies::chunked;
 use crate::stream::{ProtobufBody, protobuf_object_json};
 
 fn service(name: &str, version: u64) -> Json {
@@ -28,18 +29,6 @@ fn typed(mut object: Json) -> Json {
     object["apiVersion"] = "v1".into();
     object["kind"] = "Service".into();
     object
-}
-
-/// `bytes` as a body stream, cut into pieces of `size` bytes.
-fn chunked(
-    bytes: &[u8],
-    size: usize,
-) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + use<> {
-    let chunks: Vec<Result<Frame<Bytes>, BoxError>> = bytes
-        .chunks(size)
-        .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
-        .collect();
-    stream::iter(chunks)
 }
 
 async fn collect(

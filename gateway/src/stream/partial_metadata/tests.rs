@@ -1,9 +1,10 @@
 use bytes::Bytes;
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::StreamExt;
 use http_body::Frame;
 use serde_json::{Value as Json, json};
 
 use super::*;
+use crate::stream::test_bodies::chunked;
 
 fn pod(name: &str) -> Json {
     json!({
@@ -11,17 +12,6 @@ fn pod(name: &str) -> Json {
         "spec": {"containers": [{"name": "c", "image": "busybox"}]},
         "status": {"phase": "Running"}
     })
-}
-
-fn chunked(
-    bytes: &[u8],
-    size: usize,
-) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send + use<> {
-    let chunks: Vec<Result<Frame<Bytes>, BoxError>> = bytes
-        .chunks(size)
-        .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
-        .collect();
-    stream::iter(chunks)
 }
 
 async fn collect(body: impl Stream<Item = Result<Frame<Bytes>, BoxError>>) -> Vec<u8> {
