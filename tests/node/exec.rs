@@ -2,12 +2,14 @@
 //! through edgegate online, and get edgegate's `Status` refusal, not a hang, while the link
 //! is cut; with two kubectls: 1.20, which speaks SPDY, and a current one, which tries
 //! WebSocket first and falls back to SPDY when kubelet 1.20 refuses the upgrade. Which
-//! protocol each stream was opened on is read from kubectl's own log.
+//! protocol each stream was opened on is read from kubectl's own log. A WebSocket exec on
+//! the subprotocol kubelet 1.20 speaks, sent raw as other clients send it, is switched.
 
 mod commands;
 mod kubectl;
 mod offline;
 mod protocol;
+mod websocket;
 
 use anyhow::{Context, Result, ensure};
 use edgegate_testkit::Testbed;
@@ -24,10 +26,12 @@ const CHATTY: &str = "chatty";
 /// admin's token: `exec` returns the command's output and exit code and echoes piped stdin,
 /// `attach` sees what a container reads on stdin, `logs -f` streams new lines,
 /// `port-forward` gets the bridge pod's HTTP answer; each stream on the protocol that
-/// kubectl must end on (SPDY, after a refused WebSocket upgrade for the current one). With
-/// the link cut, each is refused with edgegate's `ServiceUnavailable` `Status` (and an
-/// upgrade itself, SPDY or WebSocket, sent raw, is answered 503, not switched). Leaves the
-/// link up, the gateway online, and no pod of its own.
+/// kubectl must end on (SPDY, after a refused WebSocket upgrade for the current one); and a
+/// WebSocket exec on `v4.channel.k8s.io`, sent raw as kube-rs sends it, is switched, its
+/// frames carrying stdout, stderr and the exit code. With the link cut, each is refused with
+/// edgegate's `ServiceUnavailable` `Status` (and an upgrade itself, SPDY or WebSocket, sent
+/// raw, is answered 503, not switched). Leaves the link up, the gateway online, and no pod
+/// of its own.
 pub fn kubectl_exec_attach_port_forward_and_logs_reach_kubelet_through_edgegate(
     testbed: &mut Testbed,
 ) -> Result<()> {
@@ -110,5 +114,5 @@ fn online(testbed: &mut Testbed, kubectls: &[Kubectl]) -> Result<()> {
         commands::logs_follow(testbed, kubectl)?;
         commands::port_forward(testbed, kubectl)?;
     }
-    Ok(())
+    websocket::exec_v4(testbed)
 }

@@ -6,6 +6,7 @@ use anyhow::{Context, Result, ensure};
 use edgegate_testkit::{ADMIN_TOKEN, Testbed};
 
 use super::kubectl::{HTTPS_PROXY, Kubectl, describe, text};
+use super::websocket::{exec_path, upgrade_headers};
 use crate::support::ensure_cut;
 
 /// What each of edgegate's refusals says while no apiserver is reachable.
@@ -43,6 +44,8 @@ pub fn refused(testbed: &mut Testbed, kubectls: &[Kubectl]) -> Result<()> {
             );
         }
     }
+    let websocket = upgrade_headers("ZWRnZWdhdGUtb2ZmbGluZQ==", "v5.channel.k8s.io");
+    let websocket: Vec<&str> = websocket.iter().map(String::as_str).collect();
     for (protocol, method, headers) in [
         (
             "SPDY",
@@ -52,16 +55,7 @@ pub fn refused(testbed: &mut Testbed, kubectls: &[Kubectl]) -> Result<()> {
                 "X-Stream-Protocol-Version: v4.channel.k8s.io",
             ][..],
         ),
-        (
-            "WebSocket",
-            "GET",
-            &[
-                "Upgrade: websocket",
-                "Sec-WebSocket-Version: 13",
-                "Sec-WebSocket-Key: ZWRnZWdhdGUtb2ZmbGluZQ==",
-                "Sec-WebSocket-Protocol: v5.channel.k8s.io",
-            ][..],
-        ),
+        ("WebSocket", "GET", &websocket[..]),
     ] {
         raw_upgrade_refused(testbed, protocol, method, headers)?;
     }
@@ -76,8 +70,7 @@ fn raw_upgrade_refused(
     method: &str,
     headers: &[&str],
 ) -> Result<()> {
-    let url =
-        format!("{HTTPS_PROXY}/api/v1/namespaces/default/pods/host/exec?command=true&stdout=true");
+    let url = format!("{HTTPS_PROXY}{}", exec_path("command=true&stdout=true"));
     let bearer = format!("Authorization: Bearer {ADMIN_TOKEN}");
     let ca = testbed.cloud.cluster.pki.ca_cert.display().to_string();
     let mut args = vec![

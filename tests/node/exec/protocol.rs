@@ -188,14 +188,19 @@ pub struct Answers(BTreeMap<(String, String), u64>);
 impl Answers {
     /// The counts now.
     pub fn read(testbed: &Testbed) -> Result<Answers> {
+        Answers::of(testbed, "kubectl")
+    }
+
+    /// The counts now of `component`'s requests (its `User-Agent`'s product).
+    pub fn of(testbed: &Testbed, component: &str) -> Result<Answers> {
         let (status, text) = testbed.node.hub("/metrics")?;
         if status != 200 {
             bail!("/metrics answered {status}");
         }
+        let prefix = format!(r#"edgegate_requests_total{{component="{component}","#);
         let mut answers = BTreeMap::new();
         for line in text.lines() {
-            let Some(labels) = line.strip_prefix(r#"edgegate_requests_total{component="kubectl","#)
-            else {
+            let Some(labels) = line.strip_prefix(&prefix) else {
                 continue;
             };
             let (Some(verb), Some("pods"), Some(code)) = (
@@ -217,7 +222,7 @@ impl Answers {
     }
 
     /// What was counted since `before`.
-    fn since(&self, before: &Answers) -> Answers {
+    pub fn since(&self, before: &Answers) -> Answers {
         let grown = self.0.iter().filter_map(|(key, &now)| {
             let then = before.0.get(key).copied().unwrap_or_default();
             (now > then).then(|| (key.clone(), now - then))
