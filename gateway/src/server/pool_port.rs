@@ -101,14 +101,6 @@ async fn serve(
     let online = state.balancer.any_healthy();
     match multiplexer.answer(context, online, state.local.min_request_timeout, None) {
         Answer::Pass => Err(ProxyError::NotPoolScope),
-        Answer::Serve(response) => {
-            respond::respond(
-                state,
-                context,
-                Some(plan),
-                response,
-            )
-            .await
-        }
+        Answer::Serve(response) => respond::respond(state, context, Some(plan), response).await,
     }
 }

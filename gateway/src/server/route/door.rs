@@ -93,23 +93,11 @@ impl Door<'_> {
             Answer::Done(response) => Ok(response),
             Answer::Forwarded(response) => {
                 let plan = self.plan;
-                respond::respond(
-                    state,
-                    &self.context,
-                    plan,
-                    response,
-                )
-                .await
+                respond::respond(state, &self.context, plan, response).await
             }
             Answer::Shared(response) => {
                 let plan = self.plan.and_then(Plan::served);
-                respond::respond(
-                    state,
-                    &self.context,
-                    plan,
-                    response,
-                )
-                .await
+                respond::respond(state, &self.context, plan, response).await
             }
             Answer::Upgraded(response, client) => Ok(upgrade::tunnel(client, response)),
         }
