@@ -7,6 +7,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::stream::{self, Stream, StreamExt};
 use http_body::Frame;
 use serde_json::Value as Json;
+use serde_json::value::RawValue;
 
 use super::error::FrameError;
 use super::event_map::map_events;
@@ -17,18 +18,23 @@ use crate::error::BoxError;
 /// The group version of `PartialObjectMetadata`.
 pub const API_VERSION: &str = "meta.k8s.io/v1";
 
-/// `object` (JSON) as a `PartialObjectMetadata`: its `metadata` alone.
+/// `object` (JSON) as a `PartialObjectMetadata`: its `metadata` alone, its bytes as they
+/// were (the rest of the object is scanned, not built).
 pub fn object(object: &[u8]) -> Result<Bytes, FrameError> {
-    let object: Json = serde_json::from_slice(object).map_err(|_| FrameError::Malformed)?;
-    let metadata = object.get("metadata").unwrap_or(&Json::Null);
-    let mut out = BytesMut::new().writer();
-    let partial = serde_json::json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": API_VERSION,
-        "metadata": metadata,
-    });
-    serde_json::to_writer(&mut out, &partial).map_err(|_| FrameError::Malformed)?;
-    Ok(out.into_inner().freeze())
+    #[derive(serde::Deserialize)]
+    struct Metadata<'a> {
+        #[serde(borrow)]
+        metadata: Option<&'a RawValue>,
+    }
+    let read: Metadata<'_> = serde_json::from_slice(object).map_err(|_| FrameError::Malformed)?;
+    let metadata = read.metadata.map_or("{}", RawValue::get);
+    let mut out = BytesMut::with_capacity(metadata.len() + 80);
+    out.extend_from_slice(b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"");
+    out.extend_from_slice(API_VERSION.as_bytes());
+    out.extend_from_slice(b"\",\"metadata\":");
+    out.extend_from_slice(metadata.as_bytes());
+    out.put_u8(b'}');
+    Ok(out.freeze())
 }
 
 /// The JSON watch body `json` with each object as a `PartialObjectMetadata`; an `ERROR`
