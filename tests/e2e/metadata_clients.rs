@@ -4,8 +4,6 @@
 //! it answers so from the cache. What such a client reads is kube-apiserver's own answer to
 //! the same request, filtered.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
@@ -73,14 +71,11 @@ pub fn metadata_clients_read_filtered_metadata_online_and_offline(env: &Env) -> 
 
         let version = version.as_str().context("the list's version")?;
         let watch = format!("{path}?watch=true&resourceVersion={version}&timeoutSeconds=3");
-        let watching = read_as(&through, &watch, LIST);
-        let making = async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let ns = path.split('/').nth(4).context("the namespace")?;
-            env.cluster
-                .kubectl(&["create", "configmap", "p-6", "-n", ns])
-        };
-        let ((status, _, events), _) = tokio::try_join!(watching, making)?;
+        // Made after the list: a watch from the list's version is sent it, whenever it opens.
+        let ns = path.split('/').nth(4).context("the namespace")?;
+        env.cluster
+            .kubectl(&["create", "configmap", "p-6", "-n", ns])?;
+        let (status, _, events) = read_as(&through, &watch, LIST).await?;
         ensure!(status == 200, "the online watch: {status}");
         let events: Vec<Value> = serde_json::Deserializer::from_slice(&events)
             .into_iter()

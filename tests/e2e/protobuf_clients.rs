@@ -140,13 +140,10 @@ async fn online(
     let version = protobuf_object_json(&first)?["metadata"]["resourceVersion"].clone();
     let version = version.as_str().context("the list's version")?.to_owned();
     let watch = format!("{path}?watch=true&resourceVersion={version}&timeoutSeconds=3");
-    let watching = read(through, &watch);
-    let making = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let ns = path.split('/').nth(4).context("the namespace")?;
-        cluster.kubectl(&["create", "configmap", "p-5", "-n", ns])
-    };
-    let ((status, media, frames), _) = tokio::try_join!(watching, making)?;
+    // Made after the list: a watch from the list's version is sent it, whenever it opens.
+    let ns = path.split('/').nth(4).context("the namespace")?;
+    cluster.kubectl(&["create", "configmap", "p-5", "-n", ns])?;
+    let (status, media, frames) = read(through, &watch).await?;
     ensure!(
         status == 200 && media == "application/vnd.kubernetes.protobuf;stream=watch",
         "the online watch: {status} {media}"
