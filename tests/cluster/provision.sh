@@ -45,6 +45,8 @@ command -v findmnt >/dev/null || need_pkgs+=(util-linux)
 command -v buildah >/dev/null || need_pkgs+=(buildah)
 command -v strip >/dev/null || need_pkgs+=(binutils)
 command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
+# tests/prune-target reads `cargo metadata` with jq.
+command -v jq >/dev/null || need_pkgs+=(jq)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   sudo_if apt-get update -qq
