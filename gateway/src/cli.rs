@@ -130,6 +130,13 @@ pub struct FilterCheckArgs {
     /// Its options file (the NAME.toml the filter directory would hold).
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
+
+    /// A compiled-code store (as `filter compile`'s) in which the component's compiled code
+    /// is kept and found again, so that a run after the first maps it instead of compiling
+    /// it (seconds for a large component, such as a Python one). Without it, each run
+    /// compiles in memory.
+    #[arg(long, value_name = "DIR")]
+    pub compiled_cache_dir: Option<PathBuf>,
 }
 
 /// `edgegate filter test`.
@@ -142,6 +149,13 @@ pub struct FilterTestArgs {
     /// Its options file (the NAME.toml the filter directory would hold).
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
+
+    /// A compiled-code store (as `filter compile`'s) in which the component's compiled code
+    /// is kept and found again, so that a run after the first maps it instead of compiling
+    /// it (seconds for a large component, such as a Python one). Without it, each run
+    /// compiles in memory.
+    #[arg(long, value_name = "DIR")]
+    pub compiled_cache_dir: Option<PathBuf>,
 
     /// The component sending the request (e.g. kube-proxy).
     #[arg(long)]

@@ -16,7 +16,11 @@ pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
     let result = match command {
         FilterCommand::Compile(args) => compile(&args, run),
         FilterCommand::CheckConfig => stdin().and_then(|input| filter::check_config(&input)),
-        FilterCommand::Check(args) => filter::check(&args.wasm, args.config.as_deref()),
+        FilterCommand::Check(args) => filter::check(
+            &args.wasm,
+            args.config.as_deref(),
+            args.compiled_cache_dir.as_deref(),
+        ),
         FilterCommand::Test(args) => {
             stdin().and_then(|input| filter::test(&test_request(args), &input))
         }
@@ -49,6 +53,7 @@ fn test_request(args: FilterTestArgs) -> filter::TestRequest {
         namespace: args.namespace,
         node_name: args.node_name,
         node_pool: args.node_pool,
+        compiled_cache: args.compiled_cache_dir,
     }
 }
 

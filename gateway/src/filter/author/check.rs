@@ -7,9 +7,14 @@ use serde_json::{Value, json};
 use super::harness::load;
 use crate::filter::error::FilterError;
 
-/// Loads a component as the gateway would and describes it.
-pub fn check(wasm: &Path, options: Option<&Path>) -> Result<String, FilterError> {
-    let filter = load(wasm, options)?;
+/// Loads a component as the gateway would (its compiled code kept in `compiled_cache` if
+/// given) and describes it.
+pub fn check(
+    wasm: &Path,
+    options: Option<&Path>,
+    compiled_cache: Option<&Path>,
+) -> Result<String, FilterError> {
+    let filter = load(wasm, options, compiled_cache)?;
     let schema = filter
         .manifest
         .config_schema

@@ -38,6 +38,8 @@ pub struct TestRequest {
     pub node_name: String,
     /// The node pool filters are given.
     pub node_pool: Option<String>,
+    /// A compiled-code store to keep and reuse the component's compiled code in.
+    pub compiled_cache: Option<PathBuf>,
 }
 
 /// The verb `verb` names, as Kubernetes spells it.
@@ -60,7 +62,7 @@ pub(super) fn open(request: &TestRequest, verb: Verb) -> Result<Session, FilterE
         source.toml.as_deref(),
         NodeFacts::new(request.node_name.clone(), request.node_pool.clone()),
         Arc::new(NoLookup),
-        None,
+        request.compiled_cache.as_deref(),
     )?;
     let info = request_info(request, verb);
     generation.session(&info, &request.component).ok_or_else(|| {
@@ -114,15 +116,20 @@ fn read_source(wasm: &Path, options: Option<&Path>) -> Result<FilterSource, Filt
     })
 }
 
-/// Loads one filter file with its options, without a compiled-code store.
-pub(super) fn load(wasm: &Path, options: Option<&Path>) -> Result<LoadedFilter, FilterError> {
+/// Loads one filter file with its options, with its compiled code kept in `compiled_cache`
+/// if given.
+pub(super) fn load(
+    wasm: &Path,
+    options: Option<&Path>,
+    compiled_cache: Option<&Path>,
+) -> Result<LoadedFilter, FilterError> {
     let source = read_source(wasm, options)?;
     load_one(
         &source.name,
         &source.wasm,
         source.toml.as_deref(),
         Arc::new(NoLookup),
-        None,
+        compiled_cache,
     )
 }
 

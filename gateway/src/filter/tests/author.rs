@@ -17,13 +17,15 @@ fn request(wasm: &str, verb: &str, resource: &str) -> TestRequest {
         namespace: None,
         node_name: "n1".into(),
         node_pool: None,
+        compiled_cache: None,
     }
 }
 
 #[test]
 fn check_prints_the_manifest_and_settings() {
     let out: Value =
-        serde_json::from_str(&check(&filters_dir().join("nodestamp.wasm"), None).unwrap()).unwrap();
+        serde_json::from_str(&check(&filters_dir().join("nodestamp.wasm"), None, None).unwrap())
+            .unwrap();
     assert_eq!(out["manifest"]["name"], "nodestamp");
     assert_eq!(out["manifest"]["configSchema"]["type"], "object");
     assert_eq!(out["effective"]["components"], json!(["kubectl"]));
@@ -31,7 +33,7 @@ fn check_prints_the_manifest_and_settings() {
     let dir = temp_dir("author");
     let options = dir.join("nodestamp.toml");
     std::fs::write(&options, "[config]\nannotation = 7").unwrap();
-    let error = check(&filters_dir().join("nodestamp.wasm"), Some(&options)).unwrap_err();
+    let error = check(&filters_dir().join("nodestamp.wasm"), Some(&options), None).unwrap_err();
     assert!(matches!(error, FilterError::Schema { .. }), "{error}");
 
     let truncated = dir.join("broken.wasm");
@@ -41,13 +43,45 @@ fn check_prints_the_manifest_and_settings() {
     )
     .unwrap();
     assert!(matches!(
-        check(&truncated, None),
+        check(&truncated, None, None),
         Err(FilterError::Compile { .. })
     ));
     assert!(matches!(
-        check(&dir.join("missing.wasm"), None),
+        check(&dir.join("missing.wasm"), None, None),
         Err(FilterError::Read { .. })
     ));
+}
+
+#[test]
+fn a_compiled_code_store_keeps_the_code_for_the_next_run() {
+    let store = temp_dir("author-store").join("compiled");
+    let wasm = filters_dir().join("nodestamp.wasm");
+    let first = check(&wasm, None, Some(&store)).unwrap();
+    let kept: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(
+        kept.len() >= 2,
+        "the key and the component's code: {kept:?}"
+    );
+    assert_eq!(check(&wasm, None, Some(&store)).unwrap(), first);
+    let mut request = request("nodestamp", "get", "pods");
+    request.compiled_cache = Some(store.clone());
+    let pod = json!({"kind": "Pod", "metadata": {"name": "p"}}).to_string();
+    assert_eq!(
+        test(&request, pod.as_bytes()).unwrap(),
+        test(
+            &TestRequest {
+                compiled_cache: None,
+                ..request.clone()
+            },
+            pod.as_bytes()
+        )
+        .unwrap()
+    );
+    let after: Vec<_> = std::fs::read_dir(&store).unwrap().collect();
+    assert_eq!(after.len(), kept.len(), "nothing compiled anew");
 }
 
 #[test]
