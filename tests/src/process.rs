@@ -10,10 +10,46 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-/// A port that was free a moment ago on 127.0.0.1.
+/// A port that was free a moment ago on 127.0.0.1, from below the kernel's range of
+/// ephemeral ports. A port of that range (what binding port 0 gives) may be taken by any
+/// outgoing connection between the moment it is picked and the moment a server binds it, or
+/// binds it again after a restart: a gateway restarted by a kill -9 test once found its port
+/// held so. Ports are handed out in turn from a start that differs between test processes.
 pub fn free_port() -> Result<u16> {
+    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
+    let (low, high) = fixed_port_range();
+    let span = usize::from(high - low);
+    let seed = std::process::id() as usize * 7919
+        + std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.subsec_nanos() as usize);
+    let _ = NEXT.compare_exchange(
+        usize::MAX,
+        seed % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        // `offset < span`, and `low + span` is a port.
+        let port = low + offset as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// The ports [`free_port`] picks from: the 12 000 below the first ephemeral port
+/// (`net.ipv4.ip_local_port_range`, 32768 by default), none below 1024.
+fn fixed_port_range() -> (u16, u16) {
+    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let high = first_ephemeral.max(2048);
+    (high.saturating_sub(12_000).max(1024), high)
 }
 
 /// A name nothing else of this test process uses: for scratch directories, which a free
