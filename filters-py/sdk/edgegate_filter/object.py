@@ -121,7 +121,7 @@ class Object:
     read) or `Object.from_value(mapping)`.
     """
 
-    __slots__ = ("_raw", "_value", "_edited")
+    __slots__ = ("_raw", "_value", "_edited", "_lent")
 
     def __init__(self, data: bytes):
         data = bytes(data)
@@ -134,6 +134,8 @@ class Object:
         self._raw = data
         self._value: Optional[dict] = None
         self._edited = False
+        # Whether a part was handed out to change, which may have changed nothing.
+        self._lent = False
 
     @classmethod
     def from_value(cls, value: dict) -> "Object":
@@ -144,6 +146,7 @@ class Object:
         obj._raw = b""
         obj._value = value
         obj._edited = False
+        obj._lent = False
         return obj
 
     # The whole value.
@@ -164,7 +167,7 @@ class Object:
 
     def value_mut(self) -> dict:
         """The whole object, to change; counted as an edit."""
-        self._edited = True
+        self._edited = self._lent = True
         return self.value
 
     def is_edited(self) -> bool:
@@ -184,7 +187,12 @@ class Object:
         if not self._edited:
             return None
         data = encode(self.value)
-        if self._raw and (data == self._raw or same(parse(self._raw), self._value)):
+        if not self._raw:
+            return data
+        if data == self._raw:
+            return None
+        # The setters mark only changes; a part handed out may have been left as it was.
+        if self._lent and same(parse(self._raw), self._value):
             return None
         return data
 
@@ -205,7 +213,7 @@ class Object:
         there is one."""
         found = walk(self.value, keys_of(path))
         if found is not None:
-            self._edited = True
+            self._edited = self._lent = True
         return found
 
     def set(self, path: str, value: Any) -> bool:
@@ -348,8 +356,22 @@ class Object:
         return self._string(["metadata", "resourceVersion"])
 
     def is_named(self, namespace: str, name: str) -> bool:
-        """Whether this is the object `namespace/name`."""
+        """Whether this is the object `namespace/name`. While the object is unparsed, an
+        object whose bytes cannot hold both strings is answered without parsing it."""
+        if self._value is None and not (self._may_hold(namespace) and self._may_hold(name)):
+            return False
         return self.namespace == namespace and self.name == name
+
+    def _may_hold(self, text: str) -> bool:
+        """Whether the unparsed bytes may hold the JSON string `text`: False only when they
+        cannot, `text` having nothing to escape, the bytes no escape that could spell it,
+        and its quoted form not found."""
+        if any(c in text for c in '"\\/') or not text.isprintable():
+            return True
+        raw = self._raw
+        if b"\\u" in raw or b"\\/" in raw:
+            return True
+        return b'"' + text.encode() + b'"' in raw
 
     # Labels and annotations.
 

@@ -34,6 +34,12 @@ class ObjectTest(unittest.TestCase):
         self.assertFalse(obj.is_edited())
         self.assertEqual(obj.to_bytes(), RAW)
 
+    def test_is_named_reads_escapes(self):
+        self.assertTrue(Object(rb'{"metadata": {"namespace": "n", "name": "kube\u0072netes"}}').is_named("n", "kubernetes"))
+        self.assertTrue(Object(rb'{"metadata": {"namespace": "n", "name": "a\/b"}}').is_named("n", "a/b"))
+        self.assertFalse(Object(rb'{"metadata": {"namespace": "n", "name": "kubernetes2"}}').is_named("n", "kubernetes"))
+        self.assertFalse(Object(rb'{"metadata": {"namespace": "kubernetes", "name": "n"}}').is_named("n", "kubernetes"))
+
     def test_not_objects_are_refused(self):
         for bad in [b"[1]", b"nope", b"", b'"s"']:
             with self.assertRaises(ObjectError):
