@@ -5,12 +5,12 @@ harness both go through here, so tests exercise the same path."""
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import NoReturn, Optional
 
 from . import host
 from .filter import Filter
 from .object import Object, ObjectError
-from .types import DROP, KEEP, Context, Decision, Drop, Keep, Level, Replace
+from .types import KEEP, Context, Decision, Drop, Keep, Level, Replace
 
 
 class Runner:
@@ -76,11 +76,9 @@ def output(decision: Decision, obj: Object) -> Decision:
     fail(f"the filter returned {decision!r}, not KEEP, DROP or Replace")
 
 
-def fail(message: str):
+def fail(message: str) -> NoReturn:
     """Something only a host bug or a broken filter causes: say why in the gateway's log, then
     trap, so that the host applies the filter's failure policy."""
     host.log(Level.ERROR, message)
     raise RuntimeError(message)
 
-
-__all__ = ["Runner", "output", "fail", "DROP", "KEEP"]
