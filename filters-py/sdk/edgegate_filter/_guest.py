@@ -39,12 +39,14 @@ def export_filter(cls: type[Filter]) -> Optional[type]:
         return wit.Decision_Replace(decision.data)
 
     def logged(call):
-        """Runs `call`; an exception is written to the gateway's log (stderr leads nowhere),
-        then traps the call, so that the host applies the filter's failure policy."""
+        """Runs `call`; an exception is written to the gateway's log, then traps the call, so
+        that the host applies the filter's failure policy. (componentize-py's runtime reports
+        it on stderr, which a filter is not given: the gateway's trap message names
+        `wasi:cli/stderr`, and the line logged here says why.)"""
         try:
             return call()
-        except Exception:
-            host.log(Level.ERROR, "exception: " + traceback.format_exc())
+        except Exception as error:
+            host.log(Level.ERROR, f"exception: {describe(error)}")
             raise
 
     class WitWorld:
@@ -90,3 +92,14 @@ def export_filter(cls: type[Filter]) -> Optional[type]:
             return [decision_to_wit(d) for d in logged(lambda: runner.run_batch(objects))]
 
     return WitWorld
+
+
+def describe(error: BaseException) -> str:
+    """An exception and where it was raised, innermost call last. Formatted from the frames
+    alone: `traceback`'s usual formatting reads the source files, and a filter has no
+    filesystem (the read would trap, naming the import instead of the exception)."""
+    calls = [
+        f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{line})"
+        for frame, line in traceback.walk_tb(error.__traceback__)
+    ]
+    return f"{type(error).__name__}: {error}; in " + " > ".join(calls)
