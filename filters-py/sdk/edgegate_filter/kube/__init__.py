@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator, Union
 
-from .filter import ConfigError
-from .object import Object
-from .types import Resource
+from ..filter import ConfigError
+from ..object import Object
+from ..types import Resource
 
 SERVICES = Resource("", "v1", "services")
 """Services."""
