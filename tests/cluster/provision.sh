@@ -46,6 +46,8 @@ command -v buildah >/dev/null || need_pkgs+=(buildah)
 command -v strip >/dev/null || need_pkgs+=(binutils)
 command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
 # tests/prune-target reads `cargo metadata` with jq.
+# The Python filters' toolchain (filters-py/toolchain.sh) installs componentize-py into a venv.
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3 python3-venv)
 command -v jq >/dev/null || need_pkgs+=(jq)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"

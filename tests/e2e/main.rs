@@ -21,6 +21,7 @@ mod endpointslice_v1;
 mod failover;
 mod filters;
 mod flapping;
+mod foreign_filters;
 mod hostile_clients;
 mod hostile_upstream;
 mod http2;
@@ -286,6 +287,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "filters::a_large_list_streams_in_bounded_memory",
         filters::a_large_list_streams_in_bounded_memory,
+    ),
+    (
+        "foreign_filters::python_filters_give_node_clients_what_the_rust_ones_give",
+        foreign_filters::python_filters_give_node_clients_what_the_rust_ones_give,
     ),
     (
         "topology::each_component_sees_its_filtered_view_online_and_offline",

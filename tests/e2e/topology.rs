@@ -14,7 +14,7 @@ use crate::support::{
 };
 
 pub(crate) const KUBE_PROXY: &str = "kube-proxy/v1.20.2 (linux/amd64) kubernetes/faecb19";
-const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
+pub(crate) const KUBELET: &str = "kubelet/v1.20.2 (linux/amd64) kubernetes/faecb19";
 const KUBECTL: &str = "kubectl/v1.20.2 (linux/amd64) kubernetes/faecb19";
 
 /// The seven YurtHub filters.

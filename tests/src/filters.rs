@@ -1,5 +1,6 @@
-//! The built filter components (`target/filters/NAME.wasm`), built by `tests/build-filters`
-//! once per test run when any is missing.
+//! The built filter components: the Rust ones (`target/filters/NAME.wasm`, built by
+//! `tests/build-filters`) and the Python ports (`target/filters-py/NAME.wasm`, built by
+//! `filters-py/build`), each built once per test run when one is missing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,22 +10,40 @@ use anyhow::{Result, bail};
 
 /// `target/filters/`, holding every component in `names` (built now if one is missing).
 pub fn built(names: &[&str]) -> Result<PathBuf> {
+    // A target dir of its own: the `cargo test` running us holds the lock of ours.
+    ensure("filters", names, |repo| {
+        let mut build = Command::new("bash");
+        build
+            .arg(repo.join("tests/build-filters"))
+            .env("CARGO_TARGET_DIR", repo.join("target/filter-build"));
+        build
+    })
+}
+
+/// `target/filters-py/`, holding the Python component of every filter in `names` (built now,
+/// with the toolchain `filters-py/build` installs, if one is missing).
+pub fn built_in_python(names: &[&str]) -> Result<PathBuf> {
+    ensure("filters-py", names, |repo| {
+        let mut build = Command::new(repo.join("filters-py/build"));
+        build.args(names);
+        build
+    })
+}
+
+/// `target/<dir>/`, after `build` ran if any of `names` is missing there.
+fn ensure(dir: &str, names: &[&str], build: impl FnOnce(&Path) -> Command) -> Result<PathBuf> {
     // One build at a time: tests run in parallel threads.
     static BUILDING: Mutex<()> = Mutex::new(());
     let _one = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = repo.join("target/filters");
+    let dir = repo.join("target").join(dir);
     if names
         .iter()
         .any(|n| !dir.join(format!("{n}.wasm")).exists())
     {
-        // A target dir of its own: the `cargo test` running us holds the lock of ours.
-        let status = Command::new("bash")
-            .arg(repo.join("tests/build-filters"))
-            .env("CARGO_TARGET_DIR", repo.join("target/filter-build"))
-            .status()?;
+        let status = build(&repo).status()?;
         if !status.success() {
-            bail!("tests/build-filters failed");
+            bail!("building {} failed", dir.display());
         }
     }
     Ok(dir)
