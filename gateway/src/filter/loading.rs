@@ -7,6 +7,7 @@
 //! - `loaded_filter`: a loaded filter and its pool of instances.
 //! - `options`: `NAME.toml` and the gateway filter config; the settings a filter runs with.
 //! - `schema`: config validation against the manifest's JSON Schema.
+//! - `tripwire`: a filter's recent failures, which turn it off at its `[disable-after]`.
 
 pub(super) mod dir;
 pub(super) mod dir_watch;
@@ -14,3 +15,4 @@ pub(super) mod loaded_filter;
 pub(super) mod loader;
 pub(super) mod options;
 pub(super) mod schema;
+pub(super) mod tripwire;

@@ -96,6 +96,12 @@ pub struct FilterMetrics {
     /// Stored files of compiled code or functions refused: their seal did not verify.
     pub(crate) stored_rejects: Counter,
     pub(crate) config_checks: Family<PlaceLabels, Counter>,
+    /// Instances replaced because a call left them unusable (a trap, a limit).
+    pub(crate) reloads: Family<FilterLabels, Counter>,
+    /// Filters turned off by their `[disable-after]`.
+    pub(crate) turned_off: Family<FilterLabels, Counter>,
+    /// The largest linear memory an instance of the filter has grown to.
+    pub(crate) memory: Family<FilterLabels, Gauge>,
     guest_names: Arc<Mutex<HashMap<String, HashSet<String>>>>,
 }
 
@@ -114,6 +120,9 @@ impl FilterMetrics {
             stored_loads: Counter::default(),
             stored_rejects: Counter::default(),
             config_checks: Family::default(),
+            reloads: Family::default(),
+            turned_off: Family::default(),
+            memory: Family::default(),
             guest_names: Arc::default(),
         }
     }
@@ -172,6 +181,40 @@ impl FilterMetrics {
             "Filter configs checked against their schemas, by place (child process or the gateway's own)",
             self.config_checks.clone(),
         );
+        registry.register(
+            "instance_reloads",
+            "Filter instances replaced by fresh ones because a call trapped or hit a limit",
+            self.reloads.clone(),
+        );
+        registry.register(
+            "turned_off",
+            "Filters turned off by their [disable-after] (failing again and again): their on-error policy applies to every object until they are loaded again",
+            self.turned_off.clone(),
+        );
+        registry.register(
+            "instance_memory_bytes",
+            "The largest linear memory an instance of the filter has grown to",
+            self.memory.clone(),
+        );
+    }
+
+    /// Counts an instance of `filter` replaced after a call left it unusable.
+    pub(crate) fn reloaded(&self, filter: &str) {
+        self.reloads.get_or_create(&labels(filter)).inc();
+    }
+
+    /// Counts `filter` turned off by its `[disable-after]`.
+    pub(crate) fn turned_off(&self, filter: &str) {
+        self.turned_off.get_or_create(&labels(filter)).inc();
+    }
+
+    /// Notes an instance of `filter` whose linear memory grew to `bytes`.
+    pub(crate) fn memory_grew(&self, filter: &str, bytes: usize) {
+        let gauge = self.memory.get_or_create(&labels(filter));
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        if gauge.get() < bytes {
+            gauge.set(bytes);
+        }
     }
 
     /// Counts a component compiled at `place`.
@@ -252,6 +295,12 @@ impl FilterMetrics {
 impl Default for FilterMetrics {
     fn default() -> Self {
         FilterMetrics::new()
+    }
+}
+
+fn labels(filter: &str) -> FilterLabels {
+    FilterLabels {
+        filter: filter.to_owned(),
     }
 }
 

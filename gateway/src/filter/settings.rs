@@ -57,6 +57,23 @@ pub enum OnError {
     Fail,
 }
 
+/// When a filter that keeps failing is turned off (`[disable-after]` of its `NAME.toml`):
+/// at its `failures`-th failure within `window`. Each failure already gets the filter a fresh
+/// instance; once turned off it is no longer called, and its `on-error` policy applies to
+/// every object it would have judged, until its files change and it is loaded again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct DisableAfter {
+    /// Failures (traps, limits exceeded, bad output) that turn it off.
+    pub failures: u32,
+    /// Within how long.
+    #[serde(rename = "windowSeconds", serialize_with = "seconds")]
+    pub window: Duration,
+}
+
+fn seconds<S: serde::Serializer>(window: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(window.as_secs())
+}
+
 /// Per-call limits of a filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Limits {

@@ -49,7 +49,8 @@ pub(crate) fn describe(
                     "deadlineMs": f.effective.limits.deadline.as_millis(),
                     "maxOutputBytes": f.effective.limits.max_output,
                 },
-                "status": "active",
+                "disableAfter": f.effective.disable_after,
+                "status": if f.tripwire.tripped() { "turned-off" } else { "active" },
                 "lastLoadError": error_for(&f.name),
             })
         })

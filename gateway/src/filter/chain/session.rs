@@ -91,8 +91,10 @@ impl Session {
 }
 
 impl Step {
+    /// Whether the filter is no longer called: it ran out of time too often in this
+    /// response, or its `[disable-after]` turned it off.
     fn tripped(&self) -> bool {
-        self.deadline_hits >= MAX_DEADLINES_PER_SESSION
+        self.deadline_hits >= MAX_DEADLINES_PER_SESSION || self.filter.tripwire.tripped()
     }
 
     /// Runs `call` on this step's instance (checking one out if needed); drops the
@@ -107,7 +109,12 @@ impl Step {
         };
         let result = call(&self.filter, &mut instance);
         match &result {
-            Err(failure) if failure.poisons() => {}
+            Err(failure) if failure.poisons() => {
+                self.filter
+                    .instantiator()
+                    .metrics
+                    .reloaded(&self.filter.name);
+            }
             _ => self.instance = Some(instance),
         }
         if let Err(Failure::Deadline(_)) = &result {
@@ -167,6 +174,15 @@ impl Step {
                 .metrics
                 .failure(name, failure.kind());
             tracing::warn!(filter = name, policy = ?on_error, "filter failed: {failure}");
+            if self.filter.tripwire.failed(std::time::Instant::now()) {
+                self.filter.instantiator().metrics.turned_off(name);
+                tracing::error!(
+                    filter = name,
+                    policy = ?on_error,
+                    disable_after = ?self.filter.effective.disable_after,
+                    "filter turned off: it failed again and again; its on-error policy applies to every object until it is loaded again"
+                );
+            }
         }
         match on_error {
             OnError::Keep => Ok(Outcome::Keep),

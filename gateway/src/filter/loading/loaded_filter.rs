@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use edgegate_filter_sdk::{Manifest, Verb};
 
 use super::options::RunSettings;
+use super::tripwire::Tripwire;
 use crate::filter::runtime::instance::{Failure, Instance, Instantiator};
 
 /// Idle instances kept per filter: enough for the responses a 2–4 core edge node filters at
@@ -27,6 +28,8 @@ pub(crate) struct LoadedFilter {
     pub(crate) effective: RunSettings,
     /// Names the code, settings and config: equal identities filter alike.
     pub(crate) identity: u64,
+    /// Its recent failures, which may turn it off.
+    pub(crate) tripwire: Tripwire,
     config_text: String,
     instantiator: Instantiator,
     idle: Mutex<Vec<Instance>>,
@@ -51,12 +54,15 @@ impl LoadedFilter {
         )
             .hash(&mut hasher);
         effective.limits.hash(&mut hasher);
+        effective.disable_after.hash(&mut hasher);
+        let disable_after = effective.disable_after;
         LoadedFilter {
             name: Arc::clone(&instantiator.name),
             manifest,
             hash,
             effective,
             identity: hasher.finish(),
+            tripwire: Tripwire::new(disable_after),
             config_text,
             instantiator,
             idle: Mutex::new(vec![first]),

@@ -13,6 +13,9 @@
 //! memory-mib = 64
 //! deadline-ms = 100
 //! max-output-kib = 3072
+//! [disable-after]                    # turned off at the 10th failure within 60 s
+//! failures = 10
+//! within-s = 60
 //! [config]                           # passed to `configure` as JSON
 //! annotation = "example.com/node"
 //! ```
@@ -31,7 +34,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::filter::runtime::engine::MAX_MEMORY_BYTES;
-use crate::filter::settings::{Limits, OnError};
+use crate::filter::settings::{DisableAfter, Limits, OnError};
 use edgegate_filter_sdk::Manifest;
 
 /// `[limits]` of a `NAME.toml`.
@@ -41,6 +44,30 @@ pub(crate) struct LimitsFile {
     memory_mib: Option<u64>,
     deadline_ms: Option<u64>,
     max_output_kib: Option<u64>,
+}
+
+/// `[disable-after]` of a `NAME.toml`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct DisableAfterFile {
+    failures: u32,
+    within_s: u64,
+}
+
+impl DisableAfterFile {
+    /// The setting; an error if a value is out of range.
+    fn settings(&self) -> Result<DisableAfter, String> {
+        if !(1..=100_000).contains(&self.failures) {
+            return Err("disable-after.failures must be 1..=100000".into());
+        }
+        if !(1..=86_400).contains(&self.within_s) {
+            return Err("disable-after.within-s must be 1..=86400".into());
+        }
+        Ok(DisableAfter {
+            failures: self.failures,
+            window: Duration::from_secs(self.within_s),
+        })
+    }
 }
 
 /// A filter's `NAME.toml`.
@@ -56,6 +83,7 @@ pub(crate) struct FilterFile {
     on_error: Option<OnError>,
     #[serde(default)]
     limits: LimitsFile,
+    disable_after: Option<DisableAfterFile>,
     config: Option<toml::Table>,
 }
 
@@ -208,6 +236,8 @@ pub struct RunSettings {
     pub on_error: OnError,
     /// Per-call limits.
     pub limits: Limits,
+    /// When it is turned off for failing again and again; never when `None`.
+    pub disable_after: Option<DisableAfter>,
     /// The config passed to `configure`.
     pub config: serde_json::Value,
 }
@@ -236,6 +266,11 @@ pub(crate) fn effective(
         components,
         on_error: file.on_error.unwrap_or_default(),
         limits: file.limits(default_limits)?,
+        disable_after: file
+            .disable_after
+            .as_ref()
+            .map(DisableAfterFile::settings)
+            .transpose()?,
         config: file.config_json(),
     })
 }
@@ -283,6 +318,38 @@ mod tests {
             !gateway.filters.contains_key("servicetopology"),
             "no such filter"
         );
+    }
+
+    #[test]
+    fn disable_after_is_read_and_checked() {
+        let manifest = Manifest::new("f", "1");
+        let settings = |text: &str| {
+            let file = FilterFile::parse(text).map_err(|e| e.to_string())?;
+            effective(
+                "f",
+                &manifest,
+                &file,
+                &GatewayFile::default(),
+                Limits::default(),
+            )
+        };
+        assert_eq!(settings("").unwrap().disable_after, None);
+        let set = settings("[disable-after]\nfailures = 5\nwithin-s = 60").unwrap();
+        assert_eq!(
+            set.disable_after,
+            Some(DisableAfter {
+                failures: 5,
+                window: Duration::from_secs(60)
+            })
+        );
+        for bad in [
+            "[disable-after]\nfailures = 0\nwithin-s = 60",
+            "[disable-after]\nfailures = 5\nwithin-s = 0",
+            "[disable-after]\nfailures = 5",
+            "[disable-after]\nfailures = 5\nwithin-s = 60\nthen = \"x\"",
+        ] {
+            assert!(settings(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

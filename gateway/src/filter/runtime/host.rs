@@ -125,6 +125,9 @@ impl ResourceLimiter for HostState {
     ) -> wasmtime::Result<bool> {
         let allowed = self.limits.memory_growing(current, desired, maximum)?;
         self.memory_refused |= !allowed;
+        if allowed {
+            self.metrics.memory_grew(&self.filter, desired);
+        }
         Ok(allowed)
     }
 

@@ -2,9 +2,12 @@
 
 use std::time::{Duration, Instant};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde_json::json;
 
 use super::support::{configmap, failures, one, request};
+use crate::filter::metrics::FilterLabels;
 use crate::filter::{Generation, Session};
 use crate::stream::{Transform, Verdict};
 
@@ -126,6 +129,72 @@ fn a_trap_in_a_batch_applies_the_policy_to_that_object_only() {
     assert_eq!(verdicts, [Verdict::Keep, Verdict::Drop, Verdict::Keep]);
     // The batch trapped, then the marked object alone.
     assert_eq!(failures(&metrics, "trapper", "trap"), 2);
+}
+
+#[test]
+fn a_filter_failing_again_and_again_is_turned_off_and_its_policy_applies() {
+    let marked = configmap("bad", json!({"edgegate.test/trap": "yes"}));
+    let fine = configmap("good", json!({}));
+    let toml = "on-error = \"drop\"\n[disable-after]\nfailures = 3\nwithin-s = 3600";
+    let (generation, metrics) = one("trapper", toml);
+    let series = |family: &Family<FilterLabels, Counter>| {
+        family
+            .get_or_create(&FilterLabels {
+                filter: "trapper".into(),
+            })
+            .get()
+    };
+    let mut session = configmaps_list(&generation);
+    for _ in 0..2 {
+        assert_eq!(session.apply(&marked).unwrap(), Verdict::Drop);
+        assert_eq!(
+            session.apply(&fine).unwrap(),
+            Verdict::Keep,
+            "a fresh instance"
+        );
+    }
+    assert_eq!(series(&metrics.turned_off), 0);
+    assert_eq!(session.apply(&marked).unwrap(), Verdict::Drop, "the third");
+    assert_eq!(series(&metrics.turned_off), 1);
+    assert_eq!(
+        series(&metrics.reloads),
+        3,
+        "each trap replaced the instance"
+    );
+    // Turned off: no longer called, and its policy applies to every object, in this response
+    // and the next.
+    let calls = series(&metrics.calls);
+    assert_eq!(session.apply(&fine).unwrap(), Verdict::Drop);
+    let mut next = configmaps_list(&generation);
+    assert_eq!(next.apply(&fine).unwrap(), Verdict::Drop);
+    assert_eq!(
+        next.apply_batch(&[fine.clone(), marked.clone()]).unwrap(),
+        [Verdict::Drop, Verdict::Drop]
+    );
+    assert_eq!(series(&metrics.calls), calls);
+    assert_eq!(failures(&metrics, "trapper", "trap"), 3);
+    // Loaded again, it is on again.
+    let (generation, _) = one("trapper", toml);
+    assert_eq!(
+        configmaps_list(&generation).apply(&fine).unwrap(),
+        Verdict::Keep
+    );
+}
+
+#[test]
+fn instances_report_the_memory_they_grew_to() {
+    let (generation, metrics) = one("trapper", "");
+    configmaps_list(&generation)
+        .apply(&configmap("a", json!({})))
+        .unwrap();
+    let bytes = metrics
+        .memory
+        .get_or_create(&FilterLabels {
+            filter: "trapper".into(),
+        })
+        .get();
+    // A Rust filter's heap starts at a few pages of 64 KiB.
+    assert!(bytes >= 64 << 10, "{bytes}");
 }
 
 /// The longest deadline a filter may be given: the tests of other limits must not trip the
