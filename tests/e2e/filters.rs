@@ -1,7 +1,8 @@
 //! Wasm filters in the response stream of a real kube-apiserver: hostile filters
 //! (`hostile`), hot reload under load (`reload`), watch visibility (`watch`), streaming
 //! memory through a chain and the perf map of filter code (`memory`), and kill -9 while
-//! filters compile and reload (`crash`). This file holds what
+//! filters compile and reload (`crash`), a filter turned off for failing again and again
+//! (`tripwire`). This file holds what
 //! they share: the filter directory of a gateway and its live chain.
 
 use std::path::{Path, PathBuf};
@@ -13,20 +14,22 @@ use anyhow::{Context, Result, ensure};
 use edgegate_testkit::{Gateway, http, process::wait_until};
 
 use crate::support::{
-    Env, Watch, client, create_configmaps, get_as, list_as, list_json_as, metric, names, namespace,
-    runtime, wait_readyz,
+    Env, Watch, client, create_configmaps, get_as, list_as, list_json_as, metric, metric_sample,
+    names, namespace, runtime, wait_readyz,
 };
 
 mod crash;
 mod hostile;
 mod memory;
 mod reload;
+mod tripwire;
 mod watch;
 
 pub use crash::kill_nine_while_filters_compile_leaves_the_code_store_whole;
 pub use hostile::hostile_filters_never_stop_the_service;
 pub use memory::{a_large_list_streams_in_bounded_memory, a_perf_map_names_the_filters_code};
 pub use reload::hot_reload_under_load;
+pub use tripwire::a_filter_failing_again_and_again_is_reloaded_then_turned_off;
 pub use watch::watch_follows_the_visibility_rule;
 
 /// The component the test filters apply to.

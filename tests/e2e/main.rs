@@ -289,6 +289,10 @@ const TESTS: &[(&str, Test)] = &[
         filters::a_large_list_streams_in_bounded_memory,
     ),
     (
+        "filters::a_filter_failing_again_and_again_is_reloaded_then_turned_off",
+        filters::a_filter_failing_again_and_again_is_reloaded_then_turned_off,
+    ),
+    (
         "foreign_filters::python_filters_give_node_clients_what_the_rust_ones_give",
         foreign_filters::python_filters_give_node_clients_what_the_rust_ones_give,
     ),

@@ -164,25 +164,30 @@ impl Step {
         }
     }
 
+    /// Counts a failure, which may turn the filter off (its `[disable-after]`): a batch that
+    /// fails counts once, and so does each object that fails again when retried alone.
+    fn count(&self, failure: &Failure) {
+        let name = &*self.filter.name;
+        let metrics = &self.filter.instantiator().metrics;
+        metrics.failure(name, failure.kind());
+        if self.filter.tripwire.failed(std::time::Instant::now()) {
+            metrics.turned_off(name);
+            tracing::error!(
+                filter = name,
+                policy = ?self.filter.effective.on_error,
+                disable_after = ?self.filter.effective.disable_after,
+                "filter turned off: it failed again and again; its on-error policy applies to every object until it is loaded again"
+            );
+        }
+    }
+
     /// The failure policy; `failure` is `None` when the filter is no longer called.
     fn policy(&self, failure: Option<Failure>) -> Result<Outcome, TransformError> {
         let name = &*self.filter.name;
         let on_error = self.filter.effective.on_error;
         if let Some(failure) = &failure {
-            self.filter
-                .instantiator()
-                .metrics
-                .failure(name, failure.kind());
+            self.count(failure);
             tracing::warn!(filter = name, policy = ?on_error, "filter failed: {failure}");
-            if self.filter.tripwire.failed(std::time::Instant::now()) {
-                self.filter.instantiator().metrics.turned_off(name);
-                tracing::error!(
-                    filter = name,
-                    policy = ?on_error,
-                    disable_after = ?self.filter.effective.disable_after,
-                    "filter turned off: it failed again and again; its on-error policy applies to every object until it is loaded again"
-                );
-            }
         }
         match on_error {
             OnError::Keep => Ok(Outcome::Keep),
@@ -222,10 +227,7 @@ impl Step {
                 })
                 .collect(),
             Err(failure) => {
-                self.filter
-                    .instantiator()
-                    .metrics
-                    .failure(&self.filter.name, failure.kind());
+                self.count(&failure);
                 tracing::debug!(
                     filter = &*self.filter.name,
                     "batch failed ({failure}); retrying one by one"

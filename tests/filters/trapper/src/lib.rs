@@ -1,6 +1,8 @@
 //! Hostile test filter `trapper`: panics (so the call traps) on objects labelled
-//! `edgegate.test/trap`, and keeps every other object: a fresh instance must serve the next
-//! call after a trap.
+//! `edgegate.test/trap`, and, with `every = N` in its config, on every Nth object an instance
+//! is given; keeps every other object. A fresh instance must serve the next call after a trap.
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, export_filter};
 
@@ -9,7 +11,15 @@ pub const TRAP_LABEL: &str = "edgegate.test/trap";
 
 /// The filter.
 #[derive(serde::Deserialize)]
-pub struct Trapper;
+#[serde(deny_unknown_fields)]
+pub struct Trapper {
+    /// Trap on every `every`th object this instance is given, too.
+    #[serde(default)]
+    every: Option<u32>,
+    /// Objects this instance was given.
+    #[serde(skip)]
+    seen: AtomicU32,
+}
 
 impl Filter for Trapper {
     type Config = Self;
@@ -18,11 +28,22 @@ impl Filter for Trapper {
         Manifest::new("trapper", "0.1.0")
             .matches("", &["configmaps"], &[Verb::Get, Verb::List, Verb::Watch])
             .components(&["test"])
+            .config_schema(serde_json::json!({
+                "type": "object",
+                "properties": {"every": {"type": "integer", "minimum": 1}},
+                "additionalProperties": false
+            }))
     }
 
     fn filter(&self, _ctx: &Context, object: &mut Object) -> Decision {
         if object.label(TRAP_LABEL).is_some() {
             panic!("asked to trap by {TRAP_LABEL}");
+        }
+        let seen = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(every) = self.every
+            && seen % every == 0
+        {
+            panic!("object {seen} of this instance: a trap every {every}");
         }
         Decision::Keep
     }
@@ -60,5 +81,18 @@ mod tests {
             &ctx(),
             &json!({"metadata": {"labels": {TRAP_LABEL: "yes"}}}),
         );
+    }
+
+    #[test]
+    #[should_panic(expected = "object 3 of this instance")]
+    fn panics_on_every_nth_object() {
+        let harness = Harness::<Trapper>::configure(json!({"every": 3})).unwrap();
+        for _ in 0..2 {
+            assert_eq!(
+                harness.filter(&ctx(), &json!({"metadata": {"name": "a"}})),
+                Output::Keep
+            );
+        }
+        harness.filter(&ctx(), &json!({"metadata": {"name": "a"}}));
     }
 }
