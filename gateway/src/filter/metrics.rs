@@ -208,6 +208,11 @@ impl FilterMetrics {
         self.turned_off.get_or_create(&labels(filter)).inc();
     }
 
+    /// The largest linear memory an instance of `filter` has grown to.
+    pub(crate) fn memory_of(&self, filter: &str) -> u64 {
+        u64::try_from(self.memory.get_or_create(&labels(filter)).get()).unwrap_or(0)
+    }
+
     /// Notes an instance of `filter` whose linear memory grew to `bytes`.
     pub(crate) fn memory_grew(&self, filter: &str, bytes: usize) {
         let gauge = self.memory.get_or_create(&labels(filter));

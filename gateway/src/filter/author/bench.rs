@@ -51,6 +51,7 @@ pub fn bench(request: &TestRequest, input: &[u8], seconds: f64) -> Result<String
     let single = timed(budget, objects.len(), objects.len(), single_pass)?;
     let report = Report {
         objects: objects.len(),
+        instance_memory_bytes: session.instance_memory_bytes(),
         decisions,
         batched: Way {
             objects_per_call: Some(BATCH.min(objects.len())),
@@ -64,8 +65,11 @@ pub fn bench(request: &TestRequest, input: &[u8], seconds: f64) -> Result<String
 
 /// What `edgegate filter bench` prints.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Report {
     objects: usize,
+    /// The linear memory the filter's instance grew to.
+    instance_memory_bytes: u64,
     decisions: Decisions,
     batched: Way,
     single: Way,

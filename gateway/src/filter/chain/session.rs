@@ -84,6 +84,15 @@ impl Session {
         )
     }
 
+    /// The largest linear memory an instance of one of its filters has grown to, in bytes.
+    pub fn instance_memory_bytes(&self) -> u64 {
+        self.steps
+            .iter()
+            .map(|s| s.filter.instantiator().metrics.memory_of(&s.filter.name))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The names of the filters this response passes, in order.
     pub fn filter_names(&self) -> Vec<&str> {
         self.steps.iter().map(|s| &*s.filter.name).collect()

@@ -211,6 +211,11 @@ fn bench_times_each_object_and_says_what_was_decided() {
     for way in ["batched", "single"] {
         assert!(out[way]["usPerObject"].as_f64().unwrap() > 0.0, "{out}");
     }
+    // At least the 64 KiB page a Rust filter's heap starts with.
+    assert!(
+        out["instanceMemoryBytes"].as_u64().unwrap() >= 64 << 10,
+        "{out}"
+    );
 
     // One object is the whole of stdin.
     let out = benched("get", &stamped, 0.01);
