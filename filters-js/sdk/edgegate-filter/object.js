@@ -31,12 +31,11 @@ function textOf(data) {
   }
 }
 
-/** Bytes as a Uint8Array, from any typed array, an ArrayBuffer or an array of bytes. */
+/** Bytes as a Uint8Array, from any typed array (of any realm) or an ArrayBuffer. */
 function bytesOf(data) {
   if (data instanceof Uint8Array) return data;
   if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  if (Array.isArray(data)) return Uint8Array.from(data);
   const type = data === null ? 'null' : typeof data === 'object' ? data.constructor?.name ?? 'object' : typeof data;
   throw new ObjectError(`an object is made from JSON bytes or text, not ${type}`);
 }
@@ -314,9 +313,16 @@ export class KubeObject {
     return typeof value === 'string' ? value : undefined;
   }
 
+  /** The string member `key` of the object at `keys`, or undefined. */
+  #member(keys, key) {
+    const map = walk(this.value, keys);
+    const found = isObject(map) && Object.hasOwn(map, key) ? map[key] : undefined;
+    return typeof found === 'string' ? found : undefined;
+  }
+
   /** One label's value, or undefined. */
   label(key) {
-    return this.#string(['metadata', 'labels', key]);
+    return this.#member(['metadata', 'labels'], key);
   }
 
   /** All labels (string values only), as a new object. */
@@ -336,7 +342,7 @@ export class KubeObject {
 
   /** One annotation's value, or undefined. */
   annotation(key) {
-    return this.#string(['metadata', 'annotations', key]);
+    return this.#member(['metadata', 'annotations'], key);
   }
 
   /** All annotations (string values only), as a new object. */

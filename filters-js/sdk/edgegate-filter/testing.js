@@ -26,13 +26,13 @@ export class Harness {
     /** @type {Map<string, object[]>} */
     this.objects = new Map();
     this.runner = new Runner(FilterClass);
-    const error = this.#installed(() => this.runner.configure(JSON.stringify(config)));
+    const error = this.withHost(() => this.runner.configure(JSON.stringify(config)));
     if (error !== undefined) throw new Error(error);
   }
 
   /** The filter's manifest, checked as the component checks it. */
   manifest() {
-    return this.#installed(() => checkedManifest(this.FilterClass));
+    return this.withHost(() => checkedManifest(this.FilterClass));
   }
 
   /** Makes `obj` (a JSON value) known to lookups of `resource`. */
@@ -44,16 +44,17 @@ export class Harness {
   /** What the gateway receives for one object (a value, JSON text or bytes): `KEEP`, `DROP` or a `Replace`. */
   filter(ctx, obj) {
     this.runner.context = ctx;
-    return this.#installed(() => this.runner.run(bytesOf(obj)));
+    return this.withHost(() => this.runner.run(bytesOf(obj)));
   }
 
   /** What the gateway receives for several objects of one response. */
   filterBatch(ctx, objects) {
     this.runner.context = ctx;
-    return this.#installed(() => this.runner.runBatch(objects.map(bytesOf)));
+    return this.withHost(() => this.runner.runBatch(objects.map(bytesOf)));
   }
 
-  #installed(call) {
+  /** Runs `call` with the fake host in place, as the filter's calls run, and returns what it returns. */
+  withHost(call) {
     const previous = host.useBackend(new FakeHost(this));
     try {
       return call();
