@@ -61,6 +61,7 @@ test('an already rewritten Service is kept without re-encoding', () => {
   const harness = new Harness(MasterService, {});
   const rewritten = harness.filter(ctx(), service('default', 'kubernetes')).json();
   assert.equal(harness.filter(ctx(), rewritten), KEEP);
+  assert.equal(harness.filter(ctx(), JSON.stringify(rewritten, null, 2)), KEEP, 'as kube-apiserver spaces it');
   // A partial rewrite (clusterIPs still the cloud's) is completed.
   const partial = structuredClone(rewritten);
   partial.spec.clusterIPs = ['10.96.0.1'];

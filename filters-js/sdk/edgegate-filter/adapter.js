@@ -133,12 +133,15 @@ function manifestProblem(manifest) {
   return undefined;
 }
 
+/** Frames of the exports' plumbing: componentize-js's bindings and guest.js. */
+const PLUMBING = /\/initializer\.js:[0-9]+:[0-9]+$|edgegate-filter\/guest\.js:[0-9]+:[0-9]+$/;
+
 /** An exception and where it was thrown, innermost call last, for the gateway's log. */
 export function describe(error) {
   if (!(error instanceof Error)) return `${typeof error} thrown: ${String(error)}`;
   const calls = String(error.stack ?? '')
     .split('\n')
-    .filter((line) => line.trim() !== '')
+    .filter((line) => line.trim() !== '' && !PLUMBING.test(line))
     .map((line) => {
       // SpiderMonkey writes a frame as `name@file:line:column`.
       const at = line.lastIndexOf('@');

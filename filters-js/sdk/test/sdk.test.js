@@ -329,7 +329,9 @@ class HubFilter extends Filter {
 suite('describe', () => {
   test('names an exception and its calls, innermost last', () => {
     const error = new TypeError('boom');
-    error.stack = 'inner@masterservice/masterservice.js:40:7\nouter@sdk/edgegate-filter/adapter.js:70:12\n@component.js:5:3\n';
+    error.stack =
+      'inner@masterservice/masterservice.js:40:7\nouter@sdk/edgegate-filter/adapter.js:70:12\n' +
+      'logged@sdk/edgegate-filter/guest.js:41:12\n@component.js:5:3\nexport_filter@/tmp/1/sources/initializer.js:685:9\n';
     assert.equal(
       describe(error),
       'TypeError: boom; in (top level) (component.js:5) > outer (sdk/edgegate-filter/adapter.js:70) > inner (masterservice/masterservice.js:40)',
