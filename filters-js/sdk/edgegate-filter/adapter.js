@@ -54,28 +54,30 @@ export class Runner {
     return undefined;
   }
 
+  /** Fails the call unless the filter was configured and a context begun. */
   #ready() {
     if (this.filter === undefined) fail('filter called before configure');
     if (this.context === undefined) fail('filter called before begin');
-    return [this.filter, this.context];
   }
 
   /** Decides about one object (JSON bytes); `KEEP` means its original bytes. */
   run(data) {
-    const [filter, ctx] = this.#ready();
+    this.#ready();
     const obj = parsed(data);
-    return output(filter.filter(ctx, obj), obj);
+    return output(this.filter.filter(this.context, obj), obj);
   }
 
   /** Decides about several objects; one output per object, in order. */
   runBatch(objects) {
-    const [filter, ctx] = this.#ready();
-    const all = objects.map(parsed);
-    const decisions = filter.filterBatch(ctx, all);
+    this.#ready();
+    const all = new Array(objects.length);
+    for (let i = 0; i < objects.length; i++) all[i] = parsed(objects[i]);
+    const decisions = this.filter.filterBatch(this.context, all);
     if (!Array.isArray(decisions) || decisions.length !== all.length) {
       fail(`filterBatch returned ${describeValue(decisions)} for ${all.length} objects, not one decision each`);
     }
-    return decisions.map((decision, i) => output(decision, all[i]));
+    for (let i = 0; i < all.length; i++) decisions[i] = output(decisions[i], all[i]);
+    return decisions;
   }
 }
 

@@ -1,22 +1,59 @@
-// JSON as filters read and write it. Kubernetes writes int64 and uint64 fields as plain
-// integers, beyond the 2^53 a JavaScript number holds exactly: text with a run of 16 digits
-// is read by a slower parser that keeps such integers as BigInt, and `encode` writes them
-// back digit for digit. Other text is read by the engine's own JSON.parse.
+// JSON as filters read and write it. Objects are read by the engine's own JSON.parse, whose
+// numbers are doubles: Kubernetes writes int64 and uint64 fields as plain integers, which
+// beyond 2^53 a double holds only approximately. So that an object the filter edits does
+// not carry such approximations on, `encodeAfter` writes the integers of the text it was
+// read from back digit for digit, where the filter left them; a slower reader
+// (`parseExact`) reads them as BigInt, and it is run only on the text of an edited object
+// with a run of 16 digits in it.
 
-/** A run of digits that may spell an integer a number cannot hold. */
+/** A run of digits that may spell an integer a double cannot hold. */
 const LONG_NUMBER = /[0-9]{16}/;
 const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y;
 const SPACE = /[ \t\n\r]*/y;
 
-/** JSON text as a value, strictly; integers beyond `Number.MAX_SAFE_INTEGER` as BigInt. */
+/** JSON text as a value, by the engine's JSON.parse. */
 export function parse(text) {
-  if (!LONG_NUMBER.test(text)) {
-    return JSON.parse(text);
-  }
+  return JSON.parse(text);
+}
+
+/** JSON text as a value, strictly; integers beyond `Number.MAX_SAFE_INTEGER` as BigInt. */
+export function parseExact(text) {
+  if (!LONG_NUMBER.test(text)) return JSON.parse(text);
   const reader = new Reader(text);
   const value = reader.value();
   reader.end();
   return value;
+}
+
+/**
+ * `value`, which JSON.parse read from `text` and a filter may have edited since, as JSON
+ * text: the integers of `text` a double cannot hold are written as `text` spells them,
+ * wherever `value` still holds the double JSON.parse made of them.
+ */
+export function encodeAfter(value, text) {
+  if (!LONG_NUMBER.test(text)) return encode(value);
+  let copy;
+  try {
+    copy = structuredClone(value);
+  } catch {
+    return encode(value); // a value JSON cannot hold whole (a function) holds no such integer either
+  }
+  return encode(restore(copy, parseExact(text)));
+}
+
+/** `edited` with the BigInts of `exact` back where it holds what a double made of them. */
+function restore(edited, exact) {
+  if (typeof exact === 'bigint') return Number(exact) === edited ? exact : edited;
+  if (Array.isArray(exact)) {
+    if (!Array.isArray(edited)) return edited;
+    const n = Math.min(exact.length, edited.length);
+    for (let i = 0; i < n; i++) edited[i] = restore(edited[i], exact[i]);
+  } else if (isObject(exact) && isObject(edited)) {
+    for (const key of Object.keys(exact)) {
+      if (Object.hasOwn(edited, key)) put(edited, key, restore(edited[key], exact[key]));
+    }
+  }
+  return edited;
 }
 
 /**
@@ -64,14 +101,17 @@ export function same(a, b) {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
   if (Array.isArray(a)) {
-    return Array.isArray(b) && a.length === b.length && a.every((item, i) => same(item, b[i]));
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!same(a[i], b[i])) return false;
+    return true;
   }
   if (Array.isArray(b)) return false;
   const keys = Object.keys(a);
-  return (
-    keys.length === Object.keys(b).length &&
-    keys.every((key) => Object.hasOwn(b, key) && same(a[key], b[key]))
-  );
+  if (keys.length !== Object.keys(b).length) return false;
+  for (let i = 0; i < keys.length; i++) {
+    if (!Object.hasOwn(b, keys[i]) || !same(a[keys[i]], b[keys[i]])) return false;
+  }
+  return true;
 }
 
 /** Writes `value` as JSON into `parts`, as JSON.stringify would, BigInt as its digits. */

@@ -9,8 +9,8 @@
 // original bytes. An edited object is encoded whole (json.js): the same JSON, not the same
 // bytes.
 
-import { encode, isObject, parse, put, same } from './json.js';
-import { keysOf, removeAt, setAt, walk } from './path.js';
+import { encode, encodeAfter, isObject, parse, put, same } from './json.js';
+import { child, keysOf, removeAt, setAt, walk } from './path.js';
 
 /** The bytes are not JSON, or the JSON is not an object. */
 export class ObjectError extends Error {
@@ -19,6 +19,11 @@ export class ObjectError extends Error {
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 const encoder = new TextEncoder();
+const KIND = ['kind'];
+const API_VERSION = ['apiVersion'];
+const NAME = ['metadata', 'name'];
+const NAMESPACE = ['metadata', 'namespace'];
+const RESOURCE_VERSION = ['metadata', 'resourceVersion'];
 /** Characters a name may hold that JSON text could spell otherwise than as themselves. */
 const ESCAPABLE = /["\\/\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
 
@@ -57,9 +62,10 @@ export class KubeObject {
     } else {
       this.#raw = bytesOf(data);
     }
-    let i = 0;
     const raw = this.#raw;
-    while (i < raw.length && (raw[i] === 0x20 || raw[i] === 0x09 || raw[i] === 0x0a || raw[i] === 0x0d)) i++;
+    let i = 0;
+    // kube-apiserver's objects open with `{`: the loop runs only on other bytes.
+    while (raw[i] === 0x20 || raw[i] === 0x09 || raw[i] === 0x0a || raw[i] === 0x0d) i++;
     if (raw[i] !== 0x7b) {
       let value;
       try {
@@ -115,16 +121,21 @@ export class KubeObject {
     return this.#edited;
   }
 
+  /** The value as JSON text, its integers beyond 2^53 as the original text spells them. */
+  #encoded() {
+    return this.#raw === undefined ? encode(this.value) : encodeAfter(this.value, this.#decoded());
+  }
+
   /** The object as JSON bytes: its original bytes if it was not edited. */
   toBytes() {
     if (!this.#edited && this.#raw !== undefined) return this.#raw;
-    return encoder.encode(encode(this.value));
+    return encoder.encode(this.#encoded());
   }
 
   /** The object as JSON bytes if it was edited and no longer reads as it came (what `KEEP` forwards), else undefined. */
   edits() {
     if (!this.#edited) return undefined;
-    const text = encode(this.value);
+    const text = this.#encoded();
     if (this.#raw !== undefined) {
       if (text === this.#decoded()) return undefined;
       // The setters mark only changes; a part handed out may have been left as it was.
@@ -183,9 +194,11 @@ export class KubeObject {
   retainItems(key, keep) {
     const items = walk(this.value, [key]);
     if (!Array.isArray(items)) return false;
-    const kept = items.filter((item) => keep(item));
+    const kept = [];
+    for (let i = 0; i < items.length; i++) if (keep(items[i])) kept.push(items[i]);
     if (kept.length === items.length) return false;
-    items.splice(0, items.length, ...kept);
+    items.length = kept.length;
+    for (let i = 0; i < kept.length; i++) items[i] = kept[i];
     this.#edited = true;
     return true;
   }
@@ -194,13 +207,13 @@ export class KubeObject {
   position(path, accept) {
     const items = this.get(path);
     if (!Array.isArray(items)) return undefined;
-    const index = items.findIndex((item) => accept(item));
-    return index < 0 ? undefined : index;
+    for (let i = 0; i < items.length; i++) if (accept(items[i])) return i;
+    return undefined;
   }
 
   /** A field of `spec` by path (`clusterIP`, `ports.0.port`). */
   spec(path) {
-    return walk(this.value, ['spec', ...keysOf(path)]);
+    return walk(child(this.value, 'spec'), keysOf(path));
   }
 
   /** A field of `spec` by path, to change in place; counted as an edit. */
@@ -215,7 +228,7 @@ export class KubeObject {
 
   /** A field of `status` by path. */
   status(path) {
-    return walk(this.value, ['status', ...keysOf(path)]);
+    return walk(child(this.value, 'status'), keysOf(path));
   }
 
   /** A field of `status` by path, to change in place; counted as an edit. */
@@ -240,9 +253,9 @@ export class KubeObject {
     if (typeof value !== 'string') throw new TypeError(`${keys.join('.')} is set to a string, not ${typeof value}`);
     if (this.#updateKeys(keys, value) || same(walk(this.value, keys), value)) return;
     let parent = this.value;
-    for (const key of keys.slice(0, -1)) {
-      if (!Object.hasOwn(parent, key) || !isObject(parent[key])) put(parent, key, {});
-      parent = parent[key];
+    for (let i = 0; i < keys.length - 1; i++) {
+      if (!Object.hasOwn(parent, keys[i]) || !isObject(parent[keys[i]])) put(parent, keys[i], {});
+      parent = parent[keys[i]];
     }
     put(parent, keys[keys.length - 1], value);
     this.#edited = true;
@@ -250,12 +263,12 @@ export class KubeObject {
 
   /** `apiVersion`, or undefined. */
   get apiVersion() {
-    return this.#string(['apiVersion']);
+    return this.#string(API_VERSION);
   }
 
   /** `kind`, or undefined; settable. */
   get kind() {
-    return this.#string(['kind']);
+    return this.#string(KIND);
   }
 
   set kind(kind) {
@@ -264,7 +277,7 @@ export class KubeObject {
 
   /** `metadata.name`, or undefined; settable. */
   get name() {
-    return this.#string(['metadata', 'name']);
+    return this.#string(NAME);
   }
 
   set name(name) {
@@ -273,7 +286,7 @@ export class KubeObject {
 
   /** `metadata.namespace`, or undefined; settable. */
   get namespace() {
-    return this.#string(['metadata', 'namespace']);
+    return this.#string(NAMESPACE);
   }
 
   set namespace(namespace) {
@@ -282,21 +295,22 @@ export class KubeObject {
 
   /** `metadata.resourceVersion` (which a filter must never change), or undefined. */
   get resourceVersion() {
-    return this.#string(['metadata', 'resourceVersion']);
+    return this.#string(RESOURCE_VERSION);
   }
 
   /** Whether this is the object `namespace/name`; unparsed bytes that cannot hold both strings answer without a parse. */
   isNamed(namespace, name) {
-    if (this.#value === undefined && !(this.#mayHold(namespace) && this.#mayHold(name))) return false;
+    if (this.#value === undefined && !this.#mayHold(namespace, name)) return false;
     return this.namespace === namespace && this.name === name;
   }
 
-  /** Whether the unparsed text may hold the JSON string `text` (false only when it cannot). */
-  #mayHold(text) {
-    if (typeof text !== 'string' || ESCAPABLE.test(text)) return true;
+  /** Whether the unparsed text may hold the JSON strings `a` and `b` (false only when it cannot). */
+  #mayHold(a, b) {
+    if (typeof a !== 'string' || typeof b !== 'string' || ESCAPABLE.test(a) || ESCAPABLE.test(b)) return true;
     const json = this.#decoded();
-    if (json.includes('\\u') || json.includes('\\/')) return true;
-    return json.includes(`"${text}"`);
+    // indexOf, not includes: the engine's includes is written in JavaScript, indexOf is native.
+    if (json.indexOf('\\u') !== -1 || json.indexOf('\\/') !== -1) return true;
+    return json.indexOf(`"${a}"`) !== -1 && json.indexOf(`"${b}"`) !== -1;
   }
 
   // Labels and annotations.

@@ -2,7 +2,7 @@
 // mirror the `edgegate:filter` WIT world (filters-sdk/wit/filter.wit) and the Rust SDK's
 // `types` module; guest.js converts them to and from what the component's bindings take.
 
-import { encode, parse } from './json.js';
+import { encode, parseExact } from './json.js';
 
 /**
  * The Kubernetes verb of the request being served, valued as Kubernetes spells it. The
@@ -150,9 +150,9 @@ export class Replace {
     return new Replace(encode(value));
   }
 
-  /** The replacement parsed as JSON. */
+  /** The replacement parsed as JSON, integers beyond 2^53 as BigInt. */
   json() {
-    return parse(new TextDecoder().decode(this.data));
+    return parseExact(new TextDecoder().decode(this.data));
   }
 }
 
