@@ -81,6 +81,7 @@ export class Runner {
   }
 }
 
+/** An object from the bytes the host passed; fails the call when they are no JSON object. */
 function parsed(data) {
   try {
     return new KubeObject(data);
@@ -116,6 +117,7 @@ export function checkedManifest(FilterClass) {
   return manifest;
 }
 
+/** What is wrong with a manifest, or undefined. */
 function manifestProblem(manifest) {
   const strings = (value) => Array.isArray(value) && value.every((s) => typeof s === 'string');
   if (typeof manifest?.name !== 'string' || typeof manifest.version !== 'string') {

@@ -25,6 +25,7 @@ const fromWitVerb = (verb) => (verb === 'delete-collection' ? Verb.DELETE_COLLEC
 const KEEP_WIT = { tag: 'keep' };
 const DROP_WIT = { tag: 'drop' };
 
+/** A decision as the bindings take it. */
 function decisionToWit(decision) {
   if (decision instanceof Keep) return KEEP_WIT;
   if (decision instanceof Drop) return DROP_WIT;
@@ -58,6 +59,7 @@ function consoleToLog() {
   }
 }
 
+/** A console argument as text: an Error with its calls, anything else as JSON. */
 function describeArg(arg) {
   if (arg instanceof Error) return describe(arg);
   try {

@@ -71,6 +71,7 @@ export class KubeObject {
       try {
         value = parse(this.#decoded());
       } catch (error) {
+        if (error instanceof ObjectError) throw error;
         throw new ObjectError(`not JSON: ${error.message}`);
       }
       throw new ObjectError(`not a JSON object: ${Array.isArray(value) ? 'array' : value === null ? 'null' : typeof value}`);
@@ -87,6 +88,7 @@ export class KubeObject {
     return object;
   }
 
+  /** The JSON text, decoded from the bytes on first use. */
   #decoded() {
     this.#text ??= textOf(this.#raw);
     return this.#text;
@@ -175,6 +177,7 @@ export class KubeObject {
     return this.#updateKeys(keysOf(path), value);
   }
 
+  /** `update` by keys. */
   #updateKeys(keys, value) {
     const found = walk(this.value, keys);
     if (found !== undefined && same(found, value)) return false;
@@ -243,6 +246,7 @@ export class KubeObject {
 
   // Identity.
 
+  /** The string at `keys`, or undefined. */
   #string(keys) {
     const found = walk(this.value, keys);
     return typeof found === 'string' ? found : undefined;
@@ -251,13 +255,17 @@ export class KubeObject {
   /** Sets a string at `keys`, putting an object in place of anything else on the way (`"labels": null`). */
   #setString(keys, value) {
     if (typeof value !== 'string') throw new TypeError(`${keys.join('.')} is set to a string, not ${typeof value}`);
-    if (this.#updateKeys(keys, value) || same(walk(this.value, keys), value)) return;
     let parent = this.value;
     for (let i = 0; i < keys.length - 1; i++) {
-      if (!Object.hasOwn(parent, keys[i]) || !isObject(parent[keys[i]])) put(parent, keys[i], {});
+      if (!Object.hasOwn(parent, keys[i]) || !isObject(parent[keys[i]])) {
+        put(parent, keys[i], {});
+        this.#edited = true;
+      }
       parent = parent[keys[i]];
     }
-    put(parent, keys[keys.length - 1], value);
+    const last = keys[keys.length - 1];
+    if (Object.hasOwn(parent, last) && parent[last] === value) return;
+    put(parent, last, value);
     this.#edited = true;
   }
 
@@ -315,12 +323,14 @@ export class KubeObject {
 
   // Labels and annotations.
 
+  /** The string members of the object at `keys`, as a new object. */
   #strings(keys) {
     const found = walk(this.value, keys);
     if (!isObject(found)) return {};
     return Object.fromEntries(Object.entries(found).filter(([, value]) => typeof value === 'string'));
   }
 
+  /** Removes the member at `keys`; its value if it was a string. */
   #removeString(keys) {
     const { removed, value } = removeAt(this.value, keys);
     if (removed) this.#edited = true;

@@ -32,8 +32,8 @@ export function child(value, key) {
 }
 
 /** The value below `value` at `keys`, or undefined. */
-export function walk(value, keys, from = 0) {
-  for (let i = from; i < keys.length; i++) {
+export function walk(value, keys) {
+  for (let i = 0; i < keys.length; i++) {
     value = child(value, keys[i]);
     if (value === undefined) return undefined;
   }

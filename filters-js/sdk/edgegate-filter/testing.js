@@ -64,10 +64,12 @@ export class Harness {
   }
 }
 
+/** The key of a resource in the harness's objects. */
 function resourceKey({ group, version, resource }) {
   return `${group}/${version}/${resource}`;
 }
 
+/** JSON bytes of a test's object: bytes as they are, text encoded, a value as JSON. */
 function bytesOf(obj) {
   if (obj instanceof Uint8Array) return obj;
   return encoder.encode(typeof obj === 'string' ? obj : encode(obj));

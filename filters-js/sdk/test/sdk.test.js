@@ -134,6 +134,17 @@ suite('KubeObject', () => {
     obj.name = 'b';
     obj.kind = 'Service';
     assert.deepEqual([obj.name, obj.kind], ['b', 'Service']);
+    // A label goes into an object, never into an array in its place.
+    const listed = new KubeObject('{"metadata": {"labels": ["x"], "annotations": {"a": "b"}}}');
+    listed.setLabel('0', 'v');
+    assert.deepEqual(listed.value.metadata.labels, { 0: 'v' });
+    listed.setAnnotation('a', 'b');
+    listed.name = 'n';
+    assert.equal(listed.name, 'n');
+    const unchanged = new KubeObject('{"metadata": {"name": "n", "annotations": {"a": "b"}}}');
+    unchanged.setAnnotation('a', 'b');
+    unchanged.name = 'n';
+    assert.ok(!unchanged.isEdited());
   });
 
   test('mut accessors count as edits but forward nothing unchanged', () => {
