@@ -48,6 +48,8 @@ command -v systemd-analyze >/dev/null || need_pkgs+=(systemd)
 # tests/prune-target reads `cargo metadata` with jq.
 # The Python filters' toolchain (filters-py/toolchain.sh) installs componentize-py into a venv.
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3 python3-venv)
+# The JavaScript filters' toolchain (filters-js/toolchain.sh) installs componentize-js with npm.
+command -v npm >/dev/null || need_pkgs+=(nodejs npm)
 command -v jq >/dev/null || need_pkgs+=(jq)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"

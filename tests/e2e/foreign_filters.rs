@@ -1,6 +1,6 @@
-//! Filters written in Python (`filters-py/`, built into components by `filters-py/build`) in
-//! a gateway before a real kube-apiserver: node clients receive from them what the Rust
-//! filters they port give them, in lists and in watches.
+//! Filters written in Python and JavaScript (`filters-py/`, `filters-js/`, built into
+//! components by their `build`) in a gateway before a real kube-apiserver: node clients
+//! receive from them what the Rust filters they port give them, in lists and in watches.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,15 +15,41 @@ use crate::topology::{
     KUBE_PROXY, KUBELET, endpoints, filter_dir, nodes_and_pools, services_and_slices,
 };
 
-/// The filters ported to Python.
+/// The filters each gateway runs.
 const PORTED: [&str; 2] = ["servicetopology", "masterservice"];
 
-/// The same cluster through a gateway running the Rust filters and one running their Python
-/// ports, both on edge-1 of pool hangzhou: kube-proxy's EndpointSlices (v1beta1) and core
-/// Endpoints, and kubelet's Services, are the same JSON from both, and are filtered (edge-1's
+/// A language's ports: its name, its tree, the filters of [`PORTED`] it has (the Rust
+/// component stands in for the others, in the same chain), and the `NAME.toml` its filters
+/// need.
+struct Port {
+    language: &'static str,
+    tree: &'static str,
+    filters: &'static [&'static str],
+    toml: &'static str,
+}
+
+const PORTS: [Port; 2] = [
+    Port {
+        language: "Python",
+        tree: "filters-py",
+        filters: &["servicetopology", "masterservice"],
+        toml: "",
+    },
+    Port {
+        language: "JavaScript",
+        tree: "filters-js",
+        filters: &["masterservice"],
+        // docs/filters/javascript.md, "Memory".
+        toml: "[limits]\nmemory-mib = 128\n",
+    },
+];
+
+/// The same cluster through a gateway running the Rust filters and one per language running
+/// its ports, all on edge-1 of pool hangzhou: kube-proxy's EndpointSlices (v1beta1) and core
+/// Endpoints, and kubelet's Services, are the same JSON from each, and are filtered (edge-1's
 /// and hangzhou's endpoints only; `default/kubernetes` at the hub's address). A watch of
-/// kube-proxy's sees a new slice filtered alike from both.
-pub fn python_filters_give_node_clients_what_the_rust_ones_give(env: &Env) -> Result<()> {
+/// kube-proxy's sees a new slice filtered alike from each.
+pub fn ported_filters_give_node_clients_what_the_rust_ones_give(env: &Env) -> Result<()> {
     let cluster = env.private_cluster()?;
     let scratch = cluster.dir.join("foreign");
     std::fs::create_dir_all(&scratch)?;
@@ -33,7 +59,11 @@ pub fn python_filters_give_node_clients_what_the_rust_ones_give(env: &Env) -> Re
     services_and_slices(&cluster, &scratch, &ns, nodes)?;
     core_endpoints(&cluster, &scratch, &ns, nodes)?;
     let rust = start(env, &cluster, &filter_dir(&scratch.join("rust"), &PORTED)?)?;
-    let python = start(env, &cluster, &python_filter_dir(&scratch.join("python"))?)?;
+    let mut ports = Vec::new();
+    for port in &PORTS {
+        let dir = port_filter_dir(&scratch.join(port.tree), port)?;
+        ports.push((port.language, start(env, &cluster, &dir)?));
+    }
 
     // The Rust gateway's views, once its informers know the pool.
     let want: BTreeMap<String, Vec<String>> = [
@@ -78,12 +108,20 @@ pub fn python_filters_give_node_clients_what_the_rust_ones_give(env: &Env) -> Re
         "kubelet's default/kubernetes through the Rust filters: {master}"
     );
 
-    let mut got = Views::default();
-    wait_until(Duration::from_secs(30), "the Python filters' views", || {
-        got = Views::of(&python, &ns).unwrap_or_default();
-        got == expected
-    })
-    .with_context(|| format!("Rust: {}\nPython: {}", expected.summary(), got.summary()))?;
+    for (language, gateway) in &ports {
+        let mut got = Views::default();
+        wait_until(Duration::from_secs(30), "the ported filters' views", || {
+            got = Views::of(gateway, &ns).unwrap_or_default();
+            got == expected
+        })
+        .with_context(|| {
+            format!(
+                "Rust: {}\n{language}: {}",
+                expected.summary(),
+                got.summary()
+            )
+        })?;
+    }
 
     // A watch: the same new slice, filtered alike.
     let rt = runtime();
@@ -91,7 +129,7 @@ pub fn python_filters_give_node_clients_what_the_rust_ones_give(env: &Env) -> Re
     let slices = |gateway: &Gateway| slices_url(gateway, &ns);
     let (rv, _) = rt.block_on(list_as(&client, &slices(&rust), KUBE_PROXY))?;
     let mut watches = Vec::new();
-    for gateway in [&rust, &python] {
+    for gateway in std::iter::once(&rust).chain(ports.iter().map(|(_, gateway)| gateway)) {
         let url = format!("{}?watch=true&resourceVersion={rv}", slices(gateway));
         watches.push(rt.block_on(Watch::open(&client, &url, KUBE_PROXY))?);
     }
@@ -111,7 +149,13 @@ pub fn python_filters_give_node_clients_what_the_rust_ones_give(env: &Env) -> Re
         "the Rust filter's event: {}",
         added[0]
     );
-    ensure!(added[0] == added[1], "the events differ: {added:?}");
+    for ((language, _), event) in ports.iter().zip(&added[1..]) {
+        ensure!(
+            *event == added[0],
+            "{language}'s event differs from Rust's: {event} / {}",
+            added[0]
+        );
+    }
     Ok(())
 }
 
@@ -135,7 +179,7 @@ fn start(env: &Env, cluster: &Cluster, dir: &Path) -> Result<Gateway> {
         ],
     )?;
     wait_readyz(&gateway, 200, "the gateway to be ready")?;
-    // A Python component compiles for 15-30 s on two cores.
+    // A Python or JavaScript component compiles for 7-30 s on two cores.
     wait_until(Duration::from_secs(300), "the filters to load", || {
         let chain: Value = http::get(gateway.hub, "/v1/filters")
             .ok()
@@ -153,14 +197,17 @@ fn start(env: &Env, cluster: &Cluster, dir: &Path) -> Result<Gateway> {
     Ok(gateway)
 }
 
-/// A filter directory under `under` with the Python components of [`PORTED`].
-fn python_filter_dir(under: &Path) -> Result<PathBuf> {
-    let built = edgegate_testkit::filters::built_in_python(&PORTED)?;
-    let dir = under.join("filters");
-    std::fs::create_dir_all(&dir)?;
-    for name in PORTED {
-        let file = format!("{name}.wasm");
-        std::fs::copy(built.join(&file), dir.join(&file))?;
+/// A filter directory under `under` with `port`'s components of [`PORTED`], each with the
+/// `NAME.toml` it needs, and the Rust ones of those it does not port.
+fn port_filter_dir(under: &Path, port: &Port) -> Result<PathBuf> {
+    let dir = filter_dir(under, &PORTED)?;
+    let built = edgegate_testkit::filters::built_in(port.tree, port.filters)?;
+    for name in port.filters {
+        std::fs::copy(
+            built.join(format!("{name}.wasm")),
+            dir.join(format!("{name}.wasm")),
+        )?;
+        std::fs::write(dir.join(format!("{name}.toml")), port.toml)?;
     }
     Ok(dir)
 }

@@ -293,8 +293,8 @@ const TESTS: &[(&str, Test)] = &[
         filters::a_filter_failing_again_and_again_is_reloaded_then_turned_off,
     ),
     (
-        "foreign_filters::python_filters_give_node_clients_what_the_rust_ones_give",
-        foreign_filters::python_filters_give_node_clients_what_the_rust_ones_give,
+        "foreign_filters::ported_filters_give_node_clients_what_the_rust_ones_give",
+        foreign_filters::ported_filters_give_node_clients_what_the_rust_ones_give,
     ),
     (
         "topology::each_component_sees_its_filtered_view_online_and_offline",

@@ -1,6 +1,7 @@
 //! The built filter components: the Rust ones (`target/filters/NAME.wasm`, built by
-//! `tests/build-filters`) and the Python ports (`target/filters-py/NAME.wasm`, built by
-//! `filters-py/build`), each built once per test run when one is missing.
+//! `tests/build-filters`) and the ports to Python and JavaScript (`target/filters-py/` and
+//! `target/filters-js/`, built by `filters-py/build` and `filters-js/build`), each built once
+//! per test run when one is missing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,11 +21,12 @@ pub fn built(names: &[&str]) -> Result<PathBuf> {
     })
 }
 
-/// `target/filters-py/`, holding the Python component of every filter in `names` (built now,
-/// with the toolchain `filters-py/build` installs, if one is missing).
-pub fn built_in_python(names: &[&str]) -> Result<PathBuf> {
-    ensure("filters-py", names, |repo| {
-        let mut build = Command::new(repo.join("filters-py/build"));
+/// `target/<tree>/`, holding the component of every filter in `names` ported to the
+/// language of `tree` (`filters-py`, `filters-js`), built now by `<tree>/build`, with the
+/// toolchain it installs, if one is missing.
+pub fn built_in(tree: &str, names: &[&str]) -> Result<PathBuf> {
+    ensure(tree, names, |repo| {
+        let mut build = Command::new(repo.join(tree).join("build"));
         build.args(names);
         build
     })
