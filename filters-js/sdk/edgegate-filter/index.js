@@ -23,10 +23,16 @@
 //
 // Modules: types.js (context, manifest, decisions), object.js (`KubeObject`), filter.js
 // (`Filter`), host.js (lookups, logging, counters), kube.js (annotations, the hub's address),
+// endpoints.js (`EndpointsKind`: endpoints and their nodes), topology.js (`Topology`, the
+// topologyKeys annotation), service.js (a slice's Service), pool.js (a pool's members),
 // testing.js (`Harness`, a fake host), guest.js (`exportFilter`).
 
 export * as host from './host.js';
 export * as kube from './kube.js';
+export * as endpoints from './endpoints.js';
+export * as topology from './topology.js';
+export * as service from './service.js';
+export * as pool from './pool.js';
 export { ConfigError, Filter } from './filter.js';
 export { KubeObject, ObjectError } from './object.js';
 export {
