@@ -38,7 +38,7 @@ const PORTS: [Port; 2] = [
     Port {
         language: "JavaScript",
         tree: "filters-js",
-        filters: &["masterservice"],
+        filters: &["servicetopology", "masterservice"],
         // docs/filters/javascript.md, "Memory".
         toml: "[limits]\nmemory-mib = 128\n",
     },
