@@ -41,7 +41,7 @@ impl Filter for Trapper {
         }
         let seen = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(every) = self.every
-            && seen % every == 0
+            && seen.is_multiple_of(every)
         {
             panic!("object {seen} of this instance: a trap every {every}");
         }
