@@ -9,9 +9,9 @@ use edgegate_filter_sdk::{Context, Decision, Filter, Manifest, Object, Verb, exp
 /// The label that makes the filter trap.
 pub const TRAP_LABEL: &str = "edgegate.test/trap";
 
-/// The filter.
+/// The filter. Keys of its config other than `every` are ignored, so that it can replace
+/// another filter's code under that filter's config.
 #[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Trapper {
     /// Trap on every `every`th object this instance is given, too.
     #[serde(default)]
@@ -30,8 +30,7 @@ impl Filter for Trapper {
             .components(&["test"])
             .config_schema(serde_json::json!({
                 "type": "object",
-                "properties": {"every": {"type": "integer", "minimum": 1}},
-                "additionalProperties": false
+                "properties": {"every": {"type": "integer", "minimum": 1}}
             }))
     }
 
