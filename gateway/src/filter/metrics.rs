@@ -252,9 +252,7 @@ impl FilterMetrics {
 
     /// The per-call metrics of `filter`, resolved once so that a call looks no label up.
     pub(crate) fn for_filter(&self, filter: &str) -> CallMetrics {
-        let labels = FilterLabels {
-            filter: filter.to_owned(),
-        };
+        let labels = labels(filter);
         let decision = |kind| {
             let labels = OutcomeLabels {
                 filter: filter.to_owned(),
