@@ -24,6 +24,7 @@
 //! - [`refusal`]: answers the gateway makes itself, and the one function that makes them
 //!   `Status` responses, counted by fault.
 //! - [`reply`]: response bodies and `Status` bodies.
+//! - `registry`: filter images in OCI registries: pulled by digest, pushed, kept on disk.
 //! - Leaves: [`cli`] (the command line, parsed with nothing of the gateway below it),
 //!   [`request`] (the request context, parsed once: RequestInfo, component, list options),
 //!   `hub_link` (the hub interface, a dummy network link with the address pods reach),
@@ -55,6 +56,7 @@ pub mod local;
 mod metrics;
 mod node;
 pub mod refusal;
+mod registry;
 pub mod reply;
 pub mod request;
 pub mod server;

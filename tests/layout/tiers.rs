@@ -30,6 +30,8 @@ pub(crate) const GATEWAY_TIERS: &[(&str, u8)] = &[
     ("refusal", 3),
     // Response bodies and `Status` bodies.
     ("reply", 2),
+    // Filter images in OCI registries.
+    ("registry", 2),
     // Leaves: the command line, what a request is, the hub interface, the certificate
     // manager, the registry, the error chain, JSON for reading.
     ("cli", 1),
