@@ -85,6 +85,11 @@ pub enum FilterCommand {
     /// object, or a `…List`), through the gateway's filter host: batched as a list is
     /// filtered, and one call per object as a watch's events are.
     Bench(FilterBenchArgs),
+    /// Pushes a filter component to an OCI registry as a filter image (the Wasm OCI
+    /// artifact layout) and prints its reference pinned by digest, for the cluster's
+    /// `kube-system/edgegate-filters` declaration. `--filter-registry-ca` and
+    /// `--filter-registry-config` apply.
+    Push(FilterPushArgs),
     /// Compiles a filter component into the compiled-code store, so that a gateway using
     /// that store maps it without compiling (the gateway runs this in a child process for
     /// every new filter; operators may run it when building a node image).
@@ -106,6 +111,18 @@ pub struct FilterBenchArgs {
     /// How long to measure each way of calling, in seconds.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
+}
+
+/// `edgegate filter push`.
+#[derive(Debug, Args)]
+pub struct FilterPushArgs {
+    /// The filter component.
+    #[arg(value_name = "FILE.wasm")]
+    pub wasm: PathBuf,
+
+    /// Where to push it: `HOST[:PORT]/REPOSITORY[:TAG]`.
+    #[arg(value_name = "IMAGE")]
+    pub image: String,
 }
 
 /// `edgegate filter compile`.
@@ -266,6 +283,23 @@ pub struct RunArgs {
     /// does not name it, runs them.
     #[arg(long, value_name = "DIR", env = "EDGEGATE_FILTER_DIR")]
     pub filter_dir: Option<PathBuf>,
+
+    /// Run the filters the cluster declares for this node (ConfigMap
+    /// `kube-system/edgegate-filters`): each pulled from its registry by digest, kept in
+    /// `<--disk-cache-path>/_filter-images`, and reported on the Node (annotation
+    /// `edgegate.io/filters`). The filter directory's filters win over declared ones of the
+    /// same name.
+    #[arg(long)]
+    pub filter_fleet: bool,
+
+    /// A PEM file of CAs trusted for filter registries, besides the system's.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub filter_registry_ca: Option<PathBuf>,
+
+    /// A Docker `config.json` of logins for filter registries (the content of a
+    /// `kubernetes.io/dockerconfigjson` pull secret).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub filter_registry_config: Option<PathBuf>,
 
     /// Gateway-level filter config (TOML; watched): components added or removed per
     /// filter, and filters disabled (`disabled = ["*"]` disables all).

@@ -101,6 +101,12 @@ pub struct Config {
     pub filter_dir: Option<PathBuf>,
     /// The gateway-level filter settings file.
     pub filter_config: Option<PathBuf>,
+    /// Whether the filters the cluster declares for this node are run (`--filter-fleet`).
+    pub filter_fleet: bool,
+    /// CAs trusted for filter registries besides the system's.
+    pub filter_registry_ca: Option<PathBuf>,
+    /// Logins for filter registries (a Docker `config.json`).
+    pub filter_registry_config: Option<PathBuf>,
     /// The `edgegate` binary that compiles new filters and checks their configs in a child
     /// process (`filter compile`, `filter check-config`); `None` does both in the gateway's
     /// process. The binary sets it to itself.
@@ -182,6 +188,9 @@ impl Config {
             disk_cache_path: args.disk_cache_path.clone(),
             filter_dir: args.filter_dir.clone(),
             filter_config: args.filter_config.clone(),
+            filter_fleet: args.filter_fleet,
+            filter_registry_ca: args.filter_registry_ca.clone(),
+            filter_registry_config: args.filter_registry_config.clone(),
             filter_helper: None,
             cache_agents: cache_agents(&args.cache_agents),
             pool_scope_resources: Resource::parse_all(yurthub.pool_scope_resources.as_deref())?,

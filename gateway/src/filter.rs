@@ -37,6 +37,7 @@ mod settings;
 mod tests;
 
 pub use author::{TestRequest, bench, check, test};
+pub use chain::declared::{DeclaredFilter, DeclaredState, DeclaredStatus};
 pub use chain::generation::{Generation, NodeFacts};
 pub use chain::reload::{Filters, HubComponents};
 pub use chain::resends::Resends;

@@ -7,8 +7,10 @@
 //!   leader, the cloud while none answers.
 //! - `autonomy`: the node's `NodeAutonomy` condition, kept through the gateway itself.
 //! - `hubcfg`: YurtHub's `yurt-hub-cfg` ConfigMap, followed.
+//! - `fleet`: the filters the cluster declares for the node, pulled, run, and reported.
 
 pub(crate) mod autonomy;
+pub(crate) mod fleet;
 pub(crate) mod hubcfg;
 pub(crate) mod informer;
 pub(crate) mod multiplexer;

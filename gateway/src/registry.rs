@@ -22,9 +22,7 @@ mod push;
 mod reference;
 mod store;
 
-pub use auth::{Login, Logins};
 pub use client::{Registries, RegistrySettings};
 pub use error::RegistryError;
-pub use pull::{Pulled, WASM_LAYER};
 pub use reference::{Digest, Reference};
 pub use store::ImageStore;

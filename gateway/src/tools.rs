@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cache::{self, RedbStore, SetSummary};
-use crate::cli::{CacheCommand, FilterCommand, FilterCompileArgs, FilterTestArgs, RunArgs};
+use crate::cli::{
+    CacheCommand, FilterCommand, FilterCompileArgs, FilterPushArgs, FilterTestArgs, RunArgs,
+};
 use crate::filter;
 
 /// Runs `edgegate filter check|test|bench|compile|check-config`: the result on stdout, errors on
@@ -15,6 +17,7 @@ use crate::filter;
 pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
     let result = match command {
         FilterCommand::Compile(args) => compile(&args, run),
+        FilterCommand::Push(args) => return finish(push(&args, run)),
         FilterCommand::CheckConfig => stdin().and_then(|input| filter::check_config(&input)),
         FilterCommand::Check(args) => filter::check(
             &args.wasm,
@@ -27,6 +30,11 @@ pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
         FilterCommand::Bench(args) => stdin()
             .and_then(|input| filter::bench(&test_request(args.request), &input, args.seconds)),
     };
+    finish(result.map_err(|e| crate::error::error_chain(&e)))
+}
+
+/// Prints `result`'s text on stdout, or its error on stderr.
+fn finish(result: Result<String, String>) -> ExitCode {
     match result {
         Ok(text) => {
             // A closed stdout (`| head`) is the reader's choice, not a failure to report.
@@ -34,10 +42,35 @@ pub fn filter(command: FilterCommand, run: &RunArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("edgegate filter: {}", crate::error::error_chain(&error));
+            eprintln!("edgegate filter: {error}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `edgegate filter push`: the component pushed as a filter image; prints its reference
+/// pinned by digest.
+fn push(args: &FilterPushArgs, run: &RunArgs) -> Result<String, String> {
+    use crate::registry::{Reference, Registries, RegistrySettings};
+    let image = Reference::parse(&args.image).map_err(|e| e.to_string())?;
+    let component =
+        std::fs::read(&args.wasm).map_err(|e| format!("{}: {e}", args.wasm.display()))?;
+    if !component.starts_with(b"\0asm") {
+        return Err(format!("{}: not a WebAssembly file", args.wasm.display()));
+    }
+    let registries = Registries::new(&RegistrySettings {
+        ca_file: run.filter_registry_ca.clone(),
+        logins_file: run.filter_registry_config.clone(),
+    })
+    .map_err(|e| crate::error::error_chain(&e))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let digest = runtime
+        .block_on(registries.push(&image, component.into()))
+        .map_err(|e| crate::error::error_chain(&e))?;
+    Ok(image.at(digest).to_string())
 }
 
 /// The request `edgegate filter test` and `bench` simulate, from their arguments.

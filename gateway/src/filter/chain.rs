@@ -8,8 +8,10 @@
 //! - `reload`: [`Filters`](reload::Filters), rescanning the directory and swapping generations.
 //! - `resends`: [`Resends`](resends::Resends), the objects a watch sends again to be
 //!   filtered anew, marked for its filtering.
+//! - `declared`: the filters the cluster declares, handed to the host, and what became of each.
 //! - `describe`: the live chain as JSON.
 
+pub(super) mod declared;
 pub(super) mod describe;
 pub(super) mod generation;
 pub(super) mod reload;

@@ -36,7 +36,7 @@ mod slim;
 
 pub(crate) use backoff::ListBackoff;
 pub(crate) use client::{client_through, config_through};
-pub(crate) use config_map::{NAMESPACE as CONFIG_MAP_NAMESPACE, follow_config_map};
+pub(crate) use config_map::{Data, NAMESPACE as CONFIG_MAP_NAMESPACE, follow_config_map};
 use objects::{Listing, Objects};
 pub(crate) use resume::own_listing;
 use slim::SlimObject;

@@ -151,7 +151,11 @@ fn parameters(text: &str) -> BTreeMap<String, String> {
     let mut pairs = BTreeMap::new();
     let mut rest = text.trim();
     while let Some((key, after)) = rest.split_once('=') {
-        let key = key.trim().trim_start_matches(',').trim().to_ascii_lowercase();
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
         let after = after.trim_start();
         let (value, next) = match after.strip_prefix('"') {
             Some(quoted) => match quoted.find('"') {
@@ -206,7 +210,10 @@ mod tests {
 
     #[test]
     fn challenges_are_read_as_registries_write_them() {
-        assert_eq!(Challenge::parse(r#"Basic realm="Registry Realm""#), Some(Challenge::Basic));
+        assert_eq!(
+            Challenge::parse(r#"Basic realm="Registry Realm""#),
+            Some(Challenge::Basic)
+        );
         assert_eq!(
             Challenge::parse(
                 r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push""#

@@ -95,7 +95,13 @@ impl Registries {
         let response = if response.status() == StatusCode::UNAUTHORIZED {
             let authorization = self.answer(image, scope, url, &response).await?;
             let retried = self
-                .once(method.clone(), url, &headers, body, Some(authorization.clone()))
+                .once(
+                    method.clone(),
+                    url,
+                    &headers,
+                    body,
+                    Some(authorization.clone()),
+                )
                 .await?;
             if retried.status() != StatusCode::UNAUTHORIZED {
                 self.grant(key, authorization);
@@ -202,16 +208,25 @@ impl Registries {
                 service,
                 scope: _,
             } => {
-                let mut query = form_urlencoded::Serializer::new(String::new());
-                if let Some(service) = &service {
-                    query.append_pair("service", service);
-                }
-                query.append_pair("scope", &format!("repository:{}:{scope}", image.repository));
+                let query = {
+                    let mut query = form_urlencoded::Serializer::new(String::new());
+                    if let Some(service) = &service {
+                        query.append_pair("service", service);
+                    }
+                    query.append_pair("scope", &format!("repository:{}:{scope}", image.repository));
+                    query.finish()
+                };
                 let sep = if realm.contains('?') { '&' } else { '?' };
-                let token_url = format!("{realm}{sep}{}", query.finish());
+                let token_url = format!("{realm}{sep}{query}");
                 let authorization = login.map(|l| l.basic()).and_then(|b| b.parse().ok());
                 let answer = self
-                    .once(Method::GET, &token_url, &HeaderMap::new(), Bytes::new(), authorization)
+                    .once(
+                        Method::GET,
+                        &token_url,
+                        &HeaderMap::new(),
+                        Bytes::new(),
+                        authorization,
+                    )
                     .await?;
                 let answer = check_status(&token_url, answer).await?;
                 let body = read_capped(&token_url, answer, SMALL_BODY).await?;
@@ -280,8 +295,14 @@ async fn check_status(
     if status.is_success() {
         return Ok(response);
     }
-    let body = read_capped(url, response, SMALL_BODY).await.unwrap_or_default();
-    let message = String::from_utf8_lossy(&body).trim().chars().take(300).collect();
+    let body = read_capped(url, response, SMALL_BODY)
+        .await
+        .unwrap_or_default();
+    let message = String::from_utf8_lossy(&body)
+        .trim()
+        .chars()
+        .take(300)
+        .collect();
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         return Err(RegistryError::Unauthorized {
             url: url.to_owned(),
@@ -326,7 +347,10 @@ mod tests {
     #[test]
     fn redirects_resolve_against_the_registry() {
         assert_eq!(
-            join("https://r.example:5000/v2/a/blobs/sha256:x", "/store/x?sig=1"),
+            join(
+                "https://r.example:5000/v2/a/blobs/sha256:x",
+                "/store/x?sig=1"
+            ),
             "https://r.example:5000/store/x?sig=1"
         );
         assert_eq!(

@@ -17,8 +17,7 @@ const OTHER_WASM_LAYERS: [&str; 2] = [
     "application/vnd.module.wasm.content.layer.v1+wasm",
 ];
 /// The manifest types asked for.
-pub(super) const MANIFEST_TYPES: &str =
-    "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+pub(super) const MANIFEST_TYPES: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
 /// Largest manifest read.
 const MAX_MANIFEST_BYTES: usize = 4 << 20;
 /// Largest component read (the filter directory's own cap).
@@ -57,10 +56,9 @@ pub(crate) fn component_layer(image: &str, bytes: &[u8]) -> Result<(Digest, u64)
     };
     let manifest: Manifest = serde_json::from_slice(bytes)
         .map_err(|e| content(format!("not an image manifest: {e}")))?;
-    let mut layers = manifest
-        .layers
-        .iter()
-        .filter(|l| l.media_type == WASM_LAYER || OTHER_WASM_LAYERS.contains(&l.media_type.as_str()));
+    let mut layers = manifest.layers.iter().filter(|l| {
+        l.media_type == WASM_LAYER || OTHER_WASM_LAYERS.contains(&l.media_type.as_str())
+    });
     let layer = layers
         .next()
         .ok_or_else(|| content(format!("no {WASM_LAYER} layer: not a filter image")))?;
@@ -107,7 +105,14 @@ impl Registries {
         let (layer, size) = component_layer(&name, &manifest)?;
         let url = format!("{base}/blobs/{layer}");
         let response = self
-            .send(image, "pull", Method::GET, &url, HeaderMap::new(), Bytes::new())
+            .send(
+                image,
+                "pull",
+                Method::GET,
+                &url,
+                HeaderMap::new(),
+                Bytes::new(),
+            )
             .await?;
         // A byte over the declared size is enough to know the blob is not the layer.
         let cap = usize::try_from(size + 1).unwrap_or(usize::MAX);
@@ -144,7 +149,10 @@ mod tests {
         assert_eq!((digest.hex(), size), ("a".repeat(64).as_str(), 300));
         let two = format!("{layer},{layer}");
         assert!(component_layer("i", manifest(&two).as_bytes()).is_err());
-        let tar = layer.replace("application/wasm", "application/vnd.oci.image.layer.v1.tar+gzip");
+        let tar = layer.replace(
+            "application/wasm",
+            "application/vnd.oci.image.layer.v1.tar+gzip",
+        );
         assert!(component_layer("i", manifest(&tar).as_bytes()).is_err());
         let huge = layer.replace("300", "99999999999");
         assert!(component_layer("i", manifest(&huge).as_bytes()).is_err());

@@ -48,18 +48,37 @@ impl Registries {
     }
 
     /// Uploads `blob` in one request unless the repository has it.
-    async fn upload(&self, image: &Reference, base: &str, blob: Bytes) -> Result<(), RegistryError> {
+    async fn upload(
+        &self,
+        image: &Reference,
+        base: &str,
+        blob: Bytes,
+    ) -> Result<(), RegistryError> {
         let digest = Digest::of(&blob);
         let url = format!("{base}/blobs/{digest}");
         let head = self
-            .send(image, "pull,push", Method::HEAD, &url, HeaderMap::new(), Bytes::new())
+            .send(
+                image,
+                "pull,push",
+                Method::HEAD,
+                &url,
+                HeaderMap::new(),
+                Bytes::new(),
+            )
             .await;
         if head.is_ok() {
             return Ok(());
         }
         let url = format!("{base}/blobs/uploads/");
         let started = self
-            .send(image, "pull,push", Method::POST, &url, HeaderMap::new(), Bytes::new())
+            .send(
+                image,
+                "pull,push",
+                Method::POST,
+                &url,
+                HeaderMap::new(),
+                Bytes::new(),
+            )
             .await?;
         let location = started
             .headers()

@@ -17,7 +17,11 @@ impl Digest {
         let hex = text
             .strip_prefix("sha256:")
             .ok_or_else(|| RegistryError::Reference(format!("{text}: not a sha256 digest")))?;
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return Err(RegistryError::Reference(format!(
                 "{text}: a sha256 digest has 64 lower-case hex digits"
             )));
@@ -91,7 +95,9 @@ impl Reference {
                 })
         };
         if !repository.split('/').all(segment_ok) {
-            return Err(bad("a repository is lower-case letters, digits, '.', '_', '-' and '/'"));
+            return Err(bad(
+                "a repository is lower-case letters, digits, '.', '_', '-' and '/'",
+            ));
         }
         if let Some(tag) = tag
             && (tag.is_empty()
@@ -161,10 +167,16 @@ mod tests {
         assert_eq!(r.repository, "filters/ms");
         assert_eq!(r.tag.as_deref(), Some("v1"));
         assert_eq!(r.pinned().unwrap().hex(), HEX);
-        assert_eq!(r.to_string(), format!("127.0.0.1:5000/filters/ms:v1@sha256:{HEX}"));
+        assert_eq!(
+            r.to_string(),
+            format!("127.0.0.1:5000/filters/ms:v1@sha256:{HEX}")
+        );
         let plain = Reference::parse("registry.example/a/b").unwrap();
         assert_eq!((plain.tag, plain.digest), (None, None));
-        assert_eq!(Reference::parse("docker.io/x/y:1").unwrap().api_host(), "registry-1.docker.io");
+        assert_eq!(
+            Reference::parse("docker.io/x/y:1").unwrap().api_host(),
+            "registry-1.docker.io"
+        );
     }
 
     #[test]

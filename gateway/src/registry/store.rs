@@ -32,9 +32,14 @@ impl ImageStore {
         })
     }
 
-    /// The folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Writes the store's own file `name` (not a blob) whole.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<(), RegistryError> {
+        write_whole(&self.dir.join(name), bytes)
+    }
+
+    /// Reads the store's own file `name`, if there.
+    pub fn read_file(&self, name: &str) -> Option<Vec<u8>> {
+        fs::read(self.dir.join(name)).ok()
     }
 
     fn blob_path(&self, digest: &Digest) -> PathBuf {

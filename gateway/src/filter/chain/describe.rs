@@ -1,9 +1,10 @@
 //! The live chain as JSON (`GET /v1/filters`): each filter's name, version, hash, priority,
-//! matches, components, policy, limits and status, and the last load error.
+//! matches, components, policy, limits, status and source (the directory or the cluster),
+//! and the last load error.
 
 use serde_json::{Value, json};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::filter::chain::generation::Generation;
 use crate::filter::settings::FilterSettings;
@@ -24,7 +25,15 @@ pub(crate) fn describe(
     disabled: &BTreeMap<String, String>,
     failure: Option<&LoadFailure>,
     settings: &FilterSettings,
+    in_directory: &BTreeSet<String>,
 ) -> Value {
+    let source = |name: &str| {
+        if in_directory.contains(name) {
+            "directory"
+        } else {
+            "cluster"
+        }
+    };
     let error_for = |name: &str| {
         failure
             .as_ref()
@@ -51,12 +60,13 @@ pub(crate) fn describe(
                 },
                 "disableAfter": f.effective.disable_after,
                 "status": if f.tripwire.tripped() { "turned-off" } else { "active" },
+                "source": source(&f.name),
                 "lastLoadError": error_for(&f.name),
             })
         })
         .collect();
     filters.extend(disabled.iter().map(|(name, hash)| {
-        json!({"name": name, "hash": hash, "status": "disabled", "lastLoadError": error_for(name)})
+        json!({"name": name, "hash": hash, "status": "disabled", "source": source(name), "lastLoadError": error_for(name)})
     }));
     if let Some(f) = failure {
         // A filter that failed to load and is not in the chain still gets an entry.

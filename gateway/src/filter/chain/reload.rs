@@ -45,6 +45,8 @@ pub(crate) struct ReloadState {
     compiled: HashMap<String, Component>,
     pub(crate) disabled: BTreeMap<String, String>,
     pub(crate) last_failure: Option<LoadFailure>,
+    /// The names the directory held at the last load attempt (they win over the cluster's).
+    pub(crate) in_directory: std::collections::BTreeSet<String>,
 }
 
 /// What the reload task and the handle share.
@@ -58,6 +60,8 @@ pub(crate) struct Shared {
     pub(crate) state: Mutex<ReloadState>,
     /// What `yurt-hub-cfg` adds to filters' components now.
     hub_components: Mutex<HubComponents>,
+    /// The filters the cluster declares for this node, pulled (`set_declared`).
+    pub(crate) declared: Mutex<BTreeMap<String, FilterFiles>>,
 }
 
 /// The filter host: the live generation, its reload task and directory watch.
@@ -124,6 +128,7 @@ impl Filters {
             numbers: watch::channel(0).0,
             state: Mutex::new(ReloadState::default()),
             hub_components: Mutex::default(),
+            declared: Mutex::default(),
         });
         let Some(dir) = shared.settings.dir.clone() else {
             return Ok(Filters {
@@ -207,6 +212,7 @@ impl Filters {
             &state.disabled,
             state.last_failure.as_ref(),
             &shared.settings,
+            &state.in_directory,
         )
     }
 }
@@ -253,10 +259,19 @@ impl Shared {
         &self,
         state: &mut ReloadState,
     ) -> Result<Option<u64>, (Option<Snapshot>, FilterError)> {
-        let Some(dir) = &self.settings.dir else {
-            return Ok(None);
+        let mut files = match &self.settings.dir {
+            Some(dir) => dir::scan(dir).map_err(|e| (None, e))?,
+            None => BTreeMap::new(),
         };
-        let files = dir::scan(dir).map_err(|e| (None, e))?;
+        state.in_directory = files.keys().cloned().collect();
+        // The directory wins where both name a filter: it is the node's own, on the node.
+        let declared = self.declared.lock().unwrap_or_else(|p| p.into_inner());
+        for (name, declared) in declared.iter() {
+            files
+                .entry(name.clone())
+                .or_insert_with(|| declared.clone());
+        }
+        drop(declared);
         let gateway_text = match &self.settings.config_file {
             Some(path) => Some(std::fs::read_to_string(path).map_err(|source| {
                 (

@@ -58,12 +58,13 @@ pub(super) async fn state(
     let cache = cache(config, &mut metrics).await?;
     let health_settings = health_settings(config, &cache);
     // Informers serve filters' lookups, and the pool port's check of its callers' pool.
-    let informers = if config.filter_dir.is_some() || config.pool_port.is_some() {
-        let informers = Informers::start(proxy, Some(cache.store().clone()));
-        Some(Arc::new(informers.map_err(ServerError::Informers)?))
-    } else {
-        None
-    };
+    let informers =
+        if config.filter_dir.is_some() || config.filter_fleet || config.pool_port.is_some() {
+            let informers = Informers::start(proxy, Some(cache.store().clone()));
+            Some(Arc::new(informers.map_err(ServerError::Informers)?))
+        } else {
+            None
+        };
     let leaders = Arc::new(pool::Leaders::default());
     let multiplexer = multiplexer(config, proxy, &cache, &informers, &leaders, &mut metrics)?;
     let lookup: Arc<dyn Lookup> = match &informers {
@@ -73,6 +74,7 @@ pub(super) async fn state(
     let filters = filter_settings(config, hooks, &identity, listeners);
     let filters = Arc::new(Filters::start(filters, lookup, &mut metrics).await?);
     let pool_name = pool_name(config, &informers, &filters, tasks);
+    fleet(config, proxy, &filters, &pool_name, tasks)?;
     if let Some(hub_interface) = &listeners.hub_interface {
         hub_interface.register(metrics.registry_mut());
     }
@@ -148,6 +150,39 @@ pub(super) async fn state(
         spool_dir: config.disk_cache_path.clone(),
     });
     Ok(state)
+}
+
+/// With `--filter-fleet`, the follower of the filters the cluster declares for the node, in
+/// `tasks`.
+fn fleet(
+    config: &Config,
+    proxy: SocketAddr,
+    filters: &Arc<Filters>,
+    pool_name: &watch::Receiver<Option<String>>,
+    tasks: &Tasks,
+) -> Result<(), ServerError> {
+    if !config.filter_fleet {
+        return Ok(());
+    }
+    let Some(node) = config.node_name.clone() else {
+        tracing::error!(
+            "--filter-fleet needs --node-name: the declaration says which nodes run what"
+        );
+        return Ok(());
+    };
+    let settings = crate::node::fleet::FleetSettings {
+        node,
+        store_dir: config
+            .disk_cache_path
+            .join(crate::node::fleet::IMAGE_STORE_DIR),
+        registry: crate::registry::RegistrySettings {
+            ca_file: config.filter_registry_ca.clone(),
+            logins_file: config.filter_registry_config.clone(),
+        },
+    };
+    let following = crate::node::fleet::follow(proxy, settings, filters.clone(), pool_name.clone());
+    tasks.spawn(following.map_err(ServerError::Informers)?);
+    Ok(())
 }
 
 /// The health checker's settings, from `config`; the cloud's version read from `cache`.
