@@ -116,7 +116,7 @@ mod tests {
         let (config, manifest) = artifact(b"\0asm component");
         assert_eq!(artifact(b"\0asm component").1, manifest);
         let (layer, size) = component_layer("x", &manifest).unwrap();
-        assert_eq!((layer, size), (Digest::of(b"\0asm component"), 15));
+        assert_eq!((layer, size), (Digest::of(b"\0asm component"), 14));
         let text = String::from_utf8(manifest.to_vec()).unwrap();
         assert!(text.contains(Digest::of(&config).as_str()));
     }
