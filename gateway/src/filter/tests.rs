@@ -4,6 +4,7 @@
 mod author;
 mod chain;
 mod code_store;
+mod declared;
 mod grants;
 mod helper_process;
 mod limits;

@@ -281,11 +281,14 @@ impl Fleet {
                         running.as_ref().map(|r| r.image.clone()),
                     ),
                 );
-                hand.remove(name);
-                if running.is_some() {
+                // A version that broke the load itself gives way to its running one, if
+                // any, so that the rest of the chain loads; one that failed with the chain
+                // (another filter broke the load) stays handed.
+                if state.its_own {
+                    hand.remove(name);
                     self.fall_back(name, hand).await;
+                    again = true;
                 }
-                again = true;
             } else if !report.contains_key(name) {
                 report.insert(
                     name.clone(),

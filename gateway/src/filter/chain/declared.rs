@@ -43,6 +43,8 @@ pub struct DeclaredState {
     pub status: DeclaredStatus,
     /// The load error, when it failed.
     pub error: Option<String>,
+    /// Whether the failure was this filter's own (not another's that failed the load).
+    pub its_own: bool,
 }
 
 impl Filters {
@@ -63,9 +65,12 @@ impl Filters {
                 (name, files)
             })
             .collect();
-        let hashes: BTreeMap<String, String> = files
+        let handed: BTreeMap<String, (String, String)> = files
             .iter()
-            .map(|(name, files)| (name.clone(), files.hash.clone()))
+            .map(|(name, files)| {
+                let toml = files.toml.clone().unwrap_or_default();
+                (name.clone(), (files.hash.clone(), toml))
+            })
             .collect();
         *self
             .shared
@@ -76,31 +81,34 @@ impl Filters {
         if let Err(error) = tokio::task::spawn_blocking(move || shared.reload()).await {
             tracing::error!(%error, "filter reload panicked");
         }
-        hashes
+        handed
             .into_iter()
-            .map(|(name, hash)| {
-                let state = self.declared_state(&name, &hash);
+            .map(|(name, (hash, toml))| {
+                let state = self.declared_state(&name, &hash, &toml);
                 (name, state)
             })
             .collect()
     }
 
-    /// What became of the declared filter `name` with component hash `hash`.
-    fn declared_state(&self, name: &str, hash: &str) -> DeclaredState {
+    /// What became of the declared filter `name` with component hash `hash` and settings
+    /// `toml`.
+    fn declared_state(&self, name: &str, hash: &str, toml: &str) -> DeclaredState {
         let shared = &self.shared;
         let generation = shared.current.load_full();
         let state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let plain = |status| DeclaredState {
             status,
             error: None,
+            its_own: false,
         };
         if state.in_directory.contains(name) {
             return plain(DeclaredStatus::Overridden);
         }
+        let loaded = state.loaded_with(name, hash, toml);
         if let Some(filter) = generation
             .filters()
             .iter()
-            .find(|f| &*f.name == name && f.hash == hash)
+            .find(|f| loaded && &*f.name == name)
         {
             return plain(if filter.tripwire.tripped() {
                 DeclaredStatus::TurnedOff
@@ -108,19 +116,22 @@ impl Filters {
                 DeclaredStatus::Loaded
             });
         }
-        if state.disabled.get(name).is_some_and(|h| h == hash) {
+        if loaded && state.disabled.contains_key(name) {
             return plain(DeclaredStatus::Disabled);
         }
+        let its_own = state
+            .last_failure
+            .as_ref()
+            .is_some_and(|f| f.filter.as_deref() == Some(name));
         let error = match &state.last_failure {
-            Some(failure) if failure.filter.as_deref().is_none_or(|f| f == name) => {
-                failure.message.clone()
-            }
+            Some(failure) if its_own || failure.filter.is_none() => failure.message.clone(),
             Some(failure) => format!("the chain did not load: {}", failure.message),
             None => "not loaded".to_owned(),
         };
         DeclaredState {
             status: DeclaredStatus::Failed,
             error: Some(error),
+            its_own,
         }
     }
 }

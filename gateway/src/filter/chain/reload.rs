@@ -49,6 +49,18 @@ pub(crate) struct ReloadState {
     pub(crate) in_directory: std::collections::BTreeSet<String>,
 }
 
+impl ReloadState {
+    /// Whether the last load that succeeded had filter `name` with component hash `hash`
+    /// and `NAME.toml` text `toml`.
+    pub(crate) fn loaded_with(&self, name: &str, hash: &str, toml: &str) -> bool {
+        self.loaded.as_ref().is_some_and(|(files, _, _)| {
+            files
+                .get(name)
+                .is_some_and(|(h, t)| h == hash && t.as_deref() == Some(toml))
+        })
+    }
+}
+
 /// What the reload task and the handle share.
 pub(crate) struct Shared {
     pub(crate) settings: FilterSettings,
