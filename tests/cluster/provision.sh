@@ -51,6 +51,10 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3 python3-v
 # The JavaScript filters' toolchain (filters-js/toolchain.sh) installs componentize-js with npm.
 command -v npm >/dev/null || need_pkgs+=(nodejs npm)
 command -v jq >/dev/null || need_pkgs+=(jq)
+# The filter-fleet e2e's registry (tests/src/registry.rs): its server, users and probes.
+command -v docker-registry >/dev/null || need_pkgs+=(docker-registry)
+command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
+command -v curl >/dev/null || need_pkgs+=(curl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   sudo_if apt-get update -qq

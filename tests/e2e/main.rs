@@ -21,6 +21,7 @@ mod endpointslice_v1;
 mod failover;
 mod filters;
 mod flapping;
+mod fleet;
 mod foreign_filters;
 mod hostile_clients;
 mod hostile_upstream;
@@ -291,6 +292,10 @@ const TESTS: &[(&str, Test)] = &[
     (
         "filters::a_filter_failing_again_and_again_is_reloaded_then_turned_off",
         filters::a_filter_failing_again_and_again_is_reloaded_then_turned_off,
+    ),
+    (
+        "fleet::filters_declared_in_the_cluster_roll_out_by_pool_and_outlive_a_bad_registry",
+        fleet::filters_declared_in_the_cluster_roll_out_by_pool_and_outlive_a_bad_registry,
     ),
     (
         "foreign_filters::ported_filters_give_node_clients_what_the_rust_ones_give",

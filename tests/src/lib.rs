@@ -18,6 +18,7 @@
 //! - [`bootstrap`]: what kubeadm sets up for nodes joining with a bootstrap token.
 //! - [`cloud`]: a node's cloud: etcd, kube-apiserver and kube-controller-manager.
 //! - [`image`]: the node's busybox OCI image, made without a registry.
+//! - [`registry`]: a docker-registry on loopback with TLS from its own CA and htpasswd auth.
 //! - [`containerd`]: the node's container runtime and its cleanup.
 //! - [`deploy`]: the image and static pod manifest of `deploy/`, fitted to a test node.
 //! - [`node`]: containerd, edgegate, kubelet and kube-proxy in the node's namespace.
@@ -49,6 +50,7 @@ pub mod node_watch;
 pub mod pki;
 pub mod pool;
 pub mod process;
+pub mod registry;
 pub mod relay;
 pub mod scenario;
 pub mod served;
