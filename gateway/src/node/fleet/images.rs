@@ -92,7 +92,7 @@ impl Images {
                 let attempts = self.failures.get(&digest).map_or(0, |f| f.attempts) + 1;
                 let wait = backoff(attempts);
                 tracing::warn!(%image, %error, retry_in_s = wait.as_secs_f32(), "filter image pull failed; the filter it was for keeps its running version");
-                let error = format!("pull failed ({attempts} times): {error}");
+                let error = format!("pull failed (attempt {attempts}): {error}");
                 let failure = Failure {
                     attempts,
                     next: Instant::now() + wait,
