@@ -21,6 +21,8 @@ mod pull;
 mod push;
 mod reference;
 mod store;
+#[cfg(test)]
+mod tests;
 
 pub use client::{Registries, RegistrySettings};
 pub use error::RegistryError;
