@@ -77,10 +77,7 @@ impl Filters {
             .declared
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = files;
-        let shared = Arc::clone(&self.shared);
-        if let Err(error) = tokio::task::spawn_blocking(move || shared.reload()).await {
-            tracing::error!(%error, "filter reload panicked");
-        }
+        self.reload_now().await;
         handed
             .into_iter()
             .map(|(name, (hash, toml))| {

@@ -208,6 +208,11 @@ impl Filters {
             .hub_components
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = components;
+        self.reload_now().await;
+    }
+
+    /// Rescans and reloads now, off the async threads, and returns when that is done.
+    pub(crate) async fn reload_now(&self) {
         let shared = Arc::clone(&self.shared);
         if let Err(error) = tokio::task::spawn_blocking(move || shared.reload()).await {
             tracing::error!(%error, "filter reload panicked");
