@@ -5,7 +5,8 @@
 //! pool runs there only; a wrong digest, a corrupt blob, a version that does not load and a
 //! registry that is down each
 //! leave the running version serving, with the reason on the Node; a gateway restarted cut
-//! off from the cloud and the registry runs the declared set from its store.
+//! off from the cloud and the registry runs the declared set from its store, and reports it
+//! to the cloud once the link is back.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -149,6 +150,11 @@ pub fn filters_declared_in_the_cluster_roll_out_by_pool_and_outlive_a_bad_regist
     hangzhou.relay.cut();
     hangzhou.gateway.restart()?;
     wait_running(&hangzhou, &v3.1).with_context(|| hangzhou.gateway.log_tail(30))?;
+    // Its report while cut was answered by the gateway itself: once the link is back it is
+    // written to the cloud again (here over an annotation removed meanwhile).
+    cluster.kubectl(&["annotate", "node", hangzhou.name, "edgegate.io/filters-"])?;
+    hangzhou.relay.restore();
+    wait_report(&cluster, &hangzhou, &v3.0, "loaded")?;
     drop(shanghai);
     Ok(())
 }

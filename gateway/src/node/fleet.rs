@@ -36,9 +36,6 @@ use crate::registry::{Digest, ImageStore, Reference, Registries, RegistrySetting
 pub const IMAGE_STORE_DIR: &str = "_filter-images";
 /// The file of the running set, in the image store.
 const RUNNING_FILE: &str = "running.json";
-/// How often the report is written again though unchanged: a write made while the cloud
-/// was away may have been answered locally.
-const REPORT_AGAIN: Duration = Duration::from_secs(300);
 /// The wait before a report that failed is written again.
 const REPORT_RETRY: Duration = Duration::from_secs(10);
 
@@ -67,17 +64,20 @@ struct Fleet {
     images: Images,
     running: BTreeMap<String, Running>,
     client: kube::Client,
-    published: Option<(Report, Instant)>,
+    published: Option<Report>,
     report_due: Option<Instant>,
 }
 
 /// Follows the declaration through the proxy at `proxy` for node `settings.node` of the
-/// pool `pool` says, for as long as the future runs.
+/// pool `pool` says, for as long as the future runs. `cloud` says whether an apiserver is
+/// reachable: when it comes back the report is written again, since one written while it
+/// was away was answered by the gateway itself.
 pub fn follow(
     proxy: SocketAddr,
     settings: FleetSettings,
     filters: Arc<Filters>,
     mut pool: watch::Receiver<Option<String>>,
+    mut cloud: watch::Receiver<bool>,
 ) -> Result<impl Future<Output = ()> + Send + 'static, kube::Error> {
     let (mut seen, watching) = follow_config_map(proxy, "filter-fleet", declaration::NAME)?;
     let client = client_through(proxy, "filter-fleet")?;
@@ -101,6 +101,11 @@ pub fn follow(
                     data = Some(seen.borrow_and_update().clone());
                 }
                 _ = pool.changed() => {}
+                Ok(()) = cloud.changed() => {
+                    if *cloud.borrow_and_update() {
+                        fleet.report_due = Some(Instant::now());
+                    }
+                }
                 () = sleep_until(wake) => {}
             }
             if let Some(data) = &data {
@@ -177,8 +182,7 @@ impl Fleet {
 
     /// When to look again: a pull's retry, or the report's.
     fn next_wake(&self) -> Option<Instant> {
-        let report_again = self.published.as_ref().map(|(_, at)| *at + REPORT_AGAIN);
-        [self.images.next_retry(), self.report_due, report_again]
+        [self.images.next_retry(), self.report_due]
             .into_iter()
             .flatten()
             .min()
@@ -332,24 +336,19 @@ impl Fleet {
         }
     }
 
-    /// Writes `report` on the Node if it changed (or is due again).
+    /// Writes `report` on the Node if it changed, or is due again.
     async fn publish(&mut self, report: Report) {
-        let now = Instant::now();
-        let fresh = self
-            .published
-            .as_ref()
-            .is_some_and(|(last, at)| *last == report && now < *at + REPORT_AGAIN);
-        if fresh && self.report_due.is_none() {
+        if self.published.as_ref() == Some(&report) && self.report_due.is_none() {
             return;
         }
         match report::publish(&self.client, &self.node, &report).await {
             Ok(()) => {
-                self.published = Some((report, now));
+                self.published = Some(report);
                 self.report_due = None;
             }
             Err(error) => {
                 tracing::warn!(%error, "the node's filter report could not be written; it is tried again");
-                self.report_due = Some(now + REPORT_RETRY);
+                self.report_due = Some(Instant::now() + REPORT_RETRY);
             }
         }
     }

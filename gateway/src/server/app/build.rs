@@ -74,7 +74,6 @@ pub(super) async fn state(
     let filters = filter_settings(config, hooks, &identity, listeners);
     let filters = Arc::new(Filters::start(filters, lookup, &mut metrics).await?);
     let pool_name = pool_name(config, &informers, &filters, tasks);
-    fleet(config, proxy, &filters, &pool_name, tasks)?;
     if let Some(hub_interface) = &listeners.hub_interface {
         hub_interface.register(metrics.registry_mut());
     }
@@ -108,6 +107,7 @@ pub(super) async fn state(
     } else {
         leaders.settle();
     }
+    fleet(config, proxy, (&filters, &pool_name, &health), tasks)?;
     let collecting = upkeep::collect_garbage(cache.clone(), config.cache_gc_after, health.clone());
     tasks.spawn(collecting);
     // The node's NodeAutonomy condition, at the edge (a cloud node has no autonomy).
@@ -157,8 +157,11 @@ pub(super) async fn state(
 fn fleet(
     config: &Config,
     proxy: SocketAddr,
-    filters: &Arc<Filters>,
-    pool_name: &watch::Receiver<Option<String>>,
+    (filters, pool_name, health): (
+        &Arc<Filters>,
+        &watch::Receiver<Option<String>>,
+        &HealthWatch,
+    ),
     tasks: &Tasks,
 ) -> Result<(), ServerError> {
     if !config.filter_fleet {
@@ -180,7 +183,13 @@ fn fleet(
             logins_file: config.filter_registry_config.clone(),
         },
     };
-    let following = crate::node::fleet::follow(proxy, settings, filters.clone(), pool_name.clone());
+    let following = crate::node::fleet::follow(
+        proxy,
+        settings,
+        filters.clone(),
+        pool_name.clone(),
+        health.clone(),
+    );
     tasks.spawn(following.map_err(ServerError::Informers)?);
     Ok(())
 }
