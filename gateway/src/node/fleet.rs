@@ -198,12 +198,8 @@ impl Fleet {
             let want = match want {
                 Ok(want) => want,
                 Err(reason) => {
-                    self.fall_back(name, &mut hand).await;
-                    let running = self.running.get(name).map(|r| r.image.clone());
-                    report.insert(
-                        name.clone(),
-                        FilterReport::new(String::new(), "failed", Some(reason.clone()), running),
-                    );
+                    let failure = (None, reason.clone());
+                    self.fall_back(name, failure, &mut hand, &mut report).await;
                     continue;
                 }
             };
@@ -221,12 +217,8 @@ impl Fleet {
                     hand.insert(name.clone(), (running, filter));
                 }
                 Err(reason) => {
-                    self.fall_back(name, &mut hand).await;
-                    let running = self.running.get(name).map(|r| r.image.clone());
-                    report.insert(
-                        name.clone(),
-                        FilterReport::new(image, "failed", Some(reason), running),
-                    );
+                    let failure = (Some(image), reason);
+                    self.fall_back(name, failure, &mut hand, &mut report).await;
                 }
             }
         }
@@ -246,12 +238,26 @@ impl Fleet {
         self.publish(report).await;
     }
 
-    /// Hands `name`'s running version, if stored, in place of the declared one.
-    async fn fall_back(&self, name: &str, hand: &mut BTreeMap<String, (Running, DeclaredFilter)>) {
-        let Some(running) = self.running.get(name) else {
-            return;
-        };
-        if let Some(filter) = self.stored(running).await {
+    /// Reports `name`'s declared image failed (the image, if readable, and why), and hands
+    /// its running version, if stored, in its place.
+    async fn fall_back(
+        &self,
+        name: &str,
+        (image, reason): (Option<String>, String),
+        hand: &mut BTreeMap<String, (Running, DeclaredFilter)>,
+        report: &mut Report,
+    ) {
+        let running = self.running.get(name);
+        let line = FilterReport::new(
+            image,
+            "failed",
+            Some(reason),
+            running.map(|r| r.image.clone()),
+        );
+        report.insert(name.to_owned(), line);
+        if let Some(running) = running
+            && let Some(filter) = self.stored(running).await
+        {
             hand.insert(name.to_owned(), (running.clone(), filter));
         }
     }
@@ -274,29 +280,35 @@ impl Fleet {
             let Some((handed, _)) = hand.get(name) else {
                 continue;
             };
+            let handed = handed.clone();
             if state.status == DeclaredStatus::Failed {
-                let running = self.running.get(name).filter(|r| *r != handed).cloned();
-                report.insert(
-                    name.clone(),
-                    FilterReport::new(
-                        handed.image.clone(),
-                        "failed",
-                        state.error.clone(),
-                        running.as_ref().map(|r| r.image.clone()),
-                    ),
+                let failure = (
+                    Some(handed.image.clone()),
+                    state.error.clone().unwrap_or_default(),
                 );
-                // A version that broke the load itself gives way to its running one, if
-                // any, so that the rest of the chain loads; one that failed with the chain
-                // (another filter broke the load) stays handed.
+                // A version that broke the load itself leaves the chain so that the rest
+                // loads, and its running one, if another, takes its place. One that failed
+                // with the chain (another filter broke the load) stays handed.
                 if state.its_own {
                     hand.remove(name);
-                    self.fall_back(name, hand).await;
+                    if self.running.get(name) == Some(&handed) {
+                        report.insert(
+                            name.clone(),
+                            FilterReport::new(failure.0, "failed", Some(failure.1), None),
+                        );
+                    } else {
+                        self.fall_back(name, failure, hand, report).await;
+                    }
                     again = true;
+                } else {
+                    let line = FilterReport::new(failure.0, "failed", Some(failure.1), None);
+                    report.insert(name.clone(), line);
                 }
             } else if !report.contains_key(name) {
+                let status = status_name(state.status);
                 report.insert(
                     name.clone(),
-                    FilterReport::new(handed.image.clone(), status_name(state.status), None, None),
+                    FilterReport::new(Some(handed.image), status, None, None),
                 );
             }
         }

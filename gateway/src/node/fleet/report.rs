@@ -17,8 +17,9 @@ const MAX_REASON_CHARS: usize = 400;
 /// One declared filter on this node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub(crate) struct FilterReport {
-    /// The image declared for this node.
-    pub(crate) image: String,
+    /// The image declared for this node (none where its key could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) image: Option<String>,
     /// `loaded`, `disabled`, `turned-off`, `overridden` (the node's filter directory has
     /// one of that name), `pulling` (not yet pulled), or `failed`.
     pub(crate) status: String,
@@ -33,7 +34,7 @@ pub(crate) struct FilterReport {
 impl FilterReport {
     /// A report with `reason` shortened to fit.
     pub(crate) fn new(
-        image: String,
+        image: Option<String>,
         status: &str,
         reason: Option<String>,
         running: Option<String>,
@@ -83,13 +84,13 @@ mod tests {
         let mut report = Report::new();
         report.insert(
             "ms".into(),
-            FilterReport::new("r/ms@sha256:a".into(), "loaded", None, None),
+            FilterReport::new(Some("r/ms@sha256:a".into()), "loaded", None, None),
         );
         let long = "x".repeat(1000);
         report.insert(
             "st".into(),
             FilterReport::new(
-                "r/st@sha256:b".into(),
+                Some("r/st@sha256:b".into()),
                 "failed",
                 Some(long),
                 Some("r/st@sha256:c".into()),
