@@ -30,7 +30,8 @@
 //!   `hub_link` (the hub interface, a dummy network link with the address pods reach),
 //!   `certificate` (the gateway's client and serving certificates: bootstrapped, renewed),
 //!   `metrics` (the Prometheus registry), [`error`] (the boxed error, an error's causes on
-//!   one line), `json` (JSON indented for reading).
+//!   one line), `json` (JSON indented for reading), `whole_file` (files written whole:
+//!   temporary, synced, renamed).
 //!
 //! # Surface
 //! Modules are private unless something outside the crate needs them: the binary
@@ -64,3 +65,4 @@ pub mod stream;
 mod tls;
 pub mod tools;
 mod upstream;
+mod whole_file;

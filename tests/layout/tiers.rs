@@ -41,6 +41,7 @@ pub(crate) const GATEWAY_TIERS: &[(&str, u8)] = &[
     ("metrics", 1),
     ("error", 1),
     ("json", 1),
+    ("whole_file", 1),
 ];
 
 #[test]

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -118,25 +117,12 @@ impl ImageStore {
     }
 }
 
-/// Writes `path` whole: a temporary file beside it, synced, renamed over it, the folder
-/// synced.
+/// Writes `path` whole (`crate::whole_file`).
 pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
-    let fail = |source| RegistryError::Store {
+    crate::whole_file::write_whole(path, bytes).map_err(|source| RegistryError::Store {
         path: path.to_owned(),
         source,
-    };
-    let temporary = path.with_extension("partial");
-    let mut file = fs::File::create(&temporary).map_err(fail)?;
-    file.write_all(bytes).map_err(fail)?;
-    file.sync_all().map_err(fail)?;
-    drop(file);
-    fs::rename(&temporary, path).map_err(fail)?;
-    if let Some(dir) = path.parent()
-        && let Ok(dir) = fs::File::open(dir)
-    {
-        let _ = dir.sync_all();
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]

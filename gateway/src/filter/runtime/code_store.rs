@@ -15,7 +15,9 @@
 
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
+
+pub(crate) use crate::whole_file::write_whole;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -245,33 +247,6 @@ impl CompiledStore {
             .filter(|path| fs::remove_file(path).is_ok())
             .count())
     }
-}
-
-/// Writes `bytes` to `path` as the store writes its files: under a temporary name beside it
-/// (`.NAME.PID.tmp`, which pruning knows), synced, then renamed into place, so that a reader
-/// sees a whole file or none.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(EXTENSION);
-    let temporary = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    // Only the gateway's user may read or write what the store holds.
-    let written = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)
-        .and_then(|mut file| {
-            file.write_all(bytes)?;
-            file.sync_all()
-        })
-        .and_then(|()| fs::rename(&temporary, path));
-    if written.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    written
 }
 
 /// The file name of `path` (the store's names are UTF-8).
