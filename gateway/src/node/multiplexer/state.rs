@@ -177,7 +177,11 @@ impl Shared {
 
     /// Replaces the state with a list of `objects` at `version`: the differences become
     /// changes at that version, so open watches see what the list found (objects gone while
-    /// no watch ran included), and none of them has to re-list.
+    /// no watch ran included), and none of them has to re-list. A held copy newer than the
+    /// list's copy of the same object is kept: the cloud never sends an object back in
+    /// time, so it is the node's own (the local layer's, from while the cloud was away),
+    /// and the list's copy predates what the node wrote; the cloud's next version of it
+    /// replaces it, as after a watch resumed.
     pub fn replace(&self, list: ListType, objects: Vec<Object>, version: u64) {
         let now = Instant::now();
         let mut inner = self.write();
@@ -196,6 +200,11 @@ impl Shared {
             .map(|o| (o.key.clone(), Arc::new(o)))
             .collect();
         let old = std::mem::take(&mut inner.objects);
+        for (key, now) in fresh.iter_mut() {
+            if let Some(held) = old.get(key).filter(|held| held.version > now.version) {
+                *now = held.clone();
+            }
+        }
         let mut changes = Vec::new();
         let change = |kind, object: &Arc<Object>, previous: Option<Arc<Object>>| Change {
             kind,

@@ -71,6 +71,32 @@ fn events_change_the_state_and_older_ones_are_no_change() {
 }
 
 #[test]
+fn a_relist_keeps_the_nodes_own_copy_until_the_cloud_changes_the_object() {
+    let shared = Shared::new();
+    shared.replace(listed(), vec![object("a", "slice", 5)], 10);
+    // Written by the node while cut: an endpoint following its pod's new address.
+    let own = object("a", "slice", 11);
+    let own_bytes = own.bytes.clone();
+    shared.apply_local(EventType::Modified, own);
+    // Back online, the feed lists: the cloud has not seen the pod's new address yet.
+    shared.replace(listed(), vec![object("a", "slice", 5)], 20);
+    let (objects, version) = shared.snapshot("a");
+    assert_eq!(version, 20);
+    assert_eq!(objects[0].bytes, own_bytes, "the node's copy is kept");
+    assert!(
+        changes_after(&shared, 11).is_empty(),
+        "a watch that saw the node's copy is sent nothing back in time"
+    );
+    // The cloud's next version replaces it.
+    shared.apply(EventType::Modified, object("a", "slice", 21));
+    assert_eq!(
+        kinds(&changes_after(&shared, 20)),
+        [(EventType::Modified, "a/slice", 21)]
+    );
+    assert_eq!(shared.snapshot("a").0[0].version, 21);
+}
+
+#[test]
 fn a_relist_sends_what_changed_while_no_watch_ran_dated_by_the_list() {
     let shared = Shared::new();
     shared.replace(
