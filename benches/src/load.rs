@@ -17,6 +17,9 @@
 //!   `kube` (a client-go-like client), `reflector` (the simulated agents) and `churn` (the
 //!   cloud's objects and their updates); `soak`, the same workload for an hour with the
 //!   gateway's use sampled, plotted and judged for upward trends (`edgegate-load soak`).
+//! - `thin_link`: that node workload across a 50 kbit/s link, through the gateway and
+//!   direct: time to Ready and to kube-proxy's rules, bytes, re-lists, a cut
+//!   (`edgegate-load thin-link`).
 //! - `pool`: the cloud's bytes for a node pool with and without a leader hub
 //!   (`edgegate-load pool`).
 //! - `gateway`: one gateway with the caller's flags in front of a running kube-apiserver,
@@ -35,6 +38,7 @@ pub mod report;
 pub mod run;
 pub mod soak;
 pub mod targets;
+pub mod thin_link;
 pub mod traffic;
 pub mod upstream;
 pub mod watch;

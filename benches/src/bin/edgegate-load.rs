@@ -19,7 +19,7 @@ use edgegate_benches::load::apiserver::ApiServer;
 use edgegate_benches::load::run::{self, Settings};
 use edgegate_benches::load::targets::{Binaries, Upstream};
 use edgegate_benches::load::{
-    gateway, node, pool, reflector, report, soak, traffic, upstream, watch,
+    gateway, node, pool, reflector, report, soak, thin_link, traffic, upstream, watch,
 };
 
 #[derive(Parser)]
@@ -108,6 +108,41 @@ enum Command {
         cloud: CloudArgs,
         /// Where the report is written besides stdout.
         #[arg(long, default_value = "target/load/traffic.md")]
+        out: PathBuf,
+    },
+    /// The node workload of `traffic` across a thin link (50 kbit/s, 300 ms RTT, 2 % loss):
+    /// the time to the node's Ready and to kube-proxy's rules, the bytes, the re-lists, and
+    /// a cut during a slow churn, for each mode (Markdown).
+    ThinLink {
+        /// The edgegate binary (a release build).
+        #[arg(long)]
+        edgegate: PathBuf,
+        /// A flag for the gateway after the node's own (repeatable).
+        #[arg(long, allow_hyphen_values = true)]
+        gateway_flag: Vec<String>,
+        /// Where the node's components go (repeatable; run in the order given).
+        #[arg(long, value_enum, default_values = ["multiplexer", "direct"])]
+        mode: Vec<traffic::Mode>,
+        /// Services (and EndpointSlices) in the cloud.
+        #[arg(long, default_value_t = 1000)]
+        services: usize,
+        /// Updates a second during the churn.
+        #[arg(long, default_value_t = 1)]
+        churn: u32,
+        /// Seconds of churn with the link up.
+        #[arg(long, default_value_t = 120)]
+        seconds: u64,
+        /// Seconds the link stays cut, the churn going on.
+        #[arg(long, default_value_t = 60)]
+        cut: u64,
+        /// Seconds the join, and the catch-up after the restore, may take.
+        #[arg(long, default_value_t = 1200)]
+        deadline: u64,
+        /// The link's rate, bits per second.
+        #[arg(long, default_value_t = 50_000)]
+        rate: u64,
+        /// Where the report is written besides stdout.
+        #[arg(long, default_value = "target/load/thin-link.md")]
         out: PathBuf,
     },
     /// A node pool's gateways on loopback behind one counting relay (the pool's WAN link):
@@ -318,6 +353,35 @@ fn main() -> Result<()> {
                 duration: Duration::from_secs(seconds),
             };
             let text = traffic::markdown(&settings, &traffic::run(&settings)?);
+            write_report(&out, &text)
+        }
+        Command::ThinLink {
+            edgegate,
+            gateway_flag,
+            mode,
+            services,
+            churn,
+            seconds,
+            cut,
+            deadline,
+            rate,
+            out,
+        } => {
+            let settings = thin_link::Settings {
+                edgegate,
+                gateway_flags: gateway_flag,
+                modes: mode,
+                services,
+                churn,
+                churn_time: Duration::from_secs(seconds),
+                cut: Duration::from_secs(cut),
+                deadline: Duration::from_secs(deadline),
+                wan: edgegate_testkit::wan::Wan {
+                    rate,
+                    ..thin_link::thin_wan()
+                },
+            };
+            let text = thin_link::markdown(&settings, &thin_link::run(&settings)?);
             write_report(&out, &text)
         }
         Command::Pool {

@@ -94,6 +94,7 @@ pub fn run(settings: &Settings) -> Result<Report> {
         &settings.edgegate,
         settings.services,
         settings.mode,
+        &edgegate_testkit::netns::LinkKind::Lan,
         &say,
     )?;
     load.start(&settings.gateway_flags, None)?;

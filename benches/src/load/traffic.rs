@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use edgegate_testkit::Toolchain;
+use edgegate_testkit::netns::LinkKind;
 
 pub use bed::{Churn, NodeLoad};
 pub use report::markdown;
@@ -133,7 +134,14 @@ pub fn run(settings: &Settings) -> Result<Vec<Figures>> {
 
 fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figures> {
     let say = |what: &str| eprintln!("edgegate-load traffic ({mode:?}): {what}");
-    let mut load = NodeLoad::prepare(tools, &settings.edgegate, settings.services, mode, &say)?;
+    let mut load = NodeLoad::prepare(
+        tools,
+        &settings.edgegate,
+        settings.services,
+        mode,
+        &LinkKind::Lan,
+        &say,
+    )?;
     std::thread::sleep(Duration::from_secs(5));
     let apiserver = load.apiserver_pid()?;
     let link = load.bed.link.host_if.clone();

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use edgegate_testkit::cluster::User;
+use edgegate_testkit::netns::LinkKind;
 use edgegate_testkit::node::{GATEWAY_URL, GatewayCommand};
 use edgegate_testkit::process::Process;
 use edgegate_testkit::{ADMIN_TOKEN, Testbed, Toolchain};
@@ -53,14 +54,15 @@ impl Churn {
 }
 
 impl NodeLoad {
-    /// Brings up the cloud and the node behind `edgegate`, creates `services` Services and
-    /// as many EndpointSlices, and stops the node's components (kube-proxy, kubelet, the
-    /// gateway): the cloud then serves only its own controllers.
+    /// Brings up the cloud and the node behind `edgegate` across `link`, creates `services`
+    /// Services and as many EndpointSlices, and stops the node's components (kube-proxy,
+    /// kubelet, the gateway): the cloud then serves only its own controllers.
     pub fn prepare(
         tools: &Toolchain,
         edgegate: &Path,
         services: usize,
         mode: Mode,
+        link: &LinkKind,
         say: &dyn Fn(&str),
     ) -> Result<Self> {
         say("starting the cloud and the node…");
@@ -68,7 +70,7 @@ impl NodeLoad {
             program: edgegate.to_owned(),
             args: Vec::new(),
         };
-        let mut bed = Testbed::start(tools, gateway)?;
+        let mut bed = Testbed::start_as(tools, gateway, link)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

@@ -1,0 +1,332 @@
+//! `edgegate-load thin-link`: the node workload of `traffic` across a thin link (OpenYurt
+//! #1101: nodes on 50 kbit/s links never finished their initial lists). Per mode, the node's
+//! components start against a cloud of N Services and EndpointSlices, and the harness
+//! times the node's first status after the start (kubelet registered and Ready) and
+//! kube-proxy's rules for every Service; then a slow churn runs, the link is cut for a
+//! while with the churn going on, and restored, and the harness times kube-proxy's rules
+//! until they match the cloud's EndpointSlices. Counted throughout: the link's bytes each
+//! way and the LISTs the apiserver served (its `apiserver_request_total`), so a re-list
+//! shows.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use edgegate_testkit::Toolchain;
+use edgegate_testkit::netns::LinkKind;
+use edgegate_testkit::testbed::NODE;
+use edgegate_testkit::wan::Wan;
+use serde_json::Value;
+
+use super::churn::NAMESPACE;
+use super::traffic::{Mode, NodeLoad};
+
+mod report;
+
+pub use report::markdown;
+
+/// How often the harness reads the node's rules and the cloud.
+const POLL: Duration = Duration::from_secs(2);
+
+/// What a run does.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The edgegate binary.
+    pub edgegate: PathBuf,
+    /// Flags for the gateway after the node's own.
+    pub gateway_flags: Vec<String>,
+    /// The modes, run one after the other.
+    pub modes: Vec<Mode>,
+    /// Services (and EndpointSlices) in the cloud.
+    pub services: usize,
+    /// Updates a second during the churn.
+    pub churn: u32,
+    /// The churn's time with the link up, before the cut.
+    pub churn_time: Duration,
+    /// How long the link stays cut (the churn goes on).
+    pub cut: Duration,
+    /// How long the join, and the catch-up after the restore, may take before the harness
+    /// reports them unfinished.
+    pub deadline: Duration,
+    /// The link.
+    pub wan: Wan,
+}
+
+/// The link of OpenYurt #1101's nodes: 50 kbit/s, 300 ms RTT, 2 % loss, and a queue of
+/// about 2.5 s at that rate.
+pub fn thin_wan() -> Wan {
+    Wan {
+        delay: Duration::from_millis(150),
+        loss: 0.02,
+        rate: 50_000,
+        queue: 16 * 1024,
+        ..Wan::default()
+    }
+}
+
+/// The link's bytes each way and the apiserver's LISTs, read at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reading {
+    /// Node → cloud.
+    up: u64,
+    /// Cloud → node.
+    down: u64,
+    /// LIST requests the apiserver served (every client's).
+    lists: f64,
+}
+
+/// One phase's counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Spent {
+    /// Node → cloud bytes.
+    pub up: u64,
+    /// Cloud → node bytes.
+    pub down: u64,
+    /// LISTs the apiserver served.
+    pub lists: f64,
+}
+
+impl Spent {
+    fn between(from: Reading, to: Reading) -> Spent {
+        Spent {
+            up: to.up - from.up,
+            down: to.down - from.down,
+            lists: to.lists - from.lists,
+        }
+    }
+}
+
+/// One mode's figures.
+#[derive(Clone, Debug)]
+pub struct Figures {
+    /// The mode.
+    pub mode: Mode,
+    /// From the start to the node's first status with `Ready` true.
+    pub ready: Option<Duration>,
+    /// From the start to kube-proxy's rules naming every Service.
+    pub rules: Option<Duration>,
+    /// The join: from the start until both, or the deadline.
+    pub join: Spent,
+    /// The churn with the link up, the cut, and the catch-up after the restore.
+    pub after: Spent,
+    /// From the restore to kube-proxy sending every Service where the cloud's
+    /// EndpointSlices say.
+    pub caught_up: Option<Duration>,
+    /// Updates the churn made.
+    pub updates: u64,
+    /// The agents' last counters line.
+    pub agents: String,
+}
+
+/// Runs every mode of `settings`, one test bed each.
+pub fn run(settings: &Settings) -> Result<Vec<Figures>> {
+    let tools = Toolchain::provision()?;
+    settings
+        .modes
+        .iter()
+        .map(|mode| run_mode(&tools, settings, *mode))
+        .collect()
+}
+
+fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figures> {
+    let say = |what: &str| eprintln!("edgegate-load thin-link ({mode:?}): {what}");
+    let link = LinkKind::Wan(settings.wan.clone());
+    let mut load = NodeLoad::prepare(
+        tools,
+        &settings.edgegate,
+        settings.services,
+        mode,
+        &link,
+        &say,
+    )?;
+    let baseline = read(&load)?;
+    let heartbeat = ready_heartbeat(&load)?;
+
+    say("join: the components start and list…");
+    load.start(&settings.gateway_flags, None)?;
+    let started = Instant::now();
+    let (mut ready, mut rules) = (None, None);
+    while started.elapsed() < settings.deadline && (ready.is_none() || rules.is_none()) {
+        std::thread::sleep(POLL);
+        load.check_running()?;
+        if ready.is_none()
+            && ready_heartbeat(&load)?.is_some_and(|now| Some(&now) != heartbeat.as_ref())
+        {
+            ready = Some(started.elapsed());
+            say(&format!(
+                "the node posted Ready after {:?}",
+                started.elapsed()
+            ));
+        }
+        if rules.is_none() && routed(&proxied(&load)?) >= settings.services {
+            rules = Some(started.elapsed());
+            say(&format!(
+                "kube-proxy had every Service after {:?}",
+                started.elapsed()
+            ));
+        }
+    }
+    let joined = read(&load)?;
+
+    say(&format!(
+        "churn: {} updates/s, {:?} with the link up, then {:?} cut…",
+        settings.churn, settings.churn_time, settings.cut
+    ));
+    let churning = load.churn(settings.services, settings.churn);
+    std::thread::sleep(settings.churn_time);
+    load.check_running()?;
+    load.bed.link.cut()?;
+    std::thread::sleep(settings.cut);
+    load.bed.link.restore()?;
+    let restored = Instant::now();
+    let updates = churning.finish(&load.rt)?;
+    say("restored: waiting for kube-proxy to match the cloud…");
+    let mut caught_up = None;
+    while restored.elapsed() < settings.deadline {
+        std::thread::sleep(POLL);
+        load.check_running()?;
+        if proxied(&load)? == cloud_destinations(&load)? {
+            caught_up = Some(restored.elapsed());
+            break;
+        }
+    }
+    let end = read(&load)?;
+    load.stop_agents();
+    Ok(Figures {
+        mode,
+        ready,
+        rules,
+        join: Spent::between(baseline, joined),
+        after: Spent::between(joined, end),
+        caught_up,
+        updates,
+        agents: load.agents_counters(),
+    })
+}
+
+/// The link's counters (the host's end of it) and the apiserver's LISTs.
+fn read(load: &NodeLoad) -> Result<Reading> {
+    let link = &load.bed.link.host_if;
+    let stat = |name: &str| -> Result<u64> {
+        let path = format!("/sys/class/net/{link}/statistics/{name}");
+        Ok(std::fs::read_to_string(path)?.trim().parse()?)
+    };
+    let metrics = load.bed.cloud.kubectl(&["get", "--raw", "/metrics"])?;
+    let lists = list_count(&metrics);
+    Ok(Reading {
+        up: stat("rx_bytes")?,
+        down: stat("tx_bytes")?,
+        lists,
+    })
+}
+
+/// The LIST requests the apiserver served, from its `/metrics`.
+fn list_count(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|line| {
+            line.starts_with("apiserver_request_total{") && line.contains("verb=\"LIST\"")
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The node's `Ready` condition's last heartbeat, if the condition is true.
+fn ready_heartbeat(load: &NodeLoad) -> Result<Option<String>> {
+    let node: Value = serde_json::from_str(
+        &load
+            .bed
+            .cloud
+            .kubectl(&["get", "node", NODE, "-o", "json"])?,
+    )?;
+    let ready = node["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready" && c["status"] == "True");
+    Ok(ready
+        .and_then(|c| c["lastHeartbeatTime"].as_str())
+        .map(str::to_owned))
+}
+
+/// Where kube-proxy sends each of the cloud's Services' `http` port: Service name → the
+/// sorted addresses of its rules (none for one it has no rule for).
+fn proxied(load: &NodeLoad) -> Result<BTreeMap<String, Vec<String>>> {
+    let table = load.bed.node.run("iptables-save", &["-t", "nat"])?;
+    Ok(destinations(&table))
+}
+
+/// The same from an `iptables-save` of the nat table.
+fn destinations(table: &str) -> BTreeMap<String, Vec<String>> {
+    let prefix = format!("--comment \"{NAMESPACE}/");
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for line in table.lines() {
+        let Some((_, rest)) = line.split_once(&prefix) else {
+            continue;
+        };
+        let Some((service, _)) = rest.split_once(":http\"") else {
+            continue;
+        };
+        let entry = found.entry(service.to_owned()).or_default();
+        if let Some(to) = line.split("--to-destination ").nth(1) {
+            let address = to.split(':').next().unwrap_or(to);
+            entry.push(address.to_owned());
+        }
+    }
+    for addresses in found.values_mut() {
+        addresses.sort();
+    }
+    found.retain(|_, addresses| !addresses.is_empty());
+    found
+}
+
+/// How many Services kube-proxy sends somewhere.
+fn routed(proxied: &BTreeMap<String, Vec<String>>) -> usize {
+    proxied.len()
+}
+
+/// Where the cloud's EndpointSlices say each Service's `http` port goes: its ready
+/// endpoints' addresses, sorted (Services with none left out, as kube-proxy has no rule).
+fn cloud_destinations(load: &NodeLoad) -> Result<BTreeMap<String, Vec<String>>> {
+    let list: Value = serde_json::from_str(&load.bed.cloud.kubectl(&[
+        "get",
+        "endpointslices.v1beta1.discovery.k8s.io",
+        "-n",
+        NAMESPACE,
+        "-o",
+        "json",
+    ])?)?;
+    let items = list["items"]
+        .as_array()
+        .context("no items in the slices' list")?;
+    Ok(ready_addresses(items))
+}
+
+/// Each Service's ready addresses in `slices`, sorted; Services with none left out.
+fn ready_addresses(slices: &[Value]) -> BTreeMap<String, Vec<String>> {
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for slice in slices {
+        let Some(service) = slice["metadata"]["labels"]["kubernetes.io/service-name"].as_str()
+        else {
+            continue;
+        };
+        let entry = found.entry(service.to_owned()).or_default();
+        for endpoint in slice["endpoints"].as_array().into_iter().flatten() {
+            if endpoint["conditions"]["ready"] == false {
+                continue;
+            }
+            for address in endpoint["addresses"].as_array().into_iter().flatten() {
+                entry.extend(address.as_str().map(str::to_owned));
+            }
+        }
+    }
+    for addresses in found.values_mut() {
+        addresses.sort();
+    }
+    found.retain(|_, addresses| !addresses.is_empty());
+    found
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,63 @@
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn kube_proxys_destinations_are_read_per_service_from_its_endpoint_chains() {
+    let table = r#"*nat
+-A KUBE-SERVICES -d 10.0.0.7/32 -p tcp -m comment --comment "load/svc-0001:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAA
+-A KUBE-SVC-AAA -m comment --comment "load/svc-0001:http" -m statistic --mode random --probability 0.5 -j KUBE-SEP-1
+-A KUBE-SEP-1 -s 198.18.128.21/32 -m comment --comment "load/svc-0001:http" -j KUBE-MARK-MASQ
+-A KUBE-SEP-1 -p tcp -m comment --comment "load/svc-0001:http" -m tcp -j DNAT --to-destination 198.18.128.21:8080
+-A KUBE-SEP-2 -p tcp -m comment --comment "load/svc-0001:http" -m tcp -j DNAT --to-destination 198.18.128.20:8080
+-A KUBE-SEP-3 -p tcp -m comment --comment "load/svc-0001:metrics" -m tcp -j DNAT --to-destination 198.18.128.20:9090
+-A KUBE-SEP-4 -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 198.19.1.4:80
+-A KUBE-SVC-BBB -m comment --comment "load/svc-0002:http" -j KUBE-SEP-5
+COMMIT
+"#;
+    let found = destinations(table);
+    assert_eq!(
+        found,
+        BTreeMap::from([(
+            "svc-0001".to_owned(),
+            vec!["198.18.128.20".to_owned(), "198.18.128.21".to_owned()]
+        )])
+    );
+    assert_eq!(routed(&found), 1);
+}
+
+#[test]
+fn the_clouds_ready_addresses_are_read_per_service() {
+    let slices = [
+        json!({
+            "metadata": {"labels": {"kubernetes.io/service-name": "svc-0001"}},
+            "endpoints": [
+                {"addresses": ["198.18.128.21"], "conditions": {"ready": true}},
+                {"addresses": ["198.18.128.22"], "conditions": {"ready": false}},
+                {"addresses": ["198.18.128.20"], "conditions": {}},
+            ],
+        }),
+        json!({
+            "metadata": {"labels": {"kubernetes.io/service-name": "svc-0002"}},
+            "endpoints": [{"addresses": ["198.18.128.40"], "conditions": {"ready": false}}],
+        }),
+        json!({"metadata": {"labels": {}}, "endpoints": []}),
+    ];
+    assert_eq!(
+        ready_addresses(&slices),
+        BTreeMap::from([(
+            "svc-0001".to_owned(),
+            vec!["198.18.128.20".to_owned(), "198.18.128.21".to_owned()]
+        )])
+    );
+}
+
+#[test]
+fn lists_are_summed_over_the_list_series_of_the_request_counter() {
+    let metrics = "# TYPE apiserver_request_total counter\n\
+        apiserver_request_total{code=\"200\",resource=\"services\",verb=\"LIST\",version=\"v1\"} 4\n\
+        apiserver_request_total{code=\"200\",resource=\"services\",verb=\"WATCH\",version=\"v1\"} 9\n\
+        apiserver_request_total{code=\"410\",resource=\"pods\",verb=\"LIST\",version=\"v1\"} 1\n\
+        apiserver_request_duration_seconds_count{resource=\"pods\",verb=\"LIST\"} 30\n";
+    assert_eq!(list_count(metrics), 5.0);
+}
