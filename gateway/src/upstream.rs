@@ -6,6 +6,7 @@ mod balancer;
 mod cert_files;
 mod credentials;
 pub mod health;
+mod heard;
 pub(crate) mod lb_mode;
 mod lease;
 mod replay;

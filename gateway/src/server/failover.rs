@@ -88,7 +88,13 @@ async fn try_once<'a>(
         // never sent is worth another server, and only the transport knows.
         answer = tokio::time::timeout(WRITE_GRACE, &mut sending).await.ok();
     }
-    if matches!(answer, Some(Err(TransportError::Connect { .. }))) {
+    // A connect that failed while the server's other connections delivered bytes waited
+    // behind them on a slow link: the server is not taken out for it.
+    if matches!(answer, Some(Err(TransportError::Connect { .. })))
+        && !upstreams
+            .transport
+            .heard_within(&server.url, crate::upstream::CONNECT_TIMEOUT)
+    {
         server.mark_down();
     }
     Sent { server, answer }

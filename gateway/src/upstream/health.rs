@@ -55,7 +55,7 @@ pub async fn first_verdicts(
     metrics: &Metrics,
 ) {
     let probes = balancer.servers().iter().map(|server| async move {
-        let healthy = probe(transport, server, settings).await;
+        let healthy = probe(transport, server, settings).await == Some(true);
         server.set_healthy(healthy);
         metrics
             .upstream_healthy
@@ -146,7 +146,18 @@ async fn check_server(
         }
         adopt_mark(&mut verdict);
         sync();
-        let ok = probe(&transport, server, &settings).await;
+        let ok = match probe(&transport, server, &settings).await {
+            Some(ok) => ok,
+            // Its connections delivered bytes while the probe waited: the probe queued
+            // behind them on a slow link, and the server is not found gone for that.
+            None if transport.heard_within(&server.url, settings.timeout) => {
+                tracing::debug!(server = %server.name, "probe timed out while the server's data kept arriving: no verdict");
+                adopt_mark(&mut verdict);
+                sync();
+                continue;
+            }
+            None => false,
+        };
         adopt_mark(&mut verdict);
         let before = verdict.healthy;
         if let Some(healthy) = verdict.observe(ok) {
@@ -160,8 +171,9 @@ async fn check_server(
     }
 }
 
-/// One probe within the heartbeat timeout: the node-lease renewal, or `GET /readyz`.
-async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings) -> bool {
+/// One probe within the heartbeat timeout: the node-lease renewal, or `GET /readyz`;
+/// `None` when it timed out.
+async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings) -> Option<bool> {
     let probe = async {
         match &settings.node_name {
             Some(node) => {
@@ -172,9 +184,7 @@ async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings
             None => readyz(transport, server).await,
         }
     };
-    tokio::time::timeout(settings.timeout, probe)
-        .await
-        .unwrap_or(false)
+    tokio::time::timeout(settings.timeout, probe).await.ok()
 }
 
 /// `GET /readyz` on the gateway's identity; healthy on a 2xx.

@@ -22,6 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thiserror::Error;
 
 use super::credentials::Credentials;
+use super::heard::{Heard, HeardConnector};
 
 pub use crate::error::BoxError;
 
@@ -87,7 +88,7 @@ const H2_CONNECTION_WINDOW: u32 = 1 << 30;
 /// that authenticate themselves.
 const IMPERSONATION_PREFIX: &str = "impersonate-";
 
-type HttpsClient = Client<HttpsConnector<HttpConnector>, RequestBody>;
+type HttpsClient = Client<HttpsConnector<HeardConnector>, RequestBody>;
 
 /// A request extension: the request travels on its caller's credentials only (the HTTPS
 /// proxy's callers); without an `Authorization` it goes anonymous, never on the gateway's
@@ -104,6 +105,8 @@ pub struct Transport {
     timeout: Duration,
     /// Whether HTTP/2 is offered (`--upstream-http2`).
     http2: bool,
+    /// When each server's connections last delivered bytes.
+    heard: Heard,
 }
 
 /// The client of the gateway's own identity, and the generation of its client certificate
@@ -124,10 +127,10 @@ struct Pools {
 }
 
 impl Pools {
-    fn new(tls: rustls::ClientConfig, http2: bool) -> Pools {
-        let http1 = client(tls.clone(), false);
+    fn new(tls: rustls::ClientConfig, http2: bool, heard: &Heard) -> Pools {
+        let http1 = client(tls.clone(), false, heard);
         let any = if http2 {
-            client(tls, true)
+            client(tls, true, heard)
         } else {
             http1.clone()
         };
@@ -160,7 +163,14 @@ impl Transport {
         Transport::build(self.credentials, self.timeout, on)
     }
 
+    /// Whether `server`'s connections delivered bytes within the last `window`: a server
+    /// whose probe or connect timed out meanwhile is slow (a thin link's queue), not gone.
+    pub fn heard_within(&self, server: &Uri, window: Duration) -> bool {
+        self.heard.within(server, window)
+    }
+
     fn build(credentials: Credentials, timeout: Duration, http2: bool) -> Transport {
+        let heard = Heard::new();
         let generation = credentials
             .cert_files
             .as_ref()
@@ -168,12 +178,13 @@ impl Transport {
         Transport {
             own: Arc::new(ArcSwap::from_pointee(OwnClient {
                 generation,
-                pools: Pools::new((*credentials.own_tls).clone(), http2),
+                pools: Pools::new((*credentials.own_tls).clone(), http2, &heard),
             })),
-            bare: Pools::new((*credentials.bare_tls).clone(), http2),
+            bare: Pools::new((*credentials.bare_tls).clone(), http2, &heard),
             credentials,
             timeout,
             http2,
+            heard,
         }
     }
 
@@ -193,7 +204,7 @@ impl Transport {
         tls.resumption = rustls::client::Resumption::default();
         let fresh = Arc::new(OwnClient {
             generation,
-            pools: Pools::new(tls, self.http2),
+            pools: Pools::new(tls, self.http2, &self.heard),
         });
         self.own.store(fresh.clone());
         fresh
@@ -240,12 +251,13 @@ impl Transport {
 
 /// A pooled client over `tls`; with `http2`, it offers `h2` and `http/1.1` by ALPN and
 /// speaks what the server picks (plain `http://` servers get HTTP/1.1).
-fn client(tls: rustls::ClientConfig, http2: bool) -> HttpsClient {
+fn client(tls: rustls::ClientConfig, http2: bool, heard: &Heard) -> HttpsClient {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(CONNECT_TIMEOUT));
     http.set_keepalive(Some(TCP_KEEPALIVE));
+    let http = HeardConnector::new(http, heard.clone());
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
