@@ -6,10 +6,11 @@ mod balancer;
 mod cert_files;
 mod credentials;
 pub mod health;
-mod heard;
 pub(crate) mod lb_mode;
 mod lease;
+mod link;
 mod replay;
+mod round_trip;
 mod transport;
 
 pub use balancer::{Balancer, Server};
@@ -20,5 +21,5 @@ pub use lb_mode::LbMode;
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};
 pub use replay::Replayable;
 pub use transport::{
-    BoxError, CONNECT_TIMEOUT, CallerOnly, RequestBody, Transport, TransportError,
+    BoxError, CONNECT_CAP, CONNECT_TIMEOUT, CallerOnly, RequestBody, Transport, TransportError,
 };

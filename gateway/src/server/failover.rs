@@ -91,9 +91,14 @@ async fn try_once<'a>(
     // A connect that failed while the server's other connections delivered bytes waited
     // behind them on a slow link: the server is not taken out for it.
     if matches!(answer, Some(Err(TransportError::Connect { .. })))
-        && !upstreams
-            .transport
-            .heard_within(&server.url, crate::upstream::CONNECT_TIMEOUT)
+        && !upstreams.transport.heard_within(
+            &server.url,
+            upstreams.transport.probe_timeout(
+                &server.url,
+                crate::upstream::CONNECT_TIMEOUT,
+                crate::upstream::CONNECT_CAP,
+            ),
+        )
     {
         server.mark_down();
     }

@@ -150,7 +150,11 @@ async fn check_server(
             Some(ok) => ok,
             // Its connections delivered bytes while the probe waited: the probe queued
             // behind them on a slow link, and the server is not found gone for that.
-            None if transport.heard_within(&server.url, settings.timeout) => {
+            None if transport.heard_within(
+                &server.url,
+                transport.probe_timeout(&server.url, settings.timeout, settings.interval),
+            ) =>
+            {
                 tracing::debug!(server = %server.name, "probe timed out while the server's data kept arriving: no verdict");
                 adopt_mark(&mut verdict);
                 sync();
@@ -184,7 +188,15 @@ async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings
             None => readyz(transport, server).await,
         }
     };
-    tokio::time::timeout(settings.timeout, probe).await.ok()
+    // Past the heartbeat timeout as far as the server's round trip asks (a thin link's
+    // queue), never past the interval.
+    let limit = transport.probe_timeout(&server.url, settings.timeout, settings.interval);
+    let started = tokio::time::Instant::now();
+    let answer = tokio::time::timeout(limit, probe).await.ok();
+    if answer.is_some() {
+        transport.answered_in(&server.url, started.elapsed());
+    }
+    answer
 }
 
 /// `GET /readyz` on the gateway's identity; healthy on a 2xx.

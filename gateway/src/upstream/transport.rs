@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thiserror::Error;
 
 use super::credentials::Credentials;
-use super::heard::{Heard, HeardConnector};
+use super::link::{LinkConnector, Links};
 
 pub use crate::error::BoxError;
 
@@ -61,8 +61,11 @@ pub enum TransportError {
 }
 
 /// How long a TCP connect to an apiserver may take: a dead server is told from a live one
-/// well inside the 3 s clients tolerate.
+/// well inside the 3 s clients tolerate. A server whose round trip is longer (a thin link)
+/// gets as long as it asks, up to [`CONNECT_CAP`].
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a connect waits, however slow the server's link.
+pub const CONNECT_CAP: Duration = Duration::from_secs(10);
 /// TCP keep-alive on upstream connections, so a watch over a silently dead link is noticed.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 /// Idle pooled connections are closed after this long.
@@ -88,7 +91,7 @@ const H2_CONNECTION_WINDOW: u32 = 1 << 30;
 /// that authenticate themselves.
 const IMPERSONATION_PREFIX: &str = "impersonate-";
 
-type HttpsClient = Client<HttpsConnector<HeardConnector>, RequestBody>;
+type HttpsClient = Client<HttpsConnector<LinkConnector>, RequestBody>;
 
 /// A request extension: the request travels on its caller's credentials only (the HTTPS
 /// proxy's callers); without an `Authorization` it goes anonymous, never on the gateway's
@@ -105,8 +108,8 @@ pub struct Transport {
     timeout: Duration,
     /// Whether HTTP/2 is offered (`--upstream-http2`).
     http2: bool,
-    /// When each server's connections last delivered bytes.
-    heard: Heard,
+    /// What is known of the link to each server.
+    links: Links,
 }
 
 /// The client of the gateway's own identity, and the generation of its client certificate
@@ -127,10 +130,10 @@ struct Pools {
 }
 
 impl Pools {
-    fn new(tls: rustls::ClientConfig, http2: bool, heard: &Heard) -> Pools {
-        let http1 = client(tls.clone(), false, heard);
+    fn new(tls: rustls::ClientConfig, http2: bool, links: &Links) -> Pools {
+        let http1 = client(tls.clone(), false, links);
         let any = if http2 {
-            client(tls, true, heard)
+            client(tls, true, links)
         } else {
             http1.clone()
         };
@@ -166,11 +169,22 @@ impl Transport {
     /// Whether `server`'s connections delivered bytes within the last `window`: a server
     /// whose probe or connect timed out meanwhile is slow (a thin link's queue), not gone.
     pub fn heard_within(&self, server: &Uri, window: Duration) -> bool {
-        self.heard.within(server, window)
+        self.links.within(server, window)
+    }
+
+    /// Takes the time of one exchange `server` answered (a probe), for its round trip.
+    pub fn answered_in(&self, server: &Uri, took: Duration) {
+        self.links.answered_in(server, took);
+    }
+
+    /// How long a probe of `server` waits: `floor`, or longer as its round trip asks, up to
+    /// `cap`.
+    pub fn probe_timeout(&self, server: &Uri, floor: Duration, cap: Duration) -> Duration {
+        self.links.timeout(server, floor, cap)
     }
 
     fn build(credentials: Credentials, timeout: Duration, http2: bool) -> Transport {
-        let heard = Heard::new();
+        let links = Links::new();
         let generation = credentials
             .cert_files
             .as_ref()
@@ -178,13 +192,13 @@ impl Transport {
         Transport {
             own: Arc::new(ArcSwap::from_pointee(OwnClient {
                 generation,
-                pools: Pools::new((*credentials.own_tls).clone(), http2, &heard),
+                pools: Pools::new((*credentials.own_tls).clone(), http2, &links),
             })),
-            bare: Pools::new((*credentials.bare_tls).clone(), http2, &heard),
+            bare: Pools::new((*credentials.bare_tls).clone(), http2, &links),
             credentials,
             timeout,
             http2,
-            heard,
+            links,
         }
     }
 
@@ -204,7 +218,7 @@ impl Transport {
         tls.resumption = rustls::client::Resumption::default();
         let fresh = Arc::new(OwnClient {
             generation,
-            pools: Pools::new(tls, self.http2, &self.heard),
+            pools: Pools::new(tls, self.http2, &self.links),
         });
         self.own.store(fresh.clone());
         fresh
@@ -251,13 +265,13 @@ impl Transport {
 
 /// A pooled client over `tls`; with `http2`, it offers `h2` and `http/1.1` by ALPN and
 /// speaks what the server picks (plain `http://` servers get HTTP/1.1).
-fn client(tls: rustls::ClientConfig, http2: bool, heard: &Heard) -> HttpsClient {
+fn client(tls: rustls::ClientConfig, http2: bool, links: &Links) -> HttpsClient {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    http.set_connect_timeout(Some(CONNECT_CAP));
     http.set_keepalive(Some(TCP_KEEPALIVE));
-    let http = HeardConnector::new(http, heard.clone());
+    let http = LinkConnector::new(http, links.clone());
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()

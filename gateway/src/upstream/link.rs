@@ -1,8 +1,9 @@
-//! When each apiserver was last heard from: the time its connections last delivered bytes,
-//! kept by the connector that makes them. On a thin link a probe or a connect can wait
-//! behind a queue of list and watch data for longer than its timeout; the server is then
-//! slow, not gone, and the health checker must not take the node offline for it (OpenYurt
-//! #1101: on 50 kbit/s links the hub flipped offline under its own initial lists).
+//! What the gateway learns of the link to each apiserver: when its connections last
+//! delivered bytes (kept by the connector that makes them), and its round trip (from the
+//! probes it answered). On a thin link a probe or a connect can wait behind a queue of list
+//! and watch data for longer than a fast link's timeout; the server is then slow, not gone,
+//! and the health checker must not take the node offline for it (OpenYurt #1101: on
+//! 50 kbit/s links the hub flipped offline under its own initial lists).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,48 +20,76 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// The last time each server's connections delivered bytes, by authority (`host:port`).
+use super::round_trip::RoundTrip;
+use super::transport::{BoxError, CONNECT_CAP, CONNECT_TIMEOUT};
+
+/// Each server's link, by authority (`host:port`).
 #[derive(Clone, Debug)]
-pub struct Heard {
+pub struct Links {
     base: Instant,
-    servers: Arc<Mutex<HashMap<String, Arc<AtomicU64>>>>,
+    servers: Arc<Mutex<HashMap<String, Arc<Link>>>>,
 }
 
-impl Default for Heard {
-    fn default() -> Self {
-        Heard::new()
+/// One server's link.
+#[derive(Debug, Default)]
+struct Link {
+    /// When its connections last delivered bytes: ms past the base, plus one (0: never).
+    last: AtomicU64,
+    round_trip: Mutex<RoundTrip>,
+}
+
+impl Link {
+    fn timeout(&self, floor: Duration, cap: Duration) -> Duration {
+        let round_trip = self
+            .round_trip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        round_trip.timeout(floor, cap)
     }
 }
 
-impl Heard {
-    /// Nothing heard yet.
-    pub fn new() -> Heard {
-        Heard {
+impl Default for Links {
+    fn default() -> Self {
+        Links::new()
+    }
+}
+
+impl Links {
+    /// Nothing links yet.
+    pub fn new() -> Links {
+        Links {
             base: Instant::now(),
             servers: Arc::default(),
         }
     }
 
-    /// The clock of `server`'s connections (made on first use).
-    fn clock(&self, server: &Uri) -> Clock {
-        let key = authority(server);
+    /// `server`'s link (made on first use).
+    fn link(&self, server: &Uri) -> Arc<Link> {
         let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
-        let last = servers.entry(key).or_default().clone();
-        Clock {
-            base: self.base,
-            last,
-        }
+        servers.entry(authority(server)).or_default().clone()
     }
 
     /// Whether `server`'s connections delivered bytes within the last `window`.
     pub fn within(&self, server: &Uri, window: Duration) -> bool {
-        let servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(last) = servers.get(&authority(server)) else {
-            return false;
-        };
         // 0 is "never": a clock starts at 1 ms past the base.
-        let at = last.load(Ordering::Relaxed);
+        let at = self.link(server).last.load(Ordering::Relaxed);
         at != 0 && self.now_ms().saturating_sub(at) <= millis(window)
+    }
+
+    /// Takes the time of one exchange `server` answered.
+    pub fn answered_in(&self, server: &Uri, took: Duration) {
+        let link = self.link(server);
+        let mut round_trip = link
+            .round_trip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        round_trip.observe(took);
+    }
+
+    /// How long to wait for `server`'s answer: its round trip's timeout, within
+    /// `floor..=cap`.
+    pub fn timeout(&self, server: &Uri, floor: Duration, cap: Duration) -> Duration {
+        self.link(server).timeout(floor, cap)
     }
 
     fn now_ms(&self) -> u64 {
@@ -89,57 +118,71 @@ fn millis(duration: Duration) -> u64 {
 #[derive(Clone, Debug)]
 struct Clock {
     base: Instant,
-    last: Arc<AtomicU64>,
+    link: Arc<Link>,
 }
 
 impl Clock {
     fn tick(&self) {
-        self.last
+        self.link
+            .last
             .store(millis(self.base.elapsed()) + 1, Ordering::Relaxed);
     }
 }
 
-/// [`HttpConnector`] whose connections tick their server's clock as bytes arrive.
+/// [`HttpConnector`] whose connections tick their server's clock as bytes arrive, and whose
+/// connect waits [`CONNECT_TIMEOUT`], or longer as the server's round trip asks, up to
+/// [`CONNECT_CAP`].
 #[derive(Clone, Debug)]
-pub struct HeardConnector {
+pub struct LinkConnector {
     inner: HttpConnector,
-    heard: Heard,
+    links: Links,
 }
 
-impl HeardConnector {
-    /// `inner`'s connections, heard into `heard`.
-    pub fn new(inner: HttpConnector, heard: Heard) -> HeardConnector {
-        HeardConnector { inner, heard }
+impl LinkConnector {
+    /// `inner`'s connections, links into `links`.
+    pub fn new(inner: HttpConnector, links: Links) -> LinkConnector {
+        LinkConnector { inner, links }
     }
 }
 
-impl tower_service::Service<Uri> for HeardConnector {
-    type Response = TokioIo<HeardStream>;
-    type Error = <HttpConnector as tower_service::Service<Uri>>::Error;
+impl tower_service::Service<Uri> for LinkConnector {
+    type Response = TokioIo<LinkStream>;
+    type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, server: Uri) -> Self::Future {
-        let clock = self.heard.clock(&server);
+        let link = self.links.link(&server);
+        let limit = link.timeout(CONNECT_TIMEOUT, CONNECT_CAP);
+        let clock = Clock {
+            base: self.links.base,
+            link,
+        };
         let connecting = self.inner.call(server);
         Box::pin(async move {
-            let stream = connecting.await?.into_inner();
-            Ok(TokioIo::new(HeardStream { stream, clock }))
+            let connected = tokio::time::timeout(limit, connecting).await.map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no connection within {limit:?}"),
+                )
+            })?;
+            let stream = connected?.into_inner();
+            Ok(TokioIo::new(LinkStream { stream, clock }))
         })
     }
 }
 
 /// A TCP connection to an apiserver that ticks the server's clock on every read with data.
 #[derive(Debug)]
-pub struct HeardStream {
+pub struct LinkStream {
     stream: TcpStream,
     clock: Clock,
 }
 
-impl AsyncRead for HeardStream {
+impl AsyncRead for LinkStream {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -154,7 +197,7 @@ impl AsyncRead for HeardStream {
     }
 }
 
-impl AsyncWrite for HeardStream {
+impl AsyncWrite for LinkStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -184,7 +227,7 @@ impl AsyncWrite for HeardStream {
     }
 }
 
-impl Connection for HeardStream {
+impl Connection for LinkStream {
     fn connected(&self) -> Connected {
         self.stream.connected()
     }
@@ -197,30 +240,30 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_server_is_heard_once_its_connection_delivers_bytes() {
+    async fn a_server_is_links_once_its_connection_delivers_bytes() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let server: Uri = format!("http://{address}").parse().unwrap();
         let other: Uri = "http://127.0.0.1:1".parse().unwrap();
-        let heard = Heard::new();
-        let mut connector = HeardConnector::new(HttpConnector::new(), heard.clone());
+        let links = Links::new();
+        let mut connector = LinkConnector::new(HttpConnector::new(), links.clone());
         let connecting = tower_service::Service::call(&mut connector, server.clone());
         let (accepted, connected) = tokio::join!(listener.accept(), connecting);
         let (mut peer, _) = accepted.unwrap();
         let mut stream = connected.unwrap().into_inner();
         let day = Duration::from_secs(86_400);
-        assert!(!heard.within(&server, day), "connected, nothing read yet");
+        assert!(!links.within(&server, day), "connected, nothing read yet");
 
         peer.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
         let mut read = [0u8; 64];
         let n = stream.read(&mut read).await.unwrap();
         assert!(n > 0);
-        assert!(heard.within(&server, day));
-        assert!(!heard.within(&other, day), "another server is not heard");
+        assert!(links.within(&server, day));
+        assert!(!links.within(&other, day), "another server is not links");
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(
-            !heard.within(&server, Duration::from_millis(5)),
-            "nothing heard in the last 5 ms of 20 without a read"
+            !links.within(&server, Duration::from_millis(5)),
+            "nothing links in the last 5 ms of 20 without a read"
         );
         let with_default_port: Uri = "https://198.18.0.1".parse().unwrap();
         assert_eq!(authority(&with_default_port), "198.18.0.1:443");
