@@ -21,7 +21,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::round_trip::RoundTrip;
-use super::transport::{BoxError, CONNECT_CAP, CONNECT_TIMEOUT};
+use crate::error::BoxError;
+
+/// How long a TCP connect to an apiserver may take: a dead server is told from a live one
+/// well inside the 3 s clients tolerate. A server whose round trip is longer (a thin link)
+/// gets as long as it asks, up to [`CONNECT_CAP`].
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// The longest a connect waits, however slow the server's link.
+pub const CONNECT_CAP: Duration = Duration::from_secs(10);
 
 /// Each server's link, by authority (`host:port`).
 #[derive(Clone, Debug)]

@@ -22,6 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thiserror::Error;
 
 use super::credentials::Credentials;
+pub use super::link::{CONNECT_CAP, CONNECT_TIMEOUT};
 use super::link::{LinkConnector, Links};
 
 pub use crate::error::BoxError;
@@ -60,12 +61,6 @@ pub enum TransportError {
     },
 }
 
-/// How long a TCP connect to an apiserver may take: a dead server is told from a live one
-/// well inside the 3 s clients tolerate. A server whose round trip is longer (a thin link)
-/// gets as long as it asks, up to [`CONNECT_CAP`].
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// The longest a connect waits, however slow the server's link.
-pub const CONNECT_CAP: Duration = Duration::from_secs(10);
 /// TCP keep-alive on upstream connections, so a watch over a silently dead link is noticed.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 /// Idle pooled connections are closed after this long.
