@@ -207,17 +207,12 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
 
 /// The link's counters (the host's end of it) and the apiserver's LISTs.
 fn read(load: &NodeLoad) -> Result<Reading> {
-    let link = &load.bed.link.host_if;
-    let stat = |name: &str| -> Result<u64> {
-        let path = format!("/sys/class/net/{link}/statistics/{name}");
-        Ok(std::fs::read_to_string(path)?.trim().parse()?)
-    };
+    let (up, down) = load.link_bytes()?;
     let metrics = load.bed.cloud.kubectl(&["get", "--raw", "/metrics"])?;
-    let lists = list_count(&metrics);
     Ok(Reading {
-        up: stat("rx_bytes")?,
-        down: stat("tx_bytes")?,
-        lists,
+        up,
+        down,
+        lists: list_count(&metrics),
     })
 }
 

@@ -144,15 +144,11 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     )?;
     std::thread::sleep(Duration::from_secs(5));
     let apiserver = load.apiserver_pid()?;
-    let link = load.bed.link.host_if.clone();
     let read = |load: &NodeLoad| -> Result<Reading> {
-        let stat = |name: &str| -> Result<u64> {
-            let path = format!("/sys/class/net/{link}/statistics/{name}");
-            Ok(std::fs::read_to_string(path)?.trim().parse()?)
-        };
+        let (up, down) = load.link_bytes()?;
         Ok(Reading {
-            up: stat("rx_bytes")?,
-            down: stat("tx_bytes")?,
+            up,
+            down,
             cpu: proc::cpu_time(apiserver)?,
             watches: load.rt.block_on(watch_gauge(&load.admin))?,
         })

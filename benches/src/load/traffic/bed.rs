@@ -174,6 +174,17 @@ impl NodeLoad {
             .context("the apiserver is not running")
     }
 
+    /// The bytes of the edge link so far (its host end's counters): node → cloud, cloud →
+    /// node.
+    pub fn link_bytes(&self) -> Result<(u64, u64)> {
+        let link = &self.bed.link.host_if;
+        let stat = |name: &str| -> Result<u64> {
+            let path = format!("/sys/class/net/{link}/statistics/{name}");
+            Ok(std::fs::read_to_string(path)?.trim().parse()?)
+        };
+        Ok((stat("rx_bytes")?, stat("tx_bytes")?))
+    }
+
     /// Fails with a log's tail if a node component or the agents stopped.
     pub fn check_running(&mut self) -> Result<()> {
         self.bed.node.check_running()?;
