@@ -113,10 +113,11 @@ impl Multiplexer {
         serve(context, shared, since, min_request_timeout, refilter)
     }
 
-    /// For a request the multiplexer would answer once its state holds a list, a wait of at
-    /// most `within` for that list ([`READY_WITHIN`] for the node's clients): the clients
-    /// that start with the gateway then share its watch, rather than each holding its own
-    /// upstream. Owns what it waits on.
+    /// For a request the multiplexer would answer once its state holds a list, a wait for
+    /// that list while its data keeps arriving, `within` at a time ([`READY_WITHIN`] for the
+    /// node's clients): the clients that start with the gateway then share its watch, rather
+    /// than each holding its own upstream, and on a thin link they do not each list
+    /// upstream beside it. Owns what it waits on.
     pub fn until_ready(
         &self,
         context: &RequestContext,
@@ -126,13 +127,7 @@ impl Multiplexer {
         if shared.version().is_some() {
             return None;
         }
-        let mut versions = shared.versions();
-        Some(async move {
-            let listed = async move {
-                let _ = versions.wait_for(Option::is_some).await.is_ok();
-            };
-            let _ = tokio::time::timeout(within, listed).await;
-        })
+        Some(shared.first_list(within))
     }
 
     /// The shared state a request is answered from and the version it asks for (`None`:

@@ -235,6 +235,7 @@ impl Feed {
             Ok(())
         };
         while let Some(data) = next_data(&mut body).await? {
+            self.shared.note_listing();
             framer.push(&data);
             while let Some(frame) = framer.next_frame()? {
                 take(frame)?;
@@ -262,6 +263,7 @@ impl Feed {
         let mut body = response.into_body();
         let mut framer = WatchFramer::new();
         while let Some(data) = next_data(&mut body).await? {
+            self.shared.note_listing();
             framer.push(&data);
             while let Some(frame) = framer.next_frame()? {
                 let event = Event::parse(&frame)?;

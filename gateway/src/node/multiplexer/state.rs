@@ -5,6 +5,7 @@
 //! their own copies, never on these.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -85,6 +86,8 @@ pub struct Shared {
     lookups: Mutex<LookupLog>,
     /// Set once the resource is no longer pool-scope: its watches end.
     retired: watch::Sender<bool>,
+    /// Bumped as data of the feed's list arrives: a slow first list is still coming.
+    listing: watch::Sender<u64>,
 }
 
 struct Inner {
@@ -134,6 +137,7 @@ impl Shared {
             version: watch::channel(None).0,
             lookups: Mutex::default(),
             retired: watch::channel(false).0,
+            listing: watch::channel(0).0,
         }
     }
 
@@ -164,6 +168,31 @@ impl Shared {
     /// Follows the state's version.
     pub fn versions(&self) -> watch::Receiver<Option<u64>> {
         self.version.subscribe()
+    }
+
+    /// Notes that data of the feed's list arrived.
+    pub fn note_listing(&self) {
+        self.listing.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Resolves once the state holds a list, or once `window` passes with no data of its
+    /// list arriving: a first list that keeps coming (a thin link's minutes) is waited for,
+    /// one that stalled or never began is not. Owns what it waits on.
+    pub fn first_list(&self, window: Duration) -> impl Future<Output = ()> + Send + use<> {
+        let mut versions = self.versions();
+        let mut listing = self.listing.subscribe();
+        listing.mark_unchanged();
+        async move {
+            loop {
+                let listed = versions.wait_for(Option::is_some);
+                if tokio::time::timeout(window, listed).await.is_ok()
+                    || !listing.has_changed().unwrap_or(false)
+                {
+                    return;
+                }
+                listing.mark_unchanged();
+            }
+        }
     }
 
     /// The list's kind and apiVersion.

@@ -233,3 +233,48 @@ fn a_local_change_no_newer_than_the_state_is_a_change_at_its_version_sent_to_ope
     );
     assert!(changes_after(&shared, 12).iter().all(|c| c.version == 12));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_first_list_is_waited_for_while_its_data_keeps_coming() {
+    let shared = Arc::new(Shared::new());
+    let window = Duration::from_secs(3);
+    let waiting = shared.first_list(window);
+    let feed = shared.clone();
+    tokio::spawn(async move {
+        // A thin link: data every 2 s for 10 s, then the list.
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            feed.note_listing();
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        feed.replace(listed(), vec![object("a", "x", 5)], 10);
+    });
+    let started = tokio::time::Instant::now();
+    waiting.await;
+    assert_eq!(shared.version(), Some(10), "the list came");
+    assert_eq!(started.elapsed(), Duration::from_secs(11));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_list_that_stalls_is_waited_for_one_window_past_its_last_data() {
+    let shared = Arc::new(Shared::new());
+    let window = Duration::from_secs(3);
+    let started = tokio::time::Instant::now();
+    shared.first_list(window).await;
+    assert_eq!(started.elapsed(), window, "nothing came: one window");
+
+    let waiting = shared.first_list(window);
+    let feed = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        feed.note_listing();
+    });
+    let started = tokio::time::Instant::now();
+    waiting.await;
+    assert_eq!(shared.version(), None);
+    assert_eq!(
+        started.elapsed(),
+        window * 2,
+        "data in the first window: a second"
+    );
+}
