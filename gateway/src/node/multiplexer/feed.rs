@@ -175,7 +175,10 @@ impl Feed {
                 }
                 query.finish()
             };
-            let response = self.send(&query).await?;
+            self.shared.note_awaiting(true);
+            let response = self.send(&query).await;
+            self.shared.note_awaiting(false);
+            let response = response?;
             if !response.status().is_success() {
                 return Err(FeedError::Status(response.status()));
             }

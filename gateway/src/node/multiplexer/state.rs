@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -88,6 +89,9 @@ pub struct Shared {
     retired: watch::Sender<bool>,
     /// Bumped as data of the feed's list arrives: a slow first list is still coming.
     listing: watch::Sender<u64>,
+    /// Set while a page of the feed's list is asked for and its answer has not begun (the
+    /// gateway's request timeout bounds that wait).
+    awaiting: Arc<AtomicBool>,
 }
 
 struct Inner {
@@ -138,6 +142,7 @@ impl Shared {
             lookups: Mutex::default(),
             retired: watch::channel(false).0,
             listing: watch::channel(0).0,
+            awaiting: Arc::default(),
         }
     }
 
@@ -175,19 +180,28 @@ impl Shared {
         self.listing.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// Notes whether a page of the feed's list is asked for and not yet answered.
+    pub fn note_awaiting(&self, awaiting: bool) {
+        self.awaiting.store(awaiting, Ordering::Release);
+    }
+
     /// Resolves once the state holds a list, or once `window` passes with no data of its
-    /// list arriving: a first list that keeps coming (a thin link's minutes) is waited for,
-    /// one that stalled or never began is not. Owns what it waits on.
+    /// list arriving and no page of it awaited: a first list that keeps coming (a thin
+    /// link's minutes) is waited for, one that stalled, failed or never began is not. Owns
+    /// what it waits on.
     pub fn first_list(&self, window: Duration) -> impl Future<Output = ()> + Send + use<> {
         let mut versions = self.versions();
         let mut listing = self.listing.subscribe();
         listing.mark_unchanged();
+        let awaiting = self.awaiting.clone();
         async move {
             loop {
                 let listed = versions.wait_for(Option::is_some);
-                if tokio::time::timeout(window, listed).await.is_ok()
-                    || !listing.has_changed().unwrap_or(false)
-                {
+                if tokio::time::timeout(window, listed).await.is_ok() {
+                    return;
+                }
+                let came = listing.has_changed().unwrap_or(false);
+                if !came && !awaiting.load(Ordering::Acquire) {
                     return;
                 }
                 listing.mark_unchanged();

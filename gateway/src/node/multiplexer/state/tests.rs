@@ -278,3 +278,22 @@ async fn a_first_list_that_stalls_is_waited_for_one_window_past_its_last_data() 
         "data in the first window: a second"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_first_list_whose_answer_has_not_begun_is_waited_for() {
+    let shared = Arc::new(Shared::new());
+    let window = Duration::from_secs(3);
+    shared.note_awaiting(true);
+    let waiting = shared.first_list(window);
+    let feed = shared.clone();
+    tokio::spawn(async move {
+        // Asked for; its answer begins after 20 s behind a thin link's queue.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        feed.note_awaiting(false);
+        feed.note_listing();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        feed.replace(listed(), vec![object("a", "x", 5)], 10);
+    });
+    waiting.await;
+    assert_eq!(shared.version(), Some(10));
+}
