@@ -252,27 +252,51 @@ fn proxied(load: &NodeLoad) -> Result<BTreeMap<String, Vec<String>>> {
     Ok(destinations(&table))
 }
 
-/// The same from an `iptables-save` of the nat table.
+/// The same from an `iptables-save` of the nat table. The Service's rule in
+/// `KUBE-SERVICES` names its chain; that chain jumps to one chain per endpoint, whose DNAT
+/// names the address (kube-proxy leaves the comments off those past 1 000 endpoints, so
+/// the chains are followed, not the comments).
 fn destinations(table: &str) -> BTreeMap<String, Vec<String>> {
     let prefix = format!("--comment \"{NAMESPACE}/");
-    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut jumps: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut services = Vec::new();
     for line in table.lines() {
-        let Some((_, rest)) = line.split_once(&prefix) else {
+        let Some(rule) = line.strip_prefix("-A ") else {
             continue;
         };
-        let Some((service, _)) = rest.split_once(":http\"") else {
-            continue;
-        };
-        let entry = found.entry(service.to_owned()).or_default();
-        if let Some(to) = line.split("--to-destination ").nth(1) {
+        let chain = rule.split(' ').next().unwrap_or_default();
+        let target = rule.split(" -j ").nth(1).and_then(|t| t.split(' ').next());
+        if let Some(target) = target {
+            jumps.entry(chain).or_default().push(target);
+        }
+        if let Some(to) = rule.split("--to-destination ").nth(1) {
             let address = to.split(':').next().unwrap_or(to);
-            entry.push(address.to_owned());
+            jumps.entry(chain).or_default().push(address);
+        }
+        if chain == "KUBE-SERVICES"
+            && let Some((_, rest)) = rule.split_once(&prefix)
+            && let Some((service, _)) = rest.split_once(":http cluster IP\"")
+            && let Some(target) = target.filter(|t| t.starts_with("KUBE-SVC-"))
+        {
+            services.push((service.to_owned(), target));
         }
     }
-    for addresses in found.values_mut() {
+    let mut found = BTreeMap::new();
+    for (service, chain) in services {
+        let mut addresses: Vec<String> = jumps
+            .get(chain)
+            .into_iter()
+            .flatten()
+            .filter(|sep| sep.starts_with("KUBE-SEP-"))
+            .flat_map(|sep| jumps.get(sep).into_iter().flatten())
+            .filter(|to| to.parse::<std::net::Ipv4Addr>().is_ok())
+            .map(|to| (*to).to_owned())
+            .collect();
         addresses.sort();
+        if !addresses.is_empty() {
+            found.insert(service, addresses);
+        }
     }
-    found.retain(|_, addresses| !addresses.is_empty());
     found
 }
 

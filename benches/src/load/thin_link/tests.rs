@@ -5,14 +5,20 @@ use super::*;
 #[test]
 fn kube_proxys_destinations_are_read_per_service_from_its_endpoint_chains() {
     let table = r#"*nat
+-A KUBE-SERVICES -d 10.0.0.7/32 -p tcp -m comment --comment "load/svc-0001:metrics cluster IP" -m tcp --dport 9090 -j KUBE-SVC-MMM
+-A KUBE-SERVICES ! -s 198.19.1.0/24 -d 10.0.0.7/32 -p tcp -m comment --comment "load/svc-0001:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
 -A KUBE-SERVICES -d 10.0.0.7/32 -p tcp -m comment --comment "load/svc-0001:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAA
--A KUBE-SVC-AAA -m comment --comment "load/svc-0001:http" -m statistic --mode random --probability 0.5 -j KUBE-SEP-1
--A KUBE-SEP-1 -s 198.18.128.21/32 -m comment --comment "load/svc-0001:http" -j KUBE-MARK-MASQ
--A KUBE-SEP-1 -p tcp -m comment --comment "load/svc-0001:http" -m tcp -j DNAT --to-destination 198.18.128.21:8080
+-A KUBE-SERVICES -d 10.0.0.8/32 -p tcp -m comment --comment "load/svc-0002:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-BBB
+-A KUBE-SERVICES -d 10.0.0.9/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-CCC
+-A KUBE-SVC-AAA -m statistic --mode random --probability 0.5 -j KUBE-SEP-1
+-A KUBE-SVC-AAA -j KUBE-SEP-2
+-A KUBE-SEP-1 -s 198.18.128.21/32 -j KUBE-MARK-MASQ
+-A KUBE-SEP-1 -p tcp -m tcp -j DNAT --to-destination 198.18.128.21:8080
 -A KUBE-SEP-2 -p tcp -m comment --comment "load/svc-0001:http" -m tcp -j DNAT --to-destination 198.18.128.20:8080
--A KUBE-SEP-3 -p tcp -m comment --comment "load/svc-0001:metrics" -m tcp -j DNAT --to-destination 198.18.128.20:9090
--A KUBE-SEP-4 -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 198.19.1.4:80
--A KUBE-SVC-BBB -m comment --comment "load/svc-0002:http" -j KUBE-SEP-5
+-A KUBE-SVC-MMM -j KUBE-SEP-3
+-A KUBE-SEP-3 -p tcp -m tcp -j DNAT --to-destination 198.18.128.20:9090
+-A KUBE-SVC-CCC -j KUBE-SEP-4
+-A KUBE-SEP-4 -p tcp -m tcp -j DNAT --to-destination 198.19.1.4:80
 COMMIT
 "#;
     let found = destinations(table);
