@@ -20,7 +20,7 @@ use edgegate_testkit::wan::Wan;
 use serde_json::Value;
 
 use super::churn::NAMESPACE;
-use super::traffic::{Mode, NodeLoad};
+use super::traffic::{self, Mode, NodeLoad};
 
 mod report;
 
@@ -121,12 +121,9 @@ pub struct Figures {
 
 /// Runs every mode of `settings`, one test bed each.
 pub fn run(settings: &Settings) -> Result<Vec<Figures>> {
-    let tools = Toolchain::provision()?;
-    settings
-        .modes
-        .iter()
-        .map(|mode| run_mode(&tools, settings, *mode))
-        .collect()
+    traffic::each_mode(&settings.modes, |tools, mode| {
+        run_mode(tools, settings, mode)
+    })
 }
 
 fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figures> {

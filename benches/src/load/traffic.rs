@@ -124,12 +124,15 @@ pub struct Figures {
 
 /// Runs every mode of `settings`, one test bed each.
 pub fn run(settings: &Settings) -> Result<Vec<Figures>> {
+    each_mode(&settings.modes, |tools, mode| {
+        run_mode(tools, settings, mode)
+    })
+}
+
+/// `run` for each of `modes` in turn, with the node's binaries provisioned once.
+pub fn each_mode<T>(modes: &[Mode], run: impl Fn(&Toolchain, Mode) -> Result<T>) -> Result<Vec<T>> {
     let tools = Toolchain::provision()?;
-    settings
-        .modes
-        .iter()
-        .map(|mode| run_mode(&tools, settings, *mode))
-        .collect()
+    modes.iter().map(|mode| run(&tools, *mode)).collect()
 }
 
 fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figures> {
