@@ -156,7 +156,9 @@ impl Gateway {
     pub fn restart(&mut self) -> Result<()> {
         self.spawn()?;
         let hub = self.hub;
-        let up = wait_until(Duration::from_secs(30), "edgegate /v1/healthz", || {
+        // A bound on a start that hangs, not a time the start must make: one that compiles
+        // Python or JavaScript components took over 30 s on a loaded 2-core machine.
+        let up = wait_until(Duration::from_secs(180), "edgegate /v1/healthz", || {
             http::get(hub, "/v1/healthz").is_ok_and(|r| r.status == 200)
         });
         if let Err(error) = up {
