@@ -266,7 +266,6 @@ impl Feed {
         let mut body = response.into_body();
         let mut framer = WatchFramer::new();
         while let Some(data) = next_data(&mut body).await? {
-            self.shared.note_listing();
             framer.push(&data);
             while let Some(frame) = framer.next_frame()? {
                 let event = Event::parse(&frame)?;
