@@ -4,7 +4,7 @@
 //! apiserver sent; a change shares them with the state, and each client's filters work on
 //! their own copies, never on these.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::object::Object;
 use super::refilter::LookupLog;
+use window::Window;
 use crate::filter::LookupChange;
 use crate::stream::EventType;
 
@@ -23,6 +24,11 @@ pub const WINDOW: Duration = Duration::from_secs(180);
 
 /// The most changes the window holds, whatever their age: it bounds the memory of a burst.
 pub const WINDOW_CHANGES: usize = 8192;
+
+/// The most bytes of objects the window's changes hold, whatever their age: under a heavy
+/// churn the window is the last 2 MiB of changes (a thousand EndpointSlices of ten
+/// endpoints), not three minutes of them. A watch from before it re-lists, from the node.
+pub const WINDOW_BYTES: usize = 2 << 20;
 
 /// How many changes an open watch may fall behind before it is ended (its client resumes
 /// from the last version it saw, from the window).
@@ -97,10 +103,8 @@ struct Inner {
     objects: BTreeMap<String, Arc<Object>>,
     /// The bytes of `objects`.
     bytes: usize,
-    /// Changes after `oldest`, oldest first, with when they were made.
-    window: VecDeque<(Instant, Arc<Change>)>,
-    /// A watch from this version or a newer one resumes from the window.
-    oldest: u64,
+    /// The changes a watch resumes from.
+    window: Window,
     version: u64,
     /// The list's `kind` and `apiVersion`, e.g. `ServiceList` and `v1`.
     list_kind: String,
@@ -130,8 +134,7 @@ impl Shared {
             inner: RwLock::new(Inner {
                 objects: BTreeMap::new(),
                 bytes: 0,
-                window: VecDeque::new(),
-                oldest: 0,
+                window: Window::default(),
                 version: 0,
                 list_kind: String::new(),
                 api_version: String::new(),
@@ -253,8 +256,7 @@ impl Shared {
         inner.objects = fresh;
         inner.version = inner.version.max(version);
         if first {
-            inner.window.clear();
-            inner.oldest = version;
+            inner.window.restart(version);
         } else {
             for change in changes {
                 self.record(&mut inner, now, Arc::new(change));
@@ -331,23 +333,13 @@ impl Shared {
             return;
         }
         inner.version = version;
-        // Nothing changed up to `version`: a watch from it resumes from the window.
-        if inner.window.is_empty() {
-            inner.oldest = version;
-        }
+        inner.window.advance(version);
         drop(inner);
         self.version.send_replace(Some(version));
     }
 
     fn record(&self, inner: &mut Inner, now: Instant, change: Arc<Change>) {
-        while let Some((at, oldest)) = inner.window.front() {
-            if inner.window.len() < WINDOW_CHANGES && now.duration_since(*at) < WINDOW {
-                break;
-            }
-            inner.oldest = oldest.version;
-            inner.window.pop_front();
-        }
-        inner.window.push_back((now, change.clone()));
+        inner.window.push(now, change.clone());
         // No receiver is not an error: nobody watches.
         let _ = self.changes.send(change);
     }
@@ -403,21 +395,13 @@ impl Shared {
                     .collect(),
                 version: inner.version,
             },
-            Some(since) if since < inner.oldest => {
+            Some(since) if since < inner.window.oldest() => {
                 return Err(Expired {
                     asked: since,
-                    oldest: inner.oldest,
+                    oldest: inner.window.oldest(),
                 });
             }
-            Some(since) => Start::Changes(
-                inner
-                    .window
-                    .iter()
-                    .map(|(_, change)| change)
-                    .filter(|change| change.follows(since))
-                    .cloned()
-                    .collect(),
-            ),
+            Some(since) => Start::Changes(inner.window.since(since)),
         };
         Ok((start, receiver))
     }
@@ -428,6 +412,9 @@ impl Shared {
         (inner.objects.len(), inner.bytes, inner.window.len())
     }
 }
+
+#[path = "state/window.rs"]
+mod window;
 
 #[path = "state/first_list.rs"]
 mod first_list;

@@ -166,6 +166,34 @@ async fn the_window_forgets_old_changes_and_a_watch_from_before_it_has_expired()
 }
 
 #[test]
+fn the_window_forgets_the_oldest_changes_past_its_bytes_but_never_the_newest() {
+    let sized = |name: &str, version: u64, bytes: usize| {
+        let pad = "x".repeat(bytes);
+        let json = format!(
+            r#"{{"kind":"Service","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{version}"}},"pad":"{pad}"}}"#
+        );
+        Object::parse(Bytes::from(json)).unwrap()
+    };
+    let shared = Shared::new();
+    shared.replace(listed(), vec![], 10);
+    shared.apply(EventType::Added, sized("x", 11, WINDOW_BYTES / 2));
+    shared.apply(EventType::Added, sized("y", 12, WINDOW_BYTES / 4));
+    assert_eq!(changes_after(&shared, 10).len(), 2);
+    shared.apply(EventType::Added, sized("z", 13, WINDOW_BYTES / 2));
+    assert_eq!(shared.watch(Some(10), "").err().unwrap().oldest, 11);
+    assert_eq!(
+        kinds(&changes_after(&shared, 11)),
+        [(EventType::Added, "a/y", 12), (EventType::Added, "a/z", 13)]
+    );
+    shared.apply(EventType::Added, sized("w", 14, WINDOW_BYTES * 2));
+    assert_eq!(shared.watch(Some(12), "").err().unwrap().oldest, 13);
+    assert_eq!(
+        kinds(&changes_after(&shared, 13)),
+        [(EventType::Added, "a/w", 14)]
+    );
+}
+
+#[test]
 fn a_bookmark_moves_the_version_and_an_empty_window_resumes_from_it() {
     let shared = Shared::new();
     shared.replace(listed(), vec![], 10);
