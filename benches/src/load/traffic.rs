@@ -115,6 +115,8 @@ pub struct Figures {
     /// The gateway's anonymous and file-backed resident bytes at the end of the warm-up
     /// (`RssAnon`, `RssFile`): its heap and the code it maps.
     pub gateway_rss_split: Option<(u64, u64)>,
+    /// The same at the end of the churn, and the most file-backed bytes of any sample in it.
+    pub gateway_rss_churn: Option<(u64, u64, u64)>,
     /// What the multiplexer's shared states hold at the end: objects and their bytes
     /// (multiplexer mode).
     pub shared_state: Option<(f64, f64)>,
@@ -177,17 +179,18 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     }
     let warm = sample(&mut load)?;
     let idle_rss = load.bed.node.pid("edgegate").map(proc::rss).transpose()?;
-    let gateway_rss_split = load
-        .bed
-        .node
-        .pid("edgegate")
-        .map(|pid| -> Result<(u64, u64)> {
+    let split = |load: &NodeLoad| -> Result<Option<(u64, u64)>> {
+        let pid = load.bed.node.pid("edgegate");
+        pid.map(|pid| -> Result<(u64, u64)> {
             Ok((
                 proc::status_bytes(pid, "RssAnon:")?,
                 proc::status_bytes(pid, "RssFile:")?,
             ))
         })
-        .transpose()?;
+        .transpose()
+    };
+    let gateway_rss_split = split(&load)?;
+    let mut file_peak = 0;
 
     say(&format!(
         "churn: {} updates/s for {:?}…",
@@ -199,11 +202,15 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     while Instant::now() < until {
         std::thread::sleep(Duration::from_secs(5).min(until - Instant::now()));
         sample(&mut load)?;
+        if let Some((_, file)) = split(&load)? {
+            file_peak = file.max(file_peak);
+        }
         anyhow::ensure!(!churning.is_finished(), "the churn stopped early");
     }
     let made = churning.finish(&load.rt)?;
     let elapsed = started.elapsed();
     let end = sample(&mut load)?;
+    let gateway_rss_churn = split(&load)?.map(|(anon, file)| (anon, file, file.max(file_peak)));
     let gateway_rss = match (idle_rss, load.bed.node.pid("edgegate")) {
         (Some(idle), Some(pid)) => Some((idle, proc::rss(pid)?, peak.1)),
         _ => None,
@@ -229,6 +236,7 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
         updates: (made, elapsed),
         gateway_rss,
         gateway_rss_split,
+        gateway_rss_churn,
         shared_state,
         agents,
     })

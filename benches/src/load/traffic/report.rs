@@ -71,6 +71,16 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             }),
         ),
         (
+            "gateway RSS at the end of the churn: anonymous / file-backed; file-backed, peak (MiB)",
+            Box::new(|f| match f.gateway_rss_churn {
+                Some((anon, file, peak)) => (
+                    format!("{} / {}; {}", mib(anon), mib(file), mib(peak)),
+                    anon as f64,
+                ),
+                None => ("–".to_owned(), 0.0),
+            }),
+        ),
+        (
             "multiplexer shared state, objects / MiB",
             Box::new(|f| match f.shared_state {
                 Some((objects, bytes)) => (
@@ -169,6 +179,7 @@ mod tests {
             updates: (1, Duration::from_secs(1)),
             gateway_rss: None,
             gateway_rss_split: None,
+            gateway_rss_churn: None,
             shared_state: None,
             agents: String::new(),
         };

@@ -14,9 +14,9 @@ use tokio::time::Instant;
 
 use super::object::Object;
 use super::refilter::LookupLog;
-use window::Window;
 use crate::filter::LookupChange;
 use crate::stream::EventType;
+use window::Window;
 
 /// How long a change stays in the window (kube-apiserver's watch cache, as YurtHub's
 /// multiplexer uses it, keeps about three minutes).
