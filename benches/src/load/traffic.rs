@@ -221,6 +221,8 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     };
     load.stop_agents();
     let agents = load.agents_counters();
+    // A clean shutdown, as an operator's: what the gateway does as it exits runs too.
+    load.bed.node.stop_gateway();
     let secs = |a: Duration, b: Duration| (a - b).as_secs_f64();
     Ok(Figures {
         mode,
