@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -18,45 +17,7 @@ use crate::filter::LookupChange;
 use crate::stream::EventType;
 use window::Window;
 
-/// How long a change stays in the window (kube-apiserver's watch cache, as YurtHub's
-/// multiplexer uses it, keeps about three minutes).
-pub const WINDOW: Duration = Duration::from_secs(180);
-
-/// The most changes the window holds, whatever their age: it bounds the memory of a burst.
-pub const WINDOW_CHANGES: usize = 8192;
-
-/// The most bytes of objects the window's changes hold, whatever their age: under a heavy
-/// churn the window is the last 2 MiB of changes (a thousand EndpointSlices of ten
-/// endpoints), not three minutes of them. A watch from before it re-lists, from the node.
-pub const WINDOW_BYTES: usize = 2 << 20;
-
-/// How many changes an open watch may fall behind before it is ended (its client resumes
-/// from the last version it saw, from the window).
-pub const LAG: usize = 2048;
-
-/// One change of the state, at `version`.
-#[derive(Debug)]
-pub struct Change {
-    /// ADDED, MODIFIED or DELETED.
-    pub kind: EventType,
-    /// The resourceVersion of the change.
-    pub version: u64,
-    /// The object as the change left it (as deleted, for DELETED).
-    pub object: Arc<Object>,
-    /// The object before the change, if the state held it.
-    pub previous: Option<Arc<Object>>,
-    /// One of the node's own changes ([`Shared::apply_local`]).
-    pub local: bool,
-}
-
-impl Change {
-    /// Whether a watch that has seen the state at `since` is still to get this change: one
-    /// after it, or one of the node's own dated at it (the local layer had no room to date
-    /// it later; a client that listed after it gets it twice, the same bytes again).
-    pub fn follows(&self, since: u64) -> bool {
-        self.version > since || (self.local && self.version == since)
-    }
-}
+pub use window::{Change, LAG, WINDOW, WINDOW_CHANGES};
 
 /// Where a watch starts.
 pub enum Start {

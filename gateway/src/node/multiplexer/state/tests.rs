@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use bytes::Bytes;
 
 use super::*;
@@ -176,16 +178,16 @@ fn the_window_forgets_the_oldest_changes_past_its_bytes_but_never_the_newest() {
     };
     let shared = Shared::new();
     shared.replace(listed(), vec![], 10);
-    shared.apply(EventType::Added, sized("x", 11, WINDOW_BYTES / 2));
-    shared.apply(EventType::Added, sized("y", 12, WINDOW_BYTES / 4));
+    shared.apply(EventType::Added, sized("x", 11, window::WINDOW_BYTES / 2));
+    shared.apply(EventType::Added, sized("y", 12, window::WINDOW_BYTES / 4));
     assert_eq!(changes_after(&shared, 10).len(), 2);
-    shared.apply(EventType::Added, sized("z", 13, WINDOW_BYTES / 2));
+    shared.apply(EventType::Added, sized("z", 13, window::WINDOW_BYTES / 2));
     assert_eq!(shared.watch(Some(10), "").err().unwrap().oldest, 11);
     assert_eq!(
         kinds(&changes_after(&shared, 11)),
         [(EventType::Added, "a/y", 12), (EventType::Added, "a/z", 13)]
     );
-    shared.apply(EventType::Added, sized("w", 14, WINDOW_BYTES * 2));
+    shared.apply(EventType::Added, sized("w", 14, window::WINDOW_BYTES * 2));
     assert_eq!(shared.watch(Some(12), "").err().unwrap().oldest, 13);
     assert_eq!(
         kinds(&changes_after(&shared, 13)),
