@@ -11,11 +11,15 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use edgegate_json_scan::field_ranges;
 use http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use kube::runtime::utils::Backoff;
 use serde::Deserialize;
+
+mod item;
+
+use item::owned;
+pub(super) use item::typed;
 
 use super::metrics::{MultiplexerMetrics, ResourceLabels};
 use super::object::{Object, ObjectError};
@@ -34,6 +38,12 @@ const SOURCE_WAIT: Duration = Duration::from_secs(10);
 
 /// Items per page of the feed's list.
 const PAGE: u32 = 500;
+
+/// The smallest page a failed page is asked for again as.
+const SMALLEST_PAGE: u32 = 50;
+
+/// Tries of one page, the first included, before the list fails and starts over.
+const PAGE_TRIES: u32 = 6;
 
 /// Why one list or watch of the feed failed.
 #[derive(Debug, thiserror::Error)]
@@ -163,26 +173,37 @@ impl Feed {
     }
 
     /// Lists the resource, page by page, and replaces the state with it.
+    ///
+    /// A page that fails in a way another try may mend (the link broke it off, the
+    /// apiserver could not send it in time, the gateway's upstream was briefly away) is
+    /// asked for again from the same `continue` token, half as large down to
+    /// [`SMALLEST_PAGE`], up to [`PAGE_TRIES`] times: the pages before it are kept, and the
+    /// clients waiting for the first list go on waiting. On a thin link a list of 1 000
+    /// EndpointSlices is minutes of data; starting it over would never end.
     async fn list(&self) -> Result<(), FeedError> {
         let mut objects = Vec::new();
         let mut continued: Option<String> = None;
+        let mut limit = PAGE;
+        let mut tries = 0;
+        let mut backoff = ListBackoff::default();
         let (version, list) = loop {
-            let query = {
-                let mut query = form_urlencoded::Serializer::new(String::new());
-                query.append_pair("limit", &PAGE.to_string());
-                if let Some(token) = &continued {
-                    query.append_pair("continue", token);
+            let kept = objects.len();
+            let head = match self.page(limit, continued.as_deref(), &mut objects).await {
+                Ok(head) => head,
+                Err(error) if may_mend(&error) && tries + 1 < PAGE_TRIES => {
+                    tries += 1;
+                    objects.truncate(kept);
+                    limit = (limit / 2).max(SMALLEST_PAGE);
+                    tracing::warn!(resource = %self.resource, %error, limit, tries, "a page of the multiplexer's list failed; asking for it again");
+                    // The clients go on waiting through the pause, as for a page asked for.
+                    self.shared.note_awaiting(true);
+                    let pause = backoff.next().unwrap_or(Duration::from_secs(30));
+                    tokio::time::sleep(pause).await;
+                    continue;
                 }
-                query.finish()
+                Err(error) => return Err(error),
             };
-            self.shared.note_awaiting(true);
-            let response = self.send(&query).await;
-            self.shared.note_awaiting(false);
-            let response = response?;
-            if !response.status().is_success() {
-                return Err(FeedError::Status(response.status()));
-            }
-            let head = self.page(response.into_body(), &mut objects).await?;
+            tries = 0;
             match head.metadata.continue_token.filter(|t| !t.is_empty()) {
                 Some(token) => continued = Some(token),
                 None => {
@@ -209,8 +230,34 @@ impl Feed {
         Ok(())
     }
 
-    /// Reads one page's items into `objects`; its head and tail.
+    /// Asks for one page of `limit` items from `continued` (the first page without) and
+    /// reads its items into `objects`; its head and tail.
     async fn page(
+        &self,
+        limit: u32,
+        continued: Option<&str>,
+        objects: &mut Vec<Object>,
+    ) -> Result<ListHead, FeedError> {
+        let query = {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            query.append_pair("limit", &limit.to_string());
+            if let Some(token) = continued {
+                query.append_pair("continue", token);
+            }
+            query.finish()
+        };
+        self.shared.note_awaiting(true);
+        let response = self.send(&query).await;
+        self.shared.note_awaiting(false);
+        let response = response?;
+        if !response.status().is_success() {
+            return Err(FeedError::Status(response.status()));
+        }
+        self.read_page(response.into_body(), objects).await
+    }
+
+    /// Reads one page's items into `objects`; its head and tail.
+    async fn read_page(
         &self,
         mut body: kube::client::Body,
         objects: &mut Vec<Object>,
@@ -300,6 +347,20 @@ impl Feed {
     }
 }
 
+/// Whether asking for a failed page again may mend it: the request or its body broke off,
+/// the body ended short, or the apiserver (or the gateway before it) was overloaded, timed
+/// out or away. Not an expired `continue` token (`410`), nor any other refusal, nor an object
+/// that cannot be held.
+fn may_mend(error: &FeedError) -> bool {
+    match error {
+        FeedError::Request(_) | FeedError::Body(_) | FeedError::Frame(_) => true,
+        FeedError::Status(status) => {
+            status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
+        }
+        FeedError::Object(_) => false,
+    }
+}
+
 /// The next data of `body`, skipping other frames; `None` at its end.
 async fn next_data(body: &mut kube::client::Body) -> Result<Option<Bytes>, FeedError> {
     while let Some(frame) = body.frame().await {
@@ -352,80 +413,5 @@ fn persisted(store: &dyn Store, resource: &Resource) -> Option<(ListType, Vec<Ob
     Some((list, objects, version))
 }
 
-/// A list item with the `kind` and `apiVersion` of its list's items, which a watch event's
-/// object carries and a list's items do not; [`owned`] either way.
-pub(super) fn typed(item: Bytes, list: &ListType) -> Bytes {
-    let kind = list.kind.strip_suffix("List").unwrap_or_default();
-    if kind.is_empty() || !matches!(field_ranges(&item, &[], ["kind"]), Some([None])) {
-        return owned(&item);
-    }
-    let mut typed = BytesMut::with_capacity(item.len() + kind.len() + list.api_version.len() + 32);
-    typed.extend_from_slice(b"{\"kind\":");
-    typed.extend_from_slice(&serde_json::to_vec(kind).unwrap_or_default());
-    typed.extend_from_slice(b",\"apiVersion\":");
-    typed.extend_from_slice(&serde_json::to_vec(&list.api_version).unwrap_or_default());
-    let Some(open) = item.iter().position(|b| *b == b'{') else {
-        return owned(&item);
-    };
-    let rest = &item[open + 1..];
-    if rest.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'}') {
-        typed.extend_from_slice(b",");
-    }
-    typed.extend_from_slice(rest);
-    typed.freeze()
-}
-
-/// An object's bytes in an allocation of their own, for the state to hold. The framers cut
-/// items and events out of the buffer a response is read into, so a slice of it held for as
-/// long as its object does not change would keep the whole buffer, and every other object
-/// read into it, as long: a copy of a few KiB per change against memory that grows with the
-/// churn.
-fn owned(bytes: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(bytes)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn list_items_get_their_kind_and_api_version() {
-        let list = ListType {
-            kind: "ServiceList".into(),
-            api_version: "v1".into(),
-        };
-        let item = Bytes::from_static(br#"{"metadata":{"name":"a"}}"#);
-        assert_eq!(
-            typed(item, &list),
-            Bytes::from_static(br#"{"kind":"Service","apiVersion":"v1","metadata":{"name":"a"}}"#)
-        );
-        let typed_already = Bytes::from_static(br#"{"metadata":{},"kind":"Service"}"#);
-        assert_eq!(typed(typed_already.clone(), &list), typed_already);
-        assert_eq!(
-            typed(Bytes::from_static(b"{ }"), &list),
-            Bytes::from_static(br#"{"kind":"Service","apiVersion":"v1" }"#)
-        );
-    }
-
-    #[test]
-    fn held_objects_keep_no_buffer_they_were_cut_from() {
-        let list = ListType {
-            kind: "ServiceList".into(),
-            api_version: "v1".into(),
-        };
-        let buffer = Bytes::from_static(
-            br#"[{"metadata":{"name":"a"}},{"kind":"Service","metadata":{"name":"b"}}]"#,
-        );
-        let inside = |bytes: &Bytes| buffer.as_ptr_range().contains(&bytes.as_ptr());
-        let (untyped, typed_already) = (buffer.slice(1..26), buffer.slice(27..69));
-        assert!(inside(&untyped) && inside(&typed_already));
-        for item in [untyped, typed_already] {
-            let held = typed(item.clone(), &list);
-            assert!(
-                !inside(&held),
-                "{item:?} is held in the buffer it was read into"
-            );
-        }
-        assert!(!inside(&owned(&buffer.slice(27..69))));
-    }
-}
+mod tests;

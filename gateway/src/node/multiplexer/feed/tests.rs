@@ -1,0 +1,126 @@
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures_util::stream;
+use http::Response;
+use http_body_util::StreamBody;
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::Frame;
+
+use super::*;
+
+/// A service's name and version as a list item.
+fn item(name: &str, version: u32) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"default","resourceVersion":"{version}"}}}}"#
+    )
+}
+
+/// A list page's JSON: its items and its `continue` token (none on the last page).
+fn page(items: &[String], continued: &str) -> String {
+    format!(
+        r#"{{"kind":"ServiceList","apiVersion":"v1","metadata":{{"resourceVersion":"7","continue":"{continued}"}},"items":[{}]}}"#,
+        items.join(",")
+    )
+}
+
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// A body that sends `data`, then ends cleanly or breaks off.
+fn body(data: String, breaks: bool) -> Body {
+    let mut frames = vec![Ok(Frame::data(Bytes::from(data)))];
+    if breaks {
+        frames.push(Err(std::io::Error::other("connection reset")));
+    }
+    UnsyncBoxBody::new(StreamBody::new(stream::iter(frames)))
+}
+
+/// kube-apiserver's pages of three Services, of which the second page, asked for whole,
+/// breaks off after its first item, as a thin link's list does when the apiserver gives up
+/// on it; the queries it was asked.
+#[derive(Clone, Default)]
+struct Apiserver {
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl tower_service::Service<http::Request<kube::client::Body>> for Apiserver {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        self.asked.lock().expect("not poisoned").push(query.clone());
+        let (a, b, c) = (item("a", 5), item("b", 6), item("c", 7));
+        let answer = match query.as_str() {
+            "limit=500" => body(page(&[a], "one"), false),
+            "limit=500&continue=one" => body(page(&[b, c], "")[..100].to_owned(), true),
+            "limit=250&continue=one" => body(page(&[b, c], ""), false),
+            _ => body(String::new(), false),
+        };
+        Box::pin(async move { Ok(Response::new(answer)) })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_page_that_breaks_off_is_asked_again_from_its_token_and_the_clients_wait() {
+    let apiserver = Apiserver::default();
+    let shared = Arc::new(Shared::new());
+    let feed = Feed {
+        client: kube::Client::new(apiserver.clone(), "default"),
+        resource: Resource::parse("v1/services").expect("a resource"),
+        shared: shared.clone(),
+        metrics: MultiplexerMetrics::default(),
+        sources: tokio::sync::watch::channel(1).1,
+    };
+    // A client of the state waits for the first list in windows shorter than the pause
+    // before the page is asked again.
+    let waited = shared.first_list(Duration::from_millis(100));
+    let waiting = {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            waited.await;
+            shared.version()
+        })
+    };
+
+    feed.list().await.expect("the list ends whole");
+
+    assert_eq!(
+        *apiserver.asked.lock().expect("not poisoned"),
+        [
+            "limit=500",
+            "limit=500&continue=one",
+            "limit=250&continue=one"
+        ],
+        "only the page that broke off is asked again, half as large"
+    );
+    let (objects, version) = shared.snapshot("");
+    let names: Vec<&str> = objects.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(
+        (names, version),
+        (vec!["default/a", "default/b", "default/c"], 7)
+    );
+    assert_eq!(
+        waiting.await.expect("the client's task"),
+        Some(7),
+        "the client waited through the pause for the list"
+    );
+}
+
+#[test]
+fn a_page_refused_or_its_token_expired_is_not_asked_again() {
+    for status in [StatusCode::GONE, StatusCode::FORBIDDEN] {
+        assert!(!may_mend(&FeedError::Status(status)), "{status}");
+    }
+    for status in [StatusCode::GATEWAY_TIMEOUT, StatusCode::TOO_MANY_REQUESTS] {
+        assert!(may_mend(&FeedError::Status(status)), "{status}");
+    }
+}
