@@ -50,7 +50,7 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             Box::new(|f| spent(&f.after)),
         ),
         (
-            "churn, cut, catch-up: LISTs the apiserver served (re-lists)",
+            "churn, cut, catch-up: LISTs the apiserver served, the harness's own left out (re-lists)",
             Box::new(|f| format!("{:.0}", f.after.lists)),
         ),
         ("updates made", Box::new(|f| f.updates.to_string())),
