@@ -99,7 +99,11 @@ impl Feed {
             }
         }
         // A follower's first list goes to its pool's leader, not the cloud: it waits until
-        // the source is known (the pool's leaders read), or a while without.
+        // the source is known (the pool's leaders read), or a while without. The node's
+        // clients wait for that list meanwhile.
+        if self.shared.version().is_none() {
+            self.shared.note_underway(true);
+        }
         let mut first = self.sources.clone();
         let known = first.wait_for(|changes| *changes > 0);
         let _ = tokio::time::timeout(SOURCE_WAIT, known).await;
@@ -181,6 +185,7 @@ impl Feed {
     /// clients waiting for the first list go on waiting. On a thin link a list of 1 000
     /// EndpointSlices is minutes of data; starting it over would never end.
     async fn list(&self) -> Result<(), FeedError> {
+        let _underway = Underway::new(&self.shared);
         let mut objects = Vec::new();
         let mut continued: Option<String> = None;
         let mut limit = PAGE;
@@ -344,6 +349,22 @@ impl Feed {
         }
         framer.finish()?;
         Ok(Ended::Cleanly)
+    }
+}
+
+/// The feed's list under way, for the clients waiting on it: set while it lives.
+struct Underway<'a>(&'a Shared);
+
+impl<'a> Underway<'a> {
+    fn new(shared: &'a Shared) -> Underway<'a> {
+        shared.note_underway(true);
+        Underway(shared)
+    }
+}
+
+impl Drop for Underway<'_> {
+    fn drop(&mut self) {
+        self.0.note_underway(false);
     }
 }
 

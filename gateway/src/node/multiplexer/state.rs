@@ -56,8 +56,11 @@ pub struct Shared {
     /// Bumped as data of the feed's list arrives: a slow first list is still coming.
     listing: watch::Sender<u64>,
     /// Set while a page of the feed's list is asked for and its answer has not begun (the
-    /// gateway's request timeout bounds that wait).
+    /// gateway's request timeout bounds that wait), and while a failed page waits to be
+    /// asked for again.
     awaiting: Arc<AtomicBool>,
+    /// Set while the feed lists, from before its first list.
+    underway: Arc<AtomicBool>,
 }
 
 struct Inner {
@@ -106,6 +109,7 @@ impl Shared {
             retired: watch::channel(false).0,
             listing: watch::channel(0).0,
             awaiting: Arc::default(),
+            underway: Arc::default(),
         }
     }
 

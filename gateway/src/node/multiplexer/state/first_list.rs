@@ -1,5 +1,6 @@
 //! The wait for a state's first list: a client of the multiplexer waits while the feed's
-//! list keeps coming (a thin link's minutes), not while it stalled, failed or never began.
+//! list is under way and keeps coming (a thin link's minutes), not while it stalled, failed
+//! or never began.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -7,10 +8,22 @@ use std::time::Duration;
 
 use super::Shared;
 
+/// How long a list under way may go without data, and without a page of it awaited, before
+/// its waiting clients take it for stalled. On a lossy thin link a connection's data can
+/// pause for several retransmission timeouts, each at least a second and doubling; the
+/// gateway's request timeout bounds the wait for a page's answer to begin.
+pub const STALLED: Duration = Duration::from_secs(30);
+
 impl Shared {
     /// Notes that data of the feed's list arrived.
     pub fn note_listing(&self) {
         self.listing.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Notes whether the feed is listing: from before its first list until that list is in
+    /// or failed, and again whenever it lists.
+    pub fn note_underway(&self, underway: bool) {
+        self.underway.store(underway, Ordering::Release);
     }
 
     /// Notes whether a page of the feed's list is asked for and not yet answered.
@@ -18,26 +31,32 @@ impl Shared {
         self.awaiting.store(awaiting, Ordering::Release);
     }
 
-    /// Resolves once the state holds a list, or once `window` passes with no data of its
-    /// list arriving and no page of it awaited: a first list that keeps coming (a thin
-    /// link's minutes) is waited for, one that stalled, failed or never began is not. Owns
-    /// what it waits on.
+    /// Resolves once the state holds a list; or once `window` passes with no data of its
+    /// list arriving, no page of it awaited and no list under way (it failed or never
+    /// began); or once a list under way goes [`STALLED`] without either. A first list that
+    /// keeps coming (a thin link's minutes) is waited for. Owns what it waits on.
     pub fn first_list(&self, window: Duration) -> impl Future<Output = ()> + Send + use<> {
         let mut versions = self.versions();
         let mut listing = self.listing.subscribe();
         listing.mark_unchanged();
-        let awaiting = self.awaiting.clone();
+        let (awaiting, underway) = (self.awaiting.clone(), self.underway.clone());
         async move {
+            let mut quiet = Duration::ZERO;
             loop {
                 let listed = versions.wait_for(Option::is_some);
                 if tokio::time::timeout(window, listed).await.is_ok() {
                     return;
                 }
                 let came = listing.has_changed().unwrap_or(false);
-                if !came && !awaiting.load(Ordering::Acquire) {
+                listing.mark_unchanged();
+                if came || awaiting.load(Ordering::Acquire) {
+                    quiet = Duration::ZERO;
+                    continue;
+                }
+                quiet += window;
+                if !underway.load(Ordering::Acquire) || quiet >= STALLED {
                     return;
                 }
-                listing.mark_unchanged();
             }
         }
     }

@@ -327,3 +327,33 @@ async fn a_first_list_whose_answer_has_not_begun_is_waited_for() {
     waiting.await;
     assert_eq!(shared.version(), Some(10));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_first_list_under_way_is_waited_for_through_pauses_until_it_stalls() {
+    let shared = Arc::new(Shared::new());
+    let window = Duration::from_secs(3);
+    shared.note_underway(true);
+    let waiting = shared.first_list(window);
+    let feed = shared.clone();
+    tokio::spawn(async move {
+        // A lossy thin link: the data pauses for 10 s at a time, then stops.
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            feed.note_listing();
+        }
+    });
+    let started = tokio::time::Instant::now();
+    waiting.await;
+    assert_eq!(shared.version(), None);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(30) + first_list::STALLED && waited < Duration::from_secs(66),
+        "waited {waited:?}: through the pauses, then until the list stalled"
+    );
+
+    // A list no longer under way (it failed) is waited for one window.
+    shared.note_underway(false);
+    let started = tokio::time::Instant::now();
+    shared.first_list(window).await;
+    assert_eq!(started.elapsed(), window);
+}
