@@ -3,11 +3,11 @@
 use bytes::{Bytes, BytesMut};
 use edgegate_json_scan::field_ranges;
 
-use super::super::state::ListType;
+use crate::node::multiplexer::state::ListType;
 
 /// A list item with the `kind` and `apiVersion` of its list's items, which a watch event's
 /// object carries and a list's items do not; [`owned`] either way.
-pub(in crate::node::multiplexer) fn typed(item: Bytes, list: &ListType) -> Bytes {
+pub(crate) fn typed(item: Bytes, list: &ListType) -> Bytes {
     let kind = list.kind.strip_suffix("List").unwrap_or_default();
     if kind.is_empty() || !matches!(field_ranges(&item, &[], ["kind"]), Some([None])) {
         return owned(&item);
