@@ -141,6 +141,10 @@ enum Command {
         /// The link's rate, bits per second.
         #[arg(long, default_value_t = 50_000)]
         rate: u64,
+        /// Fail unless each mode through the gateway joined, caught up after the cut, and
+        /// listed nothing again.
+        #[arg(long)]
+        check: bool,
         /// Where the report is written besides stdout.
         #[arg(long, default_value = "target/load/thin-link.md")]
         out: PathBuf,
@@ -365,6 +369,7 @@ fn main() -> Result<()> {
             cut,
             deadline,
             rate,
+            check,
             out,
         } => {
             let settings = thin_link::Settings {
@@ -381,8 +386,15 @@ fn main() -> Result<()> {
                     ..thin_link::thin_wan()
                 },
             };
-            let text = thin_link::markdown(&settings, &thin_link::run(&settings)?);
-            write_report(&out, &text)
+            let figures = thin_link::run(&settings)?;
+            write_report(&out, &thin_link::markdown(&settings, &figures))?;
+            let faults = thin_link::faults(&figures);
+            anyhow::ensure!(
+                !check || faults.is_empty(),
+                "through the thin link: {}",
+                faults.join("; ")
+            );
+            Ok(())
         }
         Command::Pool {
             edgegate,

@@ -208,6 +208,12 @@ fn next_event(pending: &mut Vec<u8>, protobuf: bool) -> Option<Vec<u8>> {
     Some(line)
 }
 
+/// A counter of the agents' counters line (`events=123`).
+pub fn counter(line: &str, name: &str) -> Option<u64> {
+    line.split_whitespace()
+        .find_map(|word| word.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

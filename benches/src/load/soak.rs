@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use edgegate_testkit::Toolchain;
 
 use super::node::metric_sum;
+use super::reflector::counter;
 use super::traffic::{Mode, NodeLoad};
 use crate::proc;
 
@@ -267,12 +268,6 @@ pub fn csv(samples: &[Sample]) -> String {
         );
     }
     out
-}
-
-/// A counter of the agents' counters line (`events=123`).
-fn counter(line: &str, name: &str) -> Option<u64> {
-    line.split_whitespace()
-        .find_map(|word| word.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
 }
 
 /// What went wrong with the agents in the second half: no event read (their watches

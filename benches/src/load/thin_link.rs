@@ -20,6 +20,7 @@ use edgegate_testkit::wan::Wan;
 use serde_json::Value;
 
 use super::churn::NAMESPACE;
+use super::reflector::counter;
 use super::traffic::{self, Mode, NodeLoad};
 
 mod report;
@@ -207,6 +208,39 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
     })
 }
 
+/// What a run through the gateway must show, per mode but `direct` (the failure mode the
+/// gateway is measured against): the node Ready and kube-proxy's rules complete within the
+/// deadline, no re-list by the agents, no LIST the apiserver served from the end of the join
+/// on (the churn and the cut reach the node by watch), and kube-proxy's rules matching the
+/// cloud after the restore. Empty when all is well.
+pub fn faults(figures: &[Figures]) -> Vec<String> {
+    let mut faults = Vec::new();
+    for f in figures.iter().filter(|f| f.mode != Mode::Direct) {
+        let mut fault = |what: String| faults.push(format!("{:?}: {what}", f.mode));
+        if f.ready.is_none() {
+            fault("the node was not Ready within the deadline".into());
+        }
+        if f.rules.is_none() {
+            fault("kube-proxy's rules lacked Services at the deadline".into());
+        }
+        if f.caught_up.is_none() {
+            fault("kube-proxy's rules did not match the cloud after the restore".into());
+        }
+        match counter(&f.agents, "relists") {
+            Some(0) => {}
+            Some(n) => fault(format!("the agents listed again {n} times")),
+            None => fault(format!("no agents' counters ({:?})", f.agents)),
+        }
+        if f.after.lists >= 1.0 {
+            fault(format!(
+                "the apiserver served {} LISTs after the join",
+                f.after.lists
+            ));
+        }
+    }
+    faults
+}
+
 /// The link's counters (the host's end of it) and the apiserver's LISTs.
 fn read(load: &NodeLoad) -> Result<Reading> {
     let (up, down) = load.link_bytes()?;
@@ -324,7 +358,8 @@ fn cloud_destinations(load: &NodeLoad) -> Result<BTreeMap<String, Vec<String>>> 
     Ok(ready_addresses(items))
 }
 
-/// Each Service's ready addresses in `slices`, sorted; Services with none left out.
+/// Each Service's ready addresses in `slices`, sorted, each once; Services with none left
+/// out.
 fn ready_addresses(slices: &[Value]) -> BTreeMap<String, Vec<String>> {
     let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for slice in slices {
@@ -342,8 +377,10 @@ fn ready_addresses(slices: &[Value]) -> BTreeMap<String, Vec<String>> {
             }
         }
     }
+    // The churn may give two endpoints one address; kube-proxy makes one rule of it.
     for addresses in found.values_mut() {
         addresses.sort();
+        addresses.dedup();
     }
     found.retain(|_, addresses| !addresses.is_empty());
     found

@@ -41,6 +41,7 @@ fn the_clouds_ready_addresses_are_read_per_service() {
                 {"addresses": ["198.18.128.21"], "conditions": {"ready": true}},
                 {"addresses": ["198.18.128.22"], "conditions": {"ready": false}},
                 {"addresses": ["198.18.128.20"], "conditions": {}},
+                {"addresses": ["198.18.128.21"], "conditions": {"ready": true}},
             ],
         }),
         json!({
@@ -66,4 +67,38 @@ fn lists_are_summed_over_the_list_series_of_the_request_counter() {
         apiserver_request_total{code=\"410\",resource=\"pods\",verb=\"LIST\",version=\"v1\"} 1\n\
         apiserver_request_duration_seconds_count{resource=\"pods\",verb=\"LIST\"} 30\n";
     assert_eq!(list_count(metrics), 5.0);
+}
+
+#[test]
+fn a_gateway_run_is_faulted_for_a_re_list_or_a_join_or_catch_up_unfinished() {
+    let minute = Some(Duration::from_secs(60));
+    let whole = Figures {
+        mode: Mode::Multiplexer,
+        ready: minute,
+        rules: minute,
+        join: Spent::default(),
+        after: Spent::default(),
+        caught_up: minute,
+        updates: 180,
+        agents: "agents: lists=22 (protobuf 0, gzip 0) relists=0 watches=40".into(),
+    };
+    assert!(faults(std::slice::from_ref(&whole)).is_empty());
+
+    let relisted = Figures {
+        agents: whole.agents.replace("relists=0", "relists=3"),
+        after: Spent {
+            lists: 2.0,
+            ..Spent::default()
+        },
+        caught_up: None,
+        ..whole.clone()
+    };
+    assert_eq!(faults(&[relisted]).len(), 3);
+    // Straight to the cloud is what the gateway is measured against, not judged.
+    let direct = Figures {
+        mode: Mode::Direct,
+        ready: None,
+        ..whole
+    };
+    assert!(faults(&[direct]).is_empty());
 }
