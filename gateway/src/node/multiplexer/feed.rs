@@ -28,6 +28,7 @@ use super::state::{ListType, Shared};
 use crate::cache::Store;
 use crate::node::informer::{ListBackoff, own_listing};
 use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, WatchFramer};
+use crate::upstream::HealthWatch;
 
 /// How often a resource the cluster does not serve is asked for again (an upgrade of the
 /// cluster may bring it).
@@ -83,6 +84,8 @@ pub(super) struct Feed {
     /// watch then ends and resumes from the state's version, from the new source. Above 0
     /// once the source is known.
     pub(super) sources: tokio::sync::watch::Receiver<u64>,
+    /// Whether some apiserver is healthy.
+    pub(super) cloud: HealthWatch,
 }
 
 impl Feed {
@@ -112,11 +115,16 @@ impl Feed {
         let mut told_absent = false;
         loop {
             if !listed {
+                let cloud_was_up = *self.cloud.borrow();
                 match self.list().await {
                     Ok(()) => listed = true,
                     // A cluster that does not serve this version (EndpointSlices are
                     // `v1beta1` before 1.21): its clients go to the apiserver as before.
-                    Err(FeedError::Status(StatusCode::NOT_FOUND)) => {
+                    // Not while the cloud is away: the gateway answers `404` itself then,
+                    // for a list its cache has nothing of.
+                    Err(FeedError::Status(StatusCode::NOT_FOUND))
+                        if cloud_was_up && *self.cloud.borrow() =>
+                    {
                         if !told_absent {
                             tracing::info!(resource = %self.resource, "not served by this cluster: its lists and watches go to the apiserver");
                             told_absent = true;

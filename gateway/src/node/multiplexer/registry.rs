@@ -18,6 +18,7 @@ use super::resource::Resource;
 use super::state::Shared;
 use crate::cache::{LocalChange, Store};
 use crate::filter::LookupChange;
+use crate::upstream::HealthWatch;
 
 /// The `User-Agent` purpose of the feed's requests: they go upstream, never to the
 /// multiplexer itself.
@@ -47,6 +48,10 @@ pub struct Sources {
     /// The node's own changes while the cloud is away (the local layer's): those of the
     /// feeds' cached copies change the states at once.
     pub local: Option<broadcast::Receiver<Arc<LocalChange>>>,
+    /// Whether some apiserver is healthy: a `404` that may be the gateway's own, answered
+    /// from a cache with nothing of the resource while the cloud is away, is not taken for
+    /// a cluster that does not serve it.
+    pub cloud: HealthWatch,
 }
 
 impl Multiplexer {
@@ -73,6 +78,7 @@ impl Multiplexer {
             store,
             metrics: metrics.clone(),
             sources: sources.feeds,
+            cloud: sources.cloud,
             states: states.clone(),
             configured: sources.configured,
             running: HashMap::new(),
@@ -137,6 +143,7 @@ struct Feeds {
     store: Option<Arc<dyn Store>>,
     metrics: MultiplexerMetrics,
     sources: watch::Receiver<u64>,
+    cloud: HealthWatch,
     states: Arc<States>,
     configured: Vec<Resource>,
     running: HashMap<Resource, JoinHandle<()>>,
@@ -165,6 +172,7 @@ impl Feeds {
                 shared: state.clone(),
                 metrics: self.metrics.clone(),
                 sources: self.sources.clone(),
+                cloud: self.cloud.clone(),
             };
             let task = tokio::spawn(feed.run(self.store.clone()));
             write(&self.states).insert(resource.clone(), state);
@@ -301,6 +309,7 @@ mod tests {
             named,
             feeds: watch::channel(1).1,
             local: None,
+            cloud: watch::channel(true).1,
         };
         // A proxy that refuses: the feeds retry in the background, which is not tested here.
         let proxy = "127.0.0.1:1".parse().unwrap();

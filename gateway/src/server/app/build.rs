@@ -66,7 +66,14 @@ pub(super) async fn state(
             None
         };
     let leaders = Arc::new(pool::Leaders::default());
-    let multiplexer = multiplexer(config, proxy, &cache, &informers, &leaders, &mut metrics)?;
+    // Whether some apiserver is healthy: false until the first probes' verdicts.
+    let (any_healthy, health) = watch::channel(false);
+    let multiplexer = multiplexer(
+        config,
+        proxy,
+        (&cache, &informers, &leaders, &health),
+        &mut metrics,
+    )?;
     let lookup: Arc<dyn Lookup> = match &informers {
         Some(informers) => informers.clone(),
         None => Arc::new(NoLookup),
@@ -87,10 +94,11 @@ pub(super) async fn state(
     let metrics = Arc::new(metrics);
     let transport = upstream_transport(&identity, config);
     let balancer = Arc::new(Balancer::new(identity.servers.clone(), config.lb_mode));
-    let health = health_checks(
+    health_checks(
         config.cloud,
         &health_settings,
         (&balancer, &transport, &metrics),
+        any_healthy,
         tasks,
     )
     .await;
@@ -312,9 +320,12 @@ async fn cache(config: &Config, metrics: &mut Metrics) -> Result<Arc<Cache>, Ser
 fn multiplexer(
     config: &Config,
     proxy: SocketAddr,
-    cache: &Arc<Cache>,
-    informers: &Option<Arc<Informers>>,
-    leaders: &Arc<pool::Leaders>,
+    (cache, informers, leaders, health): (
+        &Arc<Cache>,
+        &Option<Arc<Informers>>,
+        &Arc<pool::Leaders>,
+        &HealthWatch,
+    ),
     metrics: &mut Metrics,
 ) -> Result<Option<Arc<Multiplexer>>, ServerError> {
     if config.pool_scope_resources.is_empty() {
@@ -325,6 +336,7 @@ fn multiplexer(
         named: leaders.pool_scope(),
         feeds: leaders.sources(),
         local: Some(cache.local_changes()),
+        cloud: health.clone(),
     };
     let started = Multiplexer::start(
         proxy,
@@ -336,23 +348,23 @@ fn multiplexer(
     Ok(Some(Arc::new(started.map_err(ServerError::Informers)?)))
 }
 
-/// Whether some apiserver is healthy, kept by the health checker in `tasks`: every server
-/// probed once before the gateway serves. In cloud mode, as YurtHub's, there is no checker
-/// and every apiserver is taken as up.
+/// Keeps `any_healthy`, whether some apiserver is healthy, by the health checker in `tasks`:
+/// every server probed once before the gateway serves. In cloud mode, as YurtHub's, there is
+/// no checker and every apiserver is taken as up.
 async fn health_checks(
     cloud: bool,
     settings: &HealthSettings,
     (balancer, transport, metrics): (&Arc<Balancer>, &Transport, &Arc<Metrics>),
+    any_healthy: watch::Sender<bool>,
     tasks: &Tasks,
-) -> HealthWatch {
-    let (any_healthy, health) = watch::channel(false);
+) {
     if cloud {
         for server in balancer.servers() {
             server.set_healthy(true);
         }
         any_healthy.send_replace(true);
         tasks.spawn(async move { any_healthy.closed().await });
-        return health;
+        return;
     }
     health::first_verdicts(balancer, transport, settings, metrics).await;
     any_healthy.send_replace(balancer.any_healthy());
@@ -363,5 +375,4 @@ async fn health_checks(
         metrics.clone(),
         any_healthy,
     ));
-    health
 }

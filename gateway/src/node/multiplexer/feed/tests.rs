@@ -44,6 +44,9 @@ fn body(data: String, breaks: bool) -> Body {
 #[derive(Clone, Default)]
 struct Apiserver {
     asked: Arc<Mutex<Vec<String>>>,
+    /// Answers its first request `404`, as the gateway does offline for a list its cache
+    /// has nothing of.
+    not_found_first: bool,
 }
 
 impl tower_service::Service<http::Request<kube::client::Body>> for Apiserver {
@@ -57,7 +60,14 @@ impl tower_service::Service<http::Request<kube::client::Body>> for Apiserver {
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
         let query = request.uri().query().unwrap_or_default().to_owned();
-        self.asked.lock().expect("not poisoned").push(query.clone());
+        let mut asked = self.asked.lock().expect("not poisoned");
+        asked.push(query.clone());
+        if self.not_found_first && asked.len() == 1 {
+            let mut answer = Response::new(body(String::new(), false));
+            *answer.status_mut() = StatusCode::NOT_FOUND;
+            return Box::pin(async move { Ok(answer) });
+        }
+        drop(asked);
         let (a, b, c) = (item("a", 5), item("b", 6), item("c", 7));
         let answer = match query.as_str() {
             "limit=500" => body(page(&[a], "one"), false),
@@ -69,17 +79,23 @@ impl tower_service::Service<http::Request<kube::client::Body>> for Apiserver {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_page_that_breaks_off_is_asked_again_from_its_token_and_the_clients_wait() {
-    let apiserver = Apiserver::default();
-    let shared = Arc::new(Shared::new());
-    let feed = Feed {
+/// A feed of Services from `apiserver`, the cloud up or not.
+fn feed(apiserver: &Apiserver, shared: &Arc<Shared>, cloud_up: bool) -> Feed {
+    Feed {
         client: kube::Client::new(apiserver.clone(), "default"),
         resource: Resource::parse("v1/services").expect("a resource"),
         shared: shared.clone(),
         metrics: MultiplexerMetrics::default(),
         sources: tokio::sync::watch::channel(1).1,
-    };
+        cloud: tokio::sync::watch::channel(cloud_up).1,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_page_that_breaks_off_is_asked_again_from_its_token_and_the_clients_wait() {
+    let apiserver = Apiserver::default();
+    let shared = Arc::new(Shared::new());
+    let feed = feed(&apiserver, &shared, true);
     // A client of the state waits for the first list in windows shorter than the pause
     // before the page is asked again.
     let waited = shared.first_list(Duration::from_millis(100));
@@ -123,4 +139,24 @@ fn a_page_refused_or_its_token_expired_is_not_asked_again() {
     for status in [StatusCode::GATEWAY_TIMEOUT, StatusCode::TOO_MANY_REQUESTS] {
         assert!(may_mend(&FeedError::Status(status)), "{status}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_404_while_the_cloud_is_away_is_not_taken_for_a_resource_not_served() {
+    let apiserver = Apiserver {
+        not_found_first: true,
+        ..Apiserver::default()
+    };
+    let shared = Arc::new(Shared::new());
+    let running = tokio::spawn(feed(&apiserver, &shared, false).run(None));
+    let mut versions = shared.versions();
+    // A resource not served is asked for again after 5 minutes; a failure within seconds.
+    let listed = versions.wait_for(Option::is_some);
+    let listed = tokio::time::timeout(Duration::from_secs(60), listed).await;
+    running.abort();
+    assert!(
+        listed.is_ok(),
+        "asked {:?}",
+        apiserver.asked.lock().expect("not poisoned")
+    );
 }
