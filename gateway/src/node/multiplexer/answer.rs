@@ -28,8 +28,9 @@ use super::watch::{self, Sight, Watching};
 use crate::cache::Selectors;
 use crate::request::{RequestContext, Verb};
 
-/// How long a node client's request waits for a state's first list (kube-apiserver's watch
-/// cache makes lists wait so while it initializes).
+/// How long a node client's request waits for a state's first list when none is under way,
+/// and the steps it waits in while one is (kube-apiserver's watch cache makes lists wait so
+/// while it initializes).
 pub const READY_WITHIN: Duration = Duration::from_secs(3);
 
 /// Whether, and how, the multiplexer answers a request.
@@ -114,10 +115,11 @@ impl Multiplexer {
     }
 
     /// For a request the multiplexer would answer once its state holds a list, a wait for
-    /// that list while its data keeps arriving, `within` at a time ([`READY_WITHIN`] for the
-    /// node's clients): the clients that start with the gateway then share its watch, rather
-    /// than each holding its own upstream, and on a thin link they do not each list
-    /// upstream beside it. Owns what it waits on.
+    /// that list while it is under way and not stalled, or `within` when none is
+    /// ([`READY_WITHIN`] for the node's clients; see [`Shared::first_list`]): the clients
+    /// that start with the gateway then share its watch, rather than each holding its own
+    /// upstream, and on a thin link they do not each list upstream beside it. Owns what it
+    /// waits on.
     pub fn until_ready(
         &self,
         context: &RequestContext,
