@@ -68,12 +68,8 @@ pub(super) async fn state(
     let leaders = Arc::new(pool::Leaders::default());
     // Whether some apiserver is healthy: false until the first probes' verdicts.
     let (any_healthy, health) = watch::channel(false);
-    let multiplexer = multiplexer(
-        config,
-        proxy,
-        (&cache, &informers, &leaders, &health),
-        &mut metrics,
-    )?;
+    let fed = (&cache, &informers, &leaders, &health);
+    let multiplexer = multiplexer(config, proxy, fed, &mut metrics)?;
     let lookup: Arc<dyn Lookup> = match &informers {
         Some(informers) => informers.clone(),
         None => Arc::new(NoLookup),
