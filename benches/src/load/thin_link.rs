@@ -343,10 +343,12 @@ fn routed(proxied: &BTreeMap<String, Vec<String>>) -> usize {
 
 /// Where the cloud's EndpointSlices say each Service's `http` port goes: its ready
 /// endpoints' addresses, sorted (Services with none left out, as kube-proxy has no rule).
+/// One LIST, not kubectl's pages of 500, so that the harness knows how many it made.
 fn cloud_destinations(load: &NodeLoad) -> Result<BTreeMap<String, Vec<String>>> {
     let list: Value = serde_json::from_str(&load.bed.cloud.kubectl(&[
         "get",
         "endpointslices.v1beta1.discovery.k8s.io",
+        "--chunk-size=0",
         "-n",
         NAMESPACE,
         "-o",
