@@ -42,7 +42,7 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             Box::new(|f| spent(&f.join)),
         ),
         (
-            "join: LISTs the apiserver served",
+            "join: LISTs of the node's resources the apiserver served",
             Box::new(|f| format!("{:.0}", f.join.lists)),
         ),
         (
@@ -50,7 +50,7 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             Box::new(|f| spent(&f.after)),
         ),
         (
-            "churn, cut, catch-up: LISTs the apiserver served, the harness's own left out (re-lists)",
+            "churn, cut, catch-up: LISTs of the node's resources, the harness's own left out (re-lists)",
             Box::new(|f| format!("{:.0}", f.after.lists)),
         ),
         ("updates made", Box::new(|f| f.updates.to_string())),

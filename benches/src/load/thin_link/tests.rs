@@ -60,11 +60,12 @@ fn the_clouds_ready_addresses_are_read_per_service() {
 }
 
 #[test]
-fn lists_are_summed_over_the_list_series_of_the_request_counter() {
+fn the_node_resources_lists_are_summed_over_the_list_series_of_the_request_counter() {
     let metrics = "# TYPE apiserver_request_total counter\n\
         apiserver_request_total{code=\"200\",resource=\"services\",verb=\"LIST\",version=\"v1\"} 4\n\
         apiserver_request_total{code=\"200\",resource=\"services\",verb=\"WATCH\",version=\"v1\"} 9\n\
         apiserver_request_total{code=\"410\",resource=\"pods\",verb=\"LIST\",version=\"v1\"} 1\n\
+        apiserver_request_total{code=\"200\",resource=\"cronjobs\",verb=\"LIST\",version=\"v1\"} 41\n\
         apiserver_request_duration_seconds_count{resource=\"pods\",verb=\"LIST\"} 30\n";
     assert_eq!(list_count(metrics), 5.0);
 }
