@@ -175,10 +175,16 @@ fn sample(bed: &Testbed, at: Duration) -> Result<Sample> {
 
 /// The sum of a metric's series in a Prometheus text exposition.
 pub fn metric_sum(text: &str, name: &str) -> f64 {
+    metric_sum_where(text, name, |_| true)
+}
+
+/// The sum of those of a metric's series whose line `keep` takes (by its labels).
+pub fn metric_sum_where(text: &str, name: &str, keep: impl Fn(&str) -> bool) -> f64 {
     text.lines()
         .filter(|line| {
             line.strip_prefix(name)
                 .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                && keep(line)
         })
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()

@@ -20,6 +20,7 @@ use edgegate_testkit::wan::Wan;
 use serde_json::Value;
 
 use super::churn::NAMESPACE;
+use super::node::metric_sum_where;
 use super::reflector::counter;
 use super::traffic::{self, Mode, NodeLoad};
 
@@ -273,17 +274,12 @@ const NODE_LISTS: &[&str] = &[
 /// The LIST requests of the node's resources ([`NODE_LISTS`]) the apiserver served, from
 /// its `/metrics`.
 fn list_count(metrics: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|line| {
-            line.starts_with("apiserver_request_total{")
-                && line.contains("verb=\"LIST\"")
-                && NODE_LISTS
-                    .iter()
-                    .any(|resource| line.contains(&format!("resource=\"{resource}\"")))
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metric_sum_where(metrics, "apiserver_request_total", |line| {
+        line.contains("verb=\"LIST\"")
+            && NODE_LISTS
+                .iter()
+                .any(|resource| line.contains(&format!("resource=\"{resource}\"")))
+    })
 }
 
 /// The node's `Ready` condition's last heartbeat, if the condition is true.
