@@ -23,7 +23,7 @@ use super::list;
 use super::metrics::{AnswerLabels, ResourceLabels};
 use super::refilter::Refilter;
 use super::registry::Multiplexer;
-use super::state::Shared;
+use super::state::{Shared, Waited};
 use super::watch::{self, Sight, Watching};
 use crate::cache::Selectors;
 use crate::request::{RequestContext, Verb};
@@ -57,12 +57,7 @@ impl Multiplexer {
             return Answer::Pass;
         };
         let info = &context.info;
-        let resource = super::resource::Resource {
-            group: info.api_group.clone(),
-            version: info.api_version.clone(),
-            plural: info.resource.clone(),
-        }
-        .to_string();
+        let resource = resource_of(context);
         // Only a filtered watch sends objects again: the others need no counter.
         let refilter = refilter.map(|refilter| {
             let labels = ResourceLabels {
@@ -129,7 +124,16 @@ impl Multiplexer {
         if shared.version().is_some() {
             return None;
         }
-        Some(shared.first_list(within))
+        let waited = shared.first_list(within);
+        let resource = resource_of(context);
+        Some(async move {
+            let started = tokio::time::Instant::now();
+            let waited_for = waited.await;
+            if waited_for != Waited::Listed {
+                let waited = started.elapsed().as_secs();
+                tracing::info!(%resource, waited, reason = waited_for.reason(), "a client's wait for the shared state's first list ended without it: the request goes on without the multiplexer");
+            }
+        })
     }
 
     /// The shared state a request is answered from and the version it asks for (`None`:
@@ -155,6 +159,17 @@ impl Multiplexer {
         };
         Some((shared, since))
     }
+}
+
+/// The resource a request is for, as the multiplexer's metrics and log name it.
+fn resource_of(context: &RequestContext) -> String {
+    let info = &context.info;
+    super::resource::Resource {
+        group: info.api_group.clone(),
+        version: info.api_version.clone(),
+        plural: info.resource.clone(),
+    }
+    .to_string()
 }
 
 /// The answer from `shared`, which holds a list.

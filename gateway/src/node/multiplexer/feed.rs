@@ -10,24 +10,27 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use http::{Request, StatusCode};
-use http_body_util::BodyExt;
 use kube::runtime::utils::Backoff;
 use serde::Deserialize;
 
+mod error;
 mod item;
+mod page;
 
+pub use error::FeedError;
+use error::may_mend;
 use item::owned;
 pub(super) use item::typed;
+use page::{PageSize, next_data};
 
 use super::metrics::{MultiplexerMetrics, ResourceLabels};
-use super::object::{Object, ObjectError};
+use super::object::Object;
 use super::resource::Resource;
 use super::state::{ListType, Shared};
 use crate::cache::Store;
 use crate::node::informer::{ListBackoff, own_listing};
-use crate::stream::{Event, EventType, FrameError, ListFrame, ListFramer, Meta, WatchFramer};
+use crate::stream::{Event, EventType, Meta, WatchFramer};
 use crate::upstream::HealthWatch;
 
 /// How often a resource the cluster does not serve is asked for again (an upgrade of the
@@ -37,34 +40,8 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 /// How long the first list waits for its source to be known (see [`Feed::sources`]).
 const SOURCE_WAIT: Duration = Duration::from_secs(10);
 
-/// Items per page of the feed's list.
-const PAGE: u32 = 500;
-
-/// The smallest page a failed page is asked for again as.
-const SMALLEST_PAGE: u32 = 50;
-
 /// Tries of one page, the first included, before the list fails and starts over.
 const PAGE_TRIES: u32 = 6;
-
-/// Why one list or watch of the feed failed.
-#[derive(Debug, thiserror::Error)]
-pub enum FeedError {
-    /// The request could not be made or its body broke off.
-    #[error("request failed: {0}")]
-    Request(#[from] kube::Error),
-    /// The body could not be read.
-    #[error("body: {0}")]
-    Body(String),
-    /// The apiserver refused (other than `410 Expired`).
-    #[error("answered {0}")]
-    Status(StatusCode),
-    /// The body is not what the apiserver sends.
-    #[error(transparent)]
-    Frame(#[from] FrameError),
-    /// An object cannot be held.
-    #[error(transparent)]
-    Object(#[from] ObjectError),
-}
 
 /// How a watch ended without failing.
 enum Ended {
@@ -134,6 +111,10 @@ impl Feed {
                     }
                     Err(error) => {
                         tracing::warn!(resource = %self.resource, %error, "multiplexer list failed; retrying");
+                        // The clients waiting for a first list go on waiting through a
+                        // pause after a failure that may mend, until it stalls.
+                        let mends = self.shared.version().is_none() && may_mend(&error);
+                        self.shared.note_underway(mends);
                         tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
                         continue;
                     }
@@ -186,27 +167,30 @@ impl Feed {
 
     /// Lists the resource, page by page, and replaces the state with it.
     ///
-    /// A page that fails in a way another try may mend (the link broke it off, the
-    /// apiserver could not send it in time, the gateway's upstream was briefly away) is
-    /// asked for again from the same `continue` token, half as large down to
-    /// [`SMALLEST_PAGE`], up to [`PAGE_TRIES`] times: the pages before it are kept, and the
-    /// clients waiting for the first list go on waiting. On a thin link a list of 1 000
-    /// EndpointSlices is minutes of data; starting it over would never end.
+    /// A page that fails in a way another try may mend (the link broke it off or stalled
+    /// it, the apiserver could not send it in time, the gateway's upstream was briefly
+    /// away) is asked for again from the same `continue` token, smaller, up to
+    /// [`PAGE_TRIES`] times: the pages before it are kept, and the clients waiting for the
+    /// first list go on waiting. Pages are sized to the link ([`PageSize`]). On a thin link
+    /// a list of 1 000 EndpointSlices is minutes of data; starting it over would never end.
     async fn list(&self) -> Result<(), FeedError> {
         let _underway = Underway::new(&self.shared);
         let mut objects = Vec::new();
         let mut continued: Option<String> = None;
-        let mut limit = PAGE;
+        let mut size = PageSize::default();
         let mut tries = 0;
         let mut backoff = ListBackoff::default();
         let (version, list) = loop {
             let kept = objects.len();
-            let head = match self.page(limit, continued.as_deref(), &mut objects).await {
-                Ok(head) => head,
+            let asked = tokio::time::Instant::now();
+            let limit = size.limit();
+            let page = match self.page(limit, continued.as_deref(), &mut objects).await {
+                Ok(page) => page,
                 Err(error) if may_mend(&error) && tries + 1 < PAGE_TRIES => {
                     tries += 1;
                     objects.truncate(kept);
-                    limit = (limit / 2).max(SMALLEST_PAGE);
+                    size.failed();
+                    let limit = size.limit();
                     tracing::warn!(resource = %self.resource, %error, limit, tries, "a page of the multiplexer's list failed; asking for it again");
                     // The clients go on waiting through the pause, as for a page asked for.
                     self.shared.note_awaiting(true);
@@ -217,6 +201,10 @@ impl Feed {
                 Err(error) => return Err(error),
             };
             tries = 0;
+            let took = asked.elapsed();
+            size.came(objects.len() - kept, page.bytes, took);
+            tracing::debug!(resource = %self.resource, limit, took = took.as_secs_f64(), bytes = page.bytes, next = size.limit(), "a page of the multiplexer's list came");
+            let head = page.head;
             match head.metadata.continue_token.filter(|t| !t.is_empty()) {
                 Some(token) => continued = Some(token),
                 None => {
@@ -244,13 +232,13 @@ impl Feed {
     }
 
     /// Asks for one page of `limit` items from `continued` (the first page without) and
-    /// reads its items into `objects`; its head and tail.
+    /// reads its items into `objects`.
     async fn page(
         &self,
         limit: u32,
         continued: Option<&str>,
         objects: &mut Vec<Object>,
-    ) -> Result<ListHead, FeedError> {
+    ) -> Result<page::Page, FeedError> {
         let query = {
             let mut query = form_urlencoded::Serializer::new(String::new());
             query.append_pair("limit", &limit.to_string());
@@ -266,49 +254,7 @@ impl Feed {
         if !response.status().is_success() {
             return Err(FeedError::Status(response.status()));
         }
-        self.read_page(response.into_body(), objects).await
-    }
-
-    /// Reads one page's items into `objects`; its head and tail.
-    async fn read_page(
-        &self,
-        mut body: kube::client::Body,
-        objects: &mut Vec<Object>,
-    ) -> Result<ListHead, FeedError> {
-        let mut framer = ListFramer::new();
-        let mut ends = BytesMut::new();
-        let mut list = ListType::default();
-        let mut take = |frame: ListFrame| -> Result<(), FeedError> {
-            match frame {
-                ListFrame::Head(piece) => {
-                    // What the items lack (kube-apiserver does not repeat it in each).
-                    let mut whole = piece.to_vec();
-                    whole.extend_from_slice(b"]}");
-                    if let Ok(head) = serde_json::from_slice::<ListHead>(&whole) {
-                        list = ListType {
-                            kind: head.kind,
-                            api_version: head.api_version,
-                        };
-                    }
-                    ends.extend_from_slice(&piece);
-                }
-                ListFrame::Tail(piece) => ends.extend_from_slice(&piece),
-                ListFrame::Item(item) => objects.push(Object::parse(typed(item, &list))?),
-            }
-            Ok(())
-        };
-        while let Some(data) = next_data(&mut body).await? {
-            self.shared.note_listing();
-            framer.push(&data);
-            while let Some(frame) = framer.next_frame()? {
-                take(frame)?;
-            }
-        }
-        while let Some(frame) = framer.finish()? {
-            take(frame)?;
-        }
-        // The head ends with the `[` of items and the tail begins with its `]`.
-        serde_json::from_slice(&ends).map_err(|e| FeedError::Body(e.to_string()))
+        page::read(response.into_body(), &self.shared, objects).await
     }
 
     /// Watches from `since` and applies each event, until the watch ends.
@@ -374,49 +320,6 @@ impl Drop for Underway<'_> {
     fn drop(&mut self) {
         self.0.note_underway(false);
     }
-}
-
-/// Whether asking for a failed page again may mend it: the request or its body broke off,
-/// the body ended short, or the apiserver (or the gateway before it) was overloaded, timed
-/// out or away. Not an expired `continue` token (`410`), nor any other refusal, nor an object
-/// that cannot be held.
-fn may_mend(error: &FeedError) -> bool {
-    match error {
-        FeedError::Request(_) | FeedError::Body(_) | FeedError::Frame(_) => true,
-        FeedError::Status(status) => {
-            status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
-        }
-        FeedError::Object(_) => false,
-    }
-}
-
-/// The next data of `body`, skipping other frames; `None` at its end.
-async fn next_data(body: &mut kube::client::Body) -> Result<Option<Bytes>, FeedError> {
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            return Ok(Some(data));
-        }
-    }
-    Ok(None)
-}
-
-/// A list's head and tail read together.
-#[derive(Deserialize)]
-struct ListHead {
-    #[serde(default)]
-    kind: String,
-    #[serde(default, rename = "apiVersion")]
-    api_version: String,
-    #[serde(default)]
-    metadata: ListMeta,
-}
-
-#[derive(Default, Deserialize)]
-struct ListMeta {
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: String,
-    #[serde(default, rename = "continue")]
-    continue_token: Option<String>,
 }
 
 /// The code of a watch's ERROR event.

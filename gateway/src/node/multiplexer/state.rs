@@ -378,6 +378,28 @@ impl Shared {
     }
 }
 
+/// How a wait for the first list ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    /// The state holds a list.
+    Listed,
+    /// No list was under way: it failed, is in its backoff, or never began.
+    NoneUnderway,
+    /// The list under way brought no data, and had no page awaited, for 30 s.
+    Stalled,
+}
+
+impl Waited {
+    /// Why the wait ended without a list, for the log.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Waited::Listed => "listed",
+            Waited::NoneUnderway => "no list under way",
+            Waited::Stalled => "the list under way stalled",
+        }
+    }
+}
+
 #[path = "state/window.rs"]
 mod window;
 

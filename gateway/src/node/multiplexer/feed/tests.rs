@@ -4,13 +4,15 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use futures_util::stream;
+use bytes::Bytes;
+use futures_util::{StreamExt, stream};
 use http::Response;
 use http_body_util::StreamBody;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Frame;
 
 use super::*;
+use crate::node::multiplexer::state::Waited;
 
 /// A service's name and version as a list item.
 fn item(name: &str, version: u32) -> String {
@@ -44,9 +46,12 @@ fn body(data: String, breaks: bool) -> Body {
 #[derive(Clone, Default)]
 struct Apiserver {
     asked: Arc<Mutex<Vec<String>>>,
-    /// Answers its first request `404`, as the gateway does offline for a list its cache
-    /// has nothing of.
-    not_found_first: bool,
+    /// How its first requests are refused (`404`: as the gateway does offline for a list
+    /// its cache has nothing of).
+    refused: Vec<StatusCode>,
+    /// Whether the second page, asked for whole, stalls after its first item instead of
+    /// breaking off.
+    stalls: bool,
 }
 
 impl tower_service::Service<http::Request<kube::client::Body>> for Apiserver {
@@ -62,15 +67,21 @@ impl tower_service::Service<http::Request<kube::client::Body>> for Apiserver {
         let query = request.uri().query().unwrap_or_default().to_owned();
         let mut asked = self.asked.lock().expect("not poisoned");
         asked.push(query.clone());
-        if self.not_found_first && asked.len() == 1 {
+        if let Some(status) = self.refused.get(asked.len() - 1) {
             let mut answer = Response::new(body(String::new(), false));
-            *answer.status_mut() = StatusCode::NOT_FOUND;
+            *answer.status_mut() = *status;
             return Box::pin(async move { Ok(answer) });
         }
         drop(asked);
         let (a, b, c) = (item("a", 5), item("b", 6), item("c", 7));
         let answer = match query.as_str() {
             "limit=500" => body(page(&[a], "one"), false),
+            "limit=500&continue=one" if self.stalls => {
+                let begun = stream::iter([Ok(Frame::data(Bytes::from(
+                    page(&[b, c], "")[..100].to_owned(),
+                )))]);
+                UnsyncBoxBody::new(StreamBody::new(begun.chain(stream::pending())))
+            }
             "limit=500&continue=one" => body(page(&[b, c], "")[..100].to_owned(), true),
             "limit=250&continue=one" => body(page(&[b, c], ""), false),
             _ => body(String::new(), false),
@@ -144,7 +155,7 @@ fn a_page_refused_or_its_token_expired_is_not_asked_again() {
 #[tokio::test(start_paused = true)]
 async fn a_404_while_the_cloud_is_away_is_not_taken_for_a_resource_not_served() {
     let apiserver = Apiserver {
-        not_found_first: true,
+        refused: vec![StatusCode::NOT_FOUND],
         ..Apiserver::default()
     };
     let shared = Arc::new(Shared::new());
@@ -159,4 +170,44 @@ async fn a_404_while_the_cloud_is_away_is_not_taken_for_a_resource_not_served() 
         "asked {:?}",
         apiserver.asked.lock().expect("not poisoned")
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_page_that_stalls_is_asked_again_before_its_clients_stop_waiting() {
+    let apiserver = Apiserver {
+        stalls: true,
+        ..Apiserver::default()
+    };
+    let shared = Arc::new(Shared::new());
+    let feed = feed(&apiserver, &shared, true);
+    let waited = shared.first_list(Duration::from_secs(3));
+    let waiting = tokio::spawn(waited);
+
+    let listed = tokio::time::timeout(Duration::from_secs(120), feed.list()).await;
+    listed
+        .expect("the stall ends")
+        .expect("the list ends whole");
+
+    assert_eq!(
+        apiserver.asked.lock().expect("not poisoned")[1..],
+        ["limit=500&continue=one", "limit=250&continue=one"],
+        "the stalled page is asked again"
+    );
+    assert_eq!(waiting.await.expect("the client's task"), Waited::Listed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_list_that_failed_in_a_way_that_may_mend_is_waited_for_through_the_pause() {
+    // Every try of the first page unavailable: the list fails, and is listed again after a
+    // pause.
+    let apiserver = Apiserver {
+        refused: vec![StatusCode::SERVICE_UNAVAILABLE; PAGE_TRIES as usize],
+        ..Apiserver::default()
+    };
+    let shared = Arc::new(Shared::new());
+    let waited = shared.first_list(Duration::from_millis(100));
+    let running = tokio::spawn(feed(&apiserver, &shared, true).run(None));
+    let waited = waited.await;
+    running.abort();
+    assert_eq!(waited, Waited::Listed);
 }

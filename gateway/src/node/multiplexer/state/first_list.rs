@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::Shared;
+use super::{Shared, Waited};
 
 /// How long a list under way may go without data, and without a page of it awaited, before
 /// its waiting clients take it for stalled. On a lossy thin link a connection's data can
@@ -21,7 +21,8 @@ impl Shared {
     }
 
     /// Notes whether the feed is listing: from before its first list until that list is in
-    /// or failed, and again whenever it lists.
+    /// or failed (through the pause after a failure that may mend), and again whenever it
+    /// lists.
     pub fn note_underway(&self, underway: bool) {
         self.underway.store(underway, Ordering::Release);
     }
@@ -34,8 +35,8 @@ impl Shared {
     /// Resolves once the state holds a list; or once `window` passes with no data of its
     /// list arriving, no page of it awaited and no list under way (it failed or never
     /// began); or once a list under way goes [`STALLED`] without either. A first list that
-    /// keeps coming (a thin link's minutes) is waited for. Owns what it waits on.
-    pub fn first_list(&self, window: Duration) -> impl Future<Output = ()> + Send + use<> {
+    /// keeps coming (a thin link's minutes) is waited for. Says which; owns what it waits on.
+    pub fn first_list(&self, window: Duration) -> impl Future<Output = Waited> + Send + use<> {
         let mut versions = self.versions();
         let mut listing = self.listing.subscribe();
         listing.mark_unchanged();
@@ -45,7 +46,7 @@ impl Shared {
             loop {
                 let listed = versions.wait_for(Option::is_some);
                 if tokio::time::timeout(window, listed).await.is_ok() {
-                    return;
+                    return Waited::Listed;
                 }
                 let came = listing.has_changed().unwrap_or(false);
                 listing.mark_unchanged();
@@ -54,8 +55,11 @@ impl Shared {
                     continue;
                 }
                 quiet += window;
-                if !underway.load(Ordering::Acquire) || quiet >= STALLED {
-                    return;
+                if !underway.load(Ordering::Acquire) {
+                    return Waited::NoneUnderway;
+                }
+                if quiet >= STALLED {
+                    return Waited::Stalled;
                 }
             }
         }

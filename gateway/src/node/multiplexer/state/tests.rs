@@ -343,7 +343,7 @@ async fn a_first_list_under_way_is_waited_for_through_pauses_until_it_stalls() {
         }
     });
     let started = tokio::time::Instant::now();
-    waiting.await;
+    assert_eq!(waiting.await, Waited::Stalled);
     assert_eq!(shared.version(), None);
     let waited = started.elapsed();
     assert!(
@@ -354,6 +354,6 @@ async fn a_first_list_under_way_is_waited_for_through_pauses_until_it_stalls() {
     // A list no longer under way (it failed) is waited for one window.
     shared.note_underway(false);
     let started = tokio::time::Instant::now();
-    shared.first_list(window).await;
+    assert_eq!(shared.first_list(window).await, Waited::NoneUnderway);
     assert_eq!(started.elapsed(), window);
 }
