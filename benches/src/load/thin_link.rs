@@ -68,18 +68,18 @@ pub fn thin_wan() -> Wan {
 }
 
 /// The link's bytes each way and the apiserver's LISTs, read at one moment.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Reading {
     /// Node → cloud.
     up: u64,
     /// Cloud → node.
     down: u64,
-    /// LIST requests the apiserver served (every client's).
-    lists: f64,
+    /// LIST requests of the node's resources the apiserver served, by resource and scope.
+    lists: BTreeMap<String, f64>,
 }
 
 /// One phase's counts.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Spent {
     /// Node → cloud bytes.
     pub up: u64,
@@ -87,14 +87,49 @@ pub struct Spent {
     pub down: u64,
     /// LISTs the apiserver served, less the harness's own.
     pub lists: f64,
+    /// Those LISTs by resource and scope (`pods cluster`), where there were any.
+    pub listed: BTreeMap<String, f64>,
 }
 
 impl Spent {
-    fn between(from: Reading, to: Reading) -> Spent {
+    fn between(from: &Reading, to: &Reading) -> Spent {
+        let listed: BTreeMap<String, f64> = to
+            .lists
+            .iter()
+            .map(|(key, n)| (key.clone(), n - from.lists.get(key).unwrap_or(&0.0)))
+            .filter(|(_, n)| *n >= 1.0)
+            .collect();
         Spent {
             up: to.up - from.up,
             down: to.down - from.down,
-            lists: to.lists - from.lists,
+            lists: listed.values().sum(),
+            listed,
+        }
+    }
+
+    /// Leaves out `n` LISTs of `key` (the harness's own).
+    fn leave_out(&mut self, key: &str, n: f64) {
+        if let Some(listed) = self.listed.get_mut(key) {
+            let left = (n).min(*listed);
+            *listed -= left;
+            self.lists -= left;
+            if *listed < 1.0 {
+                self.listed.remove(key);
+            }
+        }
+    }
+
+    /// The LISTs by resource, for a report: `pods cluster 2, nodes cluster 1`.
+    pub fn listed_text(&self) -> String {
+        let parts: Vec<String> = self
+            .listed
+            .iter()
+            .map(|(key, n)| format!("{key} {n:.0}"))
+            .collect();
+        if parts.is_empty() {
+            "none".to_owned()
+        } else {
+            parts.join(", ")
         }
     }
 }
@@ -194,14 +229,14 @@ fn run_mode(tools: &Toolchain, settings: &Settings, mode: Mode) -> Result<Figure
         }
     }
     let end = read(&load)?;
-    let mut after = Spent::between(joined, end);
-    after.lists -= own_lists;
+    let mut after = Spent::between(&joined, &end);
+    after.leave_out(OWN_LISTS, own_lists);
     load.stop_agents();
     Ok(Figures {
         mode,
         ready,
         rules,
-        join: Spent::between(baseline, joined),
+        join: Spent::between(&baseline, &joined),
         after,
         caught_up,
         updates,
@@ -234,8 +269,9 @@ pub fn faults(figures: &[Figures]) -> Vec<String> {
         }
         if f.after.lists >= 1.0 {
             fault(format!(
-                "the apiserver served {} LISTs of the node's resources after the join",
-                f.after.lists
+                "the apiserver served {} LISTs of the node's resources after the join ({})",
+                f.after.lists,
+                f.after.listed_text()
             ));
         }
     }
@@ -249,7 +285,7 @@ fn read(load: &NodeLoad) -> Result<Reading> {
     Ok(Reading {
         up,
         down,
-        lists: list_count(&metrics),
+        lists: list_counts(&metrics),
     })
 }
 
@@ -271,15 +307,27 @@ const NODE_LISTS: &[&str] = &[
     "leases",
 ];
 
+/// The key of the harness's own LISTs in [`Reading::lists`]: the cloud's slices in the
+/// churn's namespace.
+const OWN_LISTS: &str = "endpointslices namespace";
+
 /// The LIST requests of the node's resources ([`NODE_LISTS`]) the apiserver served, from
-/// its `/metrics`.
-fn list_count(metrics: &str) -> f64 {
-    metric_sum_where(metrics, "apiserver_request_total", |line| {
-        line.contains("verb=\"LIST\"")
-            && NODE_LISTS
-                .iter()
-                .any(|resource| line.contains(&format!("resource=\"{resource}\"")))
-    })
+/// its `/metrics`, by resource and scope.
+fn list_counts(metrics: &str) -> BTreeMap<String, f64> {
+    let mut counts = BTreeMap::new();
+    for resource in NODE_LISTS {
+        for scope in ["cluster", "namespace", "resource"] {
+            let n = metric_sum_where(metrics, "apiserver_request_total", |line| {
+                line.contains("verb=\"LIST\"")
+                    && line.contains(&format!("resource=\"{resource}\""))
+                    && line.contains(&format!("scope=\"{scope}\""))
+            });
+            if n > 0.0 {
+                counts.insert(format!("{resource} {scope}"), n);
+            }
+        }
+    }
+    counts
 }
 
 /// The node's `Ready` condition's last heartbeat, if the condition is true.

@@ -73,6 +73,10 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
         }
         out.push('\n');
     }
+    out.push_str("\nLISTs of the node's resources after the join, by resource and scope:\n\n");
+    for f in figures {
+        out.push_str(&format!("- {:?}: {}\n", f.mode, f.after.listed_text()));
+    }
     out.push_str("\nThe agents' counters at the end:\n\n");
     for f in figures {
         out.push_str(&format!("- {:?}: {}\n", f.mode, f.agents));

@@ -62,12 +62,37 @@ fn the_clouds_ready_addresses_are_read_per_service() {
 #[test]
 fn the_node_resources_lists_are_summed_over_the_list_series_of_the_request_counter() {
     let metrics = "# TYPE apiserver_request_total counter\n\
-        apiserver_request_total{code=\"200\",resource=\"services\",verb=\"LIST\",version=\"v1\"} 4\n\
-        apiserver_request_total{code=\"200\",resource=\"services\",verb=\"WATCH\",version=\"v1\"} 9\n\
-        apiserver_request_total{code=\"410\",resource=\"pods\",verb=\"LIST\",version=\"v1\"} 1\n\
-        apiserver_request_total{code=\"200\",resource=\"cronjobs\",verb=\"LIST\",version=\"v1\"} 41\n\
-        apiserver_request_duration_seconds_count{resource=\"pods\",verb=\"LIST\"} 30\n";
-    assert_eq!(list_count(metrics), 5.0);
+        apiserver_request_total{code=\"200\",resource=\"services\",scope=\"cluster\",verb=\"LIST\",version=\"v1\"} 4\n\
+        apiserver_request_total{code=\"200\",resource=\"services\",scope=\"cluster\",verb=\"WATCH\",version=\"v1\"} 9\n\
+        apiserver_request_total{code=\"410\",resource=\"pods\",scope=\"cluster\",verb=\"LIST\",version=\"v1\"} 1\n\
+        apiserver_request_total{code=\"200\",resource=\"pods\",scope=\"cluster\",verb=\"LIST\",version=\"v1\"} 2\n\
+        apiserver_request_total{code=\"200\",resource=\"endpointslices\",scope=\"namespace\",verb=\"LIST\",version=\"v1beta1\"} 7\n\
+        apiserver_request_total{code=\"200\",resource=\"cronjobs\",scope=\"namespace\",verb=\"LIST\",version=\"v1\"} 41\n\
+        apiserver_request_duration_seconds_count{resource=\"pods\",scope=\"cluster\",verb=\"LIST\"} 30\n";
+    let counts = list_counts(metrics);
+    assert_eq!(
+        counts,
+        BTreeMap::from([
+            ("endpointslices namespace".to_owned(), 7.0),
+            ("pods cluster".to_owned(), 3.0),
+            ("services cluster".to_owned(), 4.0),
+        ])
+    );
+
+    // Between two readings, the harness's own LISTs left out.
+    let before = Reading {
+        lists: counts,
+        ..Reading::default()
+    };
+    let mut later = before.clone();
+    *later.lists.get_mut("pods cluster").expect("pods") += 2.0;
+    *later.lists.get_mut(OWN_LISTS).expect("slices") += 5.0;
+    let mut spent = Spent::between(&before, &later);
+    spent.leave_out(OWN_LISTS, 5.0);
+    assert_eq!(
+        (spent.lists, spent.listed_text()),
+        (2.0, "pods cluster 2".to_owned())
+    );
 }
 
 #[test]
