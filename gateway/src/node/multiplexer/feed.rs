@@ -40,6 +40,9 @@ const ABSENT_RETRY: Duration = Duration::from_secs(300);
 /// How long the first list waits for its source to be known (see [`Feed::sources`]).
 const SOURCE_WAIT: Duration = Duration::from_secs(10);
 
+/// How long the first list waits for the cloud to be taken for up.
+const CLOUD_WAIT: Duration = Duration::from_secs(30);
+
 /// Tries of one page, the first included, before the list fails and starts over.
 const PAGE_TRIES: u32 = 6;
 
@@ -86,7 +89,19 @@ impl Feed {
         }
         let mut first = self.sources.clone();
         let known = first.wait_for(|changes| *changes > 0);
-        let _ = tokio::time::timeout(SOURCE_WAIT, known).await;
+        // Nor before the cloud is taken for up, for a while: the gateway answers the list from
+        // its cache meanwhile, which holds nothing of it before a first list. Over a thin link
+        // the first probe can time out, and the gateway start offline.
+        let mut cloud = self.cloud.clone();
+        let up = cloud.wait_for(|up| *up);
+        let cloud_wait = match self.shared.version() {
+            None => CLOUD_WAIT,
+            Some(_) => Duration::ZERO,
+        };
+        tokio::join!(
+            async { tokio::time::timeout(SOURCE_WAIT, known).await.is_ok() },
+            async { tokio::time::timeout(cloud_wait, up).await.is_ok() },
+        );
         let mut backoff = ListBackoff::default();
         let mut listed = self.shared.version().is_some();
         let mut told_absent = false;

@@ -211,3 +211,26 @@ async fn a_first_list_that_failed_in_a_way_that_may_mend_is_waited_for_through_t
     running.abort();
     assert_eq!(waited, Waited::Listed);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_first_list_waits_for_the_cloud_to_be_taken_for_up_and_so_do_its_clients() {
+    let apiserver = Apiserver::default();
+    let shared = Arc::new(Shared::new());
+    // The gateway's first probe timed out over a thin link: the cloud is taken for away.
+    let (cloud, cloud_up) = tokio::sync::watch::channel(false);
+    let feed = Feed {
+        cloud: cloud_up,
+        ..feed(&apiserver, &shared, false)
+    };
+    let running = tokio::spawn(feed.run(None));
+    let waiting = tokio::spawn(shared.first_list(Duration::from_secs(3)));
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert!(
+        apiserver.asked.lock().expect("not poisoned").is_empty(),
+        "not listed from the gateway's empty cache"
+    );
+    cloud.send_replace(true);
+    let waited = waiting.await.expect("the client's task");
+    running.abort();
+    assert_eq!(waited, Waited::Listed);
+}
