@@ -145,7 +145,11 @@ pub async fn run(proxy: SocketAddr, node: String, cache: CacheMetrics, health: H
     };
     let nodes: Api<Node> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
-    let mut events = watcher(nodes.clone(), config).applied_objects().boxed();
+    // Backed off: offline, with no Node cached, each list fails at once.
+    let mut events = watcher(nodes.clone(), config)
+        .default_backoff()
+        .applied_objects()
+        .boxed();
     let mut current: Option<Node> = None;
     let mut health_of_cache = CacheHealth::default();
     let mut every = tokio::time::interval(CHECK_EVERY);
@@ -276,5 +280,40 @@ mod tests {
         let body = patch(&wanted, "2026-11-26T08:00:00Z");
         assert_eq!(body["status"]["conditions"][0]["type"], CONDITION);
         assert_eq!(body["status"]["conditions"][0]["status"], "True");
+    }
+
+    /// The gateway offline with no Node cached: every list of it is answered `404` at once.
+    #[tokio::test]
+    async fn a_node_that_cannot_be_listed_is_asked_for_again_after_a_backoff_not_at_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = listener.local_addr().unwrap();
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let counted = counted.clone();
+                let service = hyper::service::service_fn(move |_: hyper::Request<_>| {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "nothing covering this list is in the local cache",
+                        "reason": "NotFound", "code": 404});
+                    let mut answer = hyper::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::from(status.to_string()),
+                    ));
+                    *answer.status_mut() = http::StatusCode::NOT_FOUND;
+                    async move { Ok::<_, std::convert::Infallible>(answer) }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+                );
+            }
+        });
+        let (_health, offline) = tokio::sync::watch::channel(false);
+        let running = run(proxy, "edge-1".into(), CacheMetrics::default(), offline);
+        let _ = tokio::time::timeout(Duration::from_secs(2), running).await;
+        // Backed off from 0.8 s: two or three tries; at once, thousands.
+        let asked = asked.load(std::sync::atomic::Ordering::Relaxed);
+        assert!((1..=5).contains(&asked), "asked {asked} times in 2 s");
     }
 }
