@@ -50,8 +50,15 @@ pub fn markdown(settings: &Settings, figures: &[Figures]) -> String {
             Box::new(|f| spent(&f.after)),
         ),
         (
-            "churn, cut, catch-up: LISTs of the node's resources, the harness's own left out (re-lists)",
+            "churn, cut, catch-up: LISTs of the node's resources the apiserver served, the cloud's own among them, the harness's left out",
             Box::new(|f| format!("{:.0}", f.after.lists)),
+        ),
+        (
+            "churn, cut, catch-up: the node's LISTs of Services and EndpointSlices the gateway passed on",
+            Box::new(|f| match f.after.passed_on {
+                Some(n) => format!("{n:.0}"),
+                None => "–".to_owned(),
+            }),
         ),
         ("updates made", Box::new(|f| f.updates.to_string())),
         (

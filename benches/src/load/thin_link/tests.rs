@@ -96,6 +96,18 @@ fn the_node_resources_lists_are_summed_over_the_list_series_of_the_request_count
 }
 
 #[test]
+fn the_lists_the_gateway_passed_on_are_its_lists_of_services_and_slices_less_the_multiplexers() {
+    let metrics = "edgegate_requests_total{component=\"kubelet\",verb=\"list\",resource=\"services\",code=\"200\"} 2\n\
+        edgegate_requests_total{component=\"edgegate\",verb=\"list\",resource=\"endpointslices\",code=\"200\"} 3\n\
+        edgegate_requests_total{component=\"kubelet\",verb=\"list\",resource=\"pods\",code=\"200\"} 4\n\
+        edgegate_requests_total{component=\"kube-proxy\",verb=\"watch\",resource=\"services\",code=\"200\"} 5\n\
+        edgegate_multiplexer_answers_total{resource=\"v1/services\",verb=\"list\"} 2\n\
+        edgegate_multiplexer_answers_total{resource=\"discovery.k8s.io/v1beta1/endpointslices\",verb=\"list\"} 1\n\
+        edgegate_multiplexer_answers_total{resource=\"v1/services\",verb=\"watch\"} 5\n";
+    assert_eq!(passed_on(metrics), 2.0);
+}
+
+#[test]
 fn a_gateway_run_is_faulted_for_a_re_list_or_a_join_or_catch_up_unfinished() {
     let minute = Some(Duration::from_secs(60));
     let whole = Figures {
@@ -103,7 +115,10 @@ fn a_gateway_run_is_faulted_for_a_re_list_or_a_join_or_catch_up_unfinished() {
         ready: minute,
         rules: minute,
         join: Spent::default(),
-        after: Spent::default(),
+        after: Spent {
+            passed_on: Some(0.0),
+            ..Spent::default()
+        },
         caught_up: minute,
         updates: 180,
         agents: "agents: lists=22 (protobuf 0, gzip 0) relists=0 watches=40".into(),
@@ -115,17 +130,23 @@ fn a_gateway_run_is_faulted_for_a_re_list_or_a_join_or_catch_up_unfinished() {
         after: Spent {
             lists: 2.0,
             listed: BTreeMap::from([("endpointslices cluster".to_owned(), 2.0)]),
+            passed_on: Some(2.0),
             ..Spent::default()
         },
         caught_up: None,
         ..whole.clone()
     };
     assert_eq!(faults(&[relisted]).len(), 3);
-    // The Node the node wrote while cut is listed again from the cloud, by design.
+    // The Node the node wrote while cut is listed again from the cloud, by design; the
+    // cloud's controller-manager lists Services on its own.
     let own_node = Figures {
         after: Spent {
-            lists: 1.0,
-            listed: BTreeMap::from([("nodes cluster".to_owned(), 1.0)]),
+            lists: 2.0,
+            listed: BTreeMap::from([
+                ("nodes cluster".to_owned(), 1.0),
+                ("services cluster".to_owned(), 1.0),
+            ]),
+            passed_on: Some(0.0),
             ..Spent::default()
         },
         ..whole.clone()
