@@ -91,7 +91,7 @@ impl Feed {
         let known = first.wait_for(|changes| *changes > 0);
         // Nor before the cloud is taken for up, for a while: the gateway answers the list from
         // its cache meanwhile, which holds nothing of it before a first list. Over a thin link
-        // the first probe can time out, and the gateway start offline.
+        // the first probe can time out, and the gateway then starts offline.
         let mut cloud = self.cloud.clone();
         let up = cloud.wait_for(|up| *up);
         let cloud_wait = match self.shared.version() {
