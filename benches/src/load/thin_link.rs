@@ -118,7 +118,7 @@ impl Spent {
     /// Leaves out `n` LISTs of `key` (the harness's own).
     fn leave_out(&mut self, key: &str, n: f64) {
         if let Some(listed) = self.listed.get_mut(key) {
-            let left = (n).min(*listed);
+            let left = n.min(*listed);
             *listed -= left;
             self.lists -= left;
             if *listed < 1.0 {
@@ -351,19 +351,27 @@ const OWN_LISTS: &str = "endpointslices namespace";
 /// its `/metrics`, by resource and scope.
 fn list_counts(metrics: &str) -> BTreeMap<String, f64> {
     let mut counts = BTreeMap::new();
-    for resource in NODE_LISTS {
-        for scope in ["cluster", "namespace", "resource"] {
-            let n = metric_sum_where(metrics, "apiserver_request_total", |line| {
-                line.contains("verb=\"LIST\"")
-                    && line.contains(&format!("resource=\"{resource}\""))
-                    && line.contains(&format!("scope=\"{scope}\""))
-            });
-            if n > 0.0 {
-                counts.insert(format!("{resource} {scope}"), n);
-            }
+    let lists = |line: &str| line.contains("verb=\"LIST\"");
+    for line in metrics.lines().filter(|line| lists(line)) {
+        let (Some(resource), Some(scope)) = (label(line, "resource"), label(line, "scope")) else {
+            continue;
+        };
+        if NODE_LISTS.contains(&resource) {
+            let n = metric_sum_where(line, "apiserver_request_total", lists);
+            *counts.entry(format!("{resource} {scope}")).or_insert(0.0) += n;
         }
     }
+    counts.retain(|_, n| *n > 0.0);
     counts
+}
+
+/// The value of `name` among a Prometheus line's labels (`resource`, not `subresource`).
+fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let (_, labels) = line.split_once('{')?;
+    labels.split(',').find_map(|pair| {
+        let value = pair.strip_prefix(name)?.strip_prefix("=\"")?;
+        value.split('"').next()
+    })
 }
 
 /// The node's `Ready` condition's last heartbeat, if the condition is true.

@@ -62,7 +62,7 @@ fn the_clouds_ready_addresses_are_read_per_service() {
 #[test]
 fn the_node_resources_lists_are_summed_over_the_list_series_of_the_request_counter() {
     let metrics = "# TYPE apiserver_request_total counter\n\
-        apiserver_request_total{code=\"200\",resource=\"services\",scope=\"cluster\",verb=\"LIST\",version=\"v1\"} 4\n\
+        apiserver_request_total{code=\"200\",resource=\"services\",scope=\"cluster\",subresource=\"\",verb=\"LIST\",version=\"v1\"} 4\n\
         apiserver_request_total{code=\"200\",resource=\"services\",scope=\"cluster\",verb=\"WATCH\",version=\"v1\"} 9\n\
         apiserver_request_total{code=\"410\",resource=\"pods\",scope=\"cluster\",verb=\"LIST\",version=\"v1\"} 1\n\
         apiserver_request_total{code=\"200\",resource=\"pods\",scope=\"cluster\",verb=\"LIST\",version=\"v1\"} 2\n\
