@@ -55,7 +55,7 @@ pub async fn first_verdicts(
     metrics: &Metrics,
 ) {
     let probes = balancer.servers().iter().map(|server| async move {
-        let healthy = probe(transport, server, settings).await == Some(true);
+        let healthy = probe(transport, server, settings, Patience::First).await == Some(true);
         server.set_healthy(healthy);
         metrics
             .upstream_healthy
@@ -146,7 +146,7 @@ async fn check_server(
         }
         adopt_mark(&mut verdict);
         sync();
-        let ok = match probe(&transport, server, &settings).await {
+        let ok = match probe(&transport, server, &settings, Patience::Beat).await {
             Some(ok) => ok,
             // Its connections delivered bytes while the probe waited: the probe queued
             // behind them on a slow link, and the server is not found gone for that.
@@ -175,9 +175,27 @@ async fn check_server(
     }
 }
 
-/// One probe within the heartbeat timeout: the node-lease renewal, or `GET /readyz`;
-/// `None` when it timed out.
-async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings) -> Option<bool> {
+/// How long a probe waits for its answer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Patience {
+    /// The heartbeat timeout, stretched to the server's round trip.
+    Beat,
+    /// The gateway's first probe of the server, with no round trip known yet: the heartbeat
+    /// timeout, and up to the interval for an answer under way (the server's bytes are
+    /// arriving). Over a thin link the first connection's TLS handshake and renewal take
+    /// longer than the timeout, and a gateway that gave up there would start offline; a
+    /// black-holed or refused link still gets its verdict within the timeout.
+    First,
+}
+
+/// One probe within the heartbeat timeout (see [`Patience`]): the node-lease renewal, or
+/// `GET /readyz`; `None` when it timed out.
+async fn probe(
+    transport: &Transport,
+    server: &Server,
+    settings: &HealthSettings,
+    patience: Patience,
+) -> Option<bool> {
     let probe = async {
         match &settings.node_name {
             Some(node) => {
@@ -188,11 +206,20 @@ async fn probe(transport: &Transport, server: &Server, settings: &HealthSettings
             None => readyz(transport, server).await,
         }
     };
+    let mut probe = std::pin::pin!(probe);
     // Past the heartbeat timeout as far as the server's round trip asks (a thin link's
     // queue), never past the interval.
     let limit = transport.probe_timeout(&server.url, settings.timeout, settings.interval);
     let started = tokio::time::Instant::now();
-    let answer = tokio::time::timeout(limit, probe).await.ok();
+    let mut answer = tokio::time::timeout(limit, &mut probe).await.ok();
+    if answer.is_none()
+        && patience == Patience::First
+        && transport.heard_within(&server.url, started.elapsed())
+    {
+        tracing::info!(server = %server.name, ?limit, "first probe under way past the timeout: the link is slow; waiting up to the interval");
+        let rest = settings.interval.saturating_sub(started.elapsed());
+        answer = tokio::time::timeout(rest, &mut probe).await.ok();
+    }
     if answer.is_some() {
         transport.answered_in(&server.url, started.elapsed());
     }
@@ -286,7 +313,11 @@ impl Threshold {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
     use super::*;
+    use crate::upstream::{Credentials, LbMode};
 
     fn settings() -> HealthSettings {
         HealthSettings {
@@ -341,5 +372,59 @@ mod tests {
         assert_eq!(v.observe(true), None);
         assert_eq!(v.next_delay(), CONFIRM_SPACING);
         assert_eq!(v.observe(true), Some(true));
+    }
+
+    /// A server that reads each request's head and answers `/readyz` with its head at once
+    /// and its body `body_after` later, or, with no `body_after`, never answers at all.
+    async fn readyz_server(body_after: Option<Duration>) -> Balancer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut byte = [0];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if stream.read_exact(&mut byte).await.is_err() {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let Some(after) = body_after else {
+                        let _ = stream.read(&mut byte).await;
+                        return;
+                    };
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n";
+                    let _ = stream.write_all(answer).await;
+                    tokio::time::sleep(after).await;
+                    let _ = stream.write_all(b"ok").await;
+                    let _ = stream.read(&mut byte).await;
+                });
+            }
+        });
+        Balancer::new(vec![url.parse().unwrap()], LbMode::Rr)
+    }
+
+    #[tokio::test]
+    async fn a_first_probe_whose_answer_is_under_way_waits_past_the_timeout_and_no_other_does() {
+        let settings = HealthSettings {
+            timeout: Duration::from_secs(5),
+            interval: Duration::from_secs(60),
+            ..settings()
+        };
+        let transport = Transport::new(Credentials::anonymous().unwrap(), Duration::from_secs(60));
+        let slow = readyz_server(Some(Duration::from_secs(8))).await;
+        let silent = readyz_server(None).await;
+        let (first, beat, silent_first) = tokio::join!(
+            probe(&transport, &slow.servers()[0], &settings, Patience::First),
+            probe(&transport, &slow.servers()[0], &settings, Patience::Beat),
+            probe(&transport, &silent.servers()[0], &settings, Patience::First),
+        );
+        assert_eq!(first, Some(true), "the first probe waited for its answer");
+        assert_eq!(beat, None, "a beat's probe keeps the timeout");
+        assert_eq!(
+            silent_first, None,
+            "a link that says nothing gets the timeout"
+        );
     }
 }
