@@ -17,12 +17,14 @@
 //! - [`partial_metadata`]: objects, lists and watches as `PartialObjectMetadata`.
 //! - `transform`, `sink`, `stop`: what the filter chain, the tee and a watch's end implement.
 //! - `visibility`: what a filtered watch's client is shown as objects enter and leave its view.
+//! - `held`: one copy of identical bytes for all the streams (and the multiplexer) that hold them.
 //! - `error`: malformed bodies and broken streams.
 
 mod body;
 mod error;
 mod event_map;
 mod gunzip;
+mod held;
 mod list;
 mod list_body;
 mod nesting;
@@ -45,6 +47,7 @@ pub use body::{BATCH, Pipeline, until};
 pub use error::{FrameError, MAX_OBJECT, StreamError};
 pub use event_map::map_events;
 pub use gunzip::{Gunzip, GzipError, is_gzip};
+pub use held::held;
 pub use list::{ListFrame, ListFramer, head_json};
 pub use list_body::list;
 pub use object::{Labels, Meta, compare_versions, labels};

@@ -19,17 +19,18 @@
 //! client holds what the filters make of it now: as it was shown it (but for its
 //! resourceVersion, which a re-send carries anew) or, not shown it in this stream, as its
 //! filters tell (they made the same of it before the change).
-//! Memory: one entry per object that changed while the stream was open, holding its own
-//! copy of what the client was shown. The object of an event is a slice of the buffer the
-//! stream was read into; held for as long as the object does not change again, it would
-//! keep that whole buffer, and every other event read into it, as long: in the traffic bed,
-//! many times what the copies take (measured: benches/HISTORY.md, "Measurements behind
-//! choices in the code").
+//! Memory: one entry per object that changed while the stream was open, holding a copy of
+//! what the client was shown. The object of an event is a slice of the buffer the stream
+//! was read into; held for as long as the object does not change again, it would keep that
+//! whole buffer, and every other event read into it, as long: in the traffic bed, many
+//! times what the copies take (measured: benches/HISTORY.md, "Measurements behind choices
+//! in the code"). The copy is [`held`]: the streams showing the same bytes share one.
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 
+use super::held::held;
 use super::object::Meta;
 use super::transform::Verdict;
 use super::version::{same_but_version, with_version};
@@ -57,11 +58,11 @@ impl Visibility {
         // What the client is shown, and what the stream holds of it: a copy of the upstream
         // object (see the module's memory note); a replacement is an allocation of its own.
         let visible = match verdict {
-            Verdict::Keep => Some((
-                upstream.object.clone(),
-                Bytes::copy_from_slice(&upstream.object),
-            )),
-            Verdict::Replace(bytes) => Some((bytes.clone(), bytes)),
+            Verdict::Keep => Some((upstream.object.clone(), held(&upstream.object))),
+            Verdict::Replace(bytes) => {
+                let copy = held(&bytes);
+                Some((bytes, copy))
+            }
             Verdict::Drop => None,
         };
         let before = self.shown.remove(&key);

@@ -4,6 +4,7 @@ use bytes::{Bytes, BytesMut};
 use edgegate_json_scan::field_ranges;
 
 use crate::node::multiplexer::state::ListType;
+use crate::stream::held;
 
 /// A list item with the `kind` and `apiVersion` of its list's items, which a watch event's
 /// object carries and a list's items do not; [`owned`] either way.
@@ -25,16 +26,16 @@ pub(crate) fn typed(item: Bytes, list: &ListType) -> Bytes {
         typed.extend_from_slice(b",");
     }
     typed.extend_from_slice(rest);
-    typed.freeze()
+    owned(&typed.freeze())
 }
 
 /// An object's bytes in an allocation of their own, for the state to hold. The framers cut
 /// items and events out of the buffer a response is read into, so a slice of it held for as
 /// long as its object does not change would keep the whole buffer, and every other object
 /// read into it, as long: a copy of a few KiB per change against memory that grows with the
-/// churn.
+/// churn. The copy is [`held`], so the watch streams that show the object share it.
 pub(super) fn owned(bytes: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(bytes)
+    held(bytes)
 }
 
 #[cfg(test)]
