@@ -51,7 +51,11 @@ impl SlimObject {
             .get("status")
             .and_then(|status| status.get("nodes"))
             .map(Value::to_string);
-        let json = serde_json::to_vec(&object)?.into();
+        // Written into a vector that doubles as it grows: held as it is, it would keep up to
+        // twice the JSON's bytes for as long as the object lives.
+        let mut json = serde_json::to_vec(&object)?;
+        json.shrink_to_fit();
+        let json = json.into();
         Ok(SlimObject {
             metadata,
             json,
@@ -139,6 +143,16 @@ mod tests {
         let annotations = object.metadata.annotations.unwrap();
         assert_eq!(annotations.len(), 1, "{annotations:?}");
         assert_eq!(object.members, None);
+    }
+
+    #[test]
+    fn an_objects_json_takes_no_more_room_than_its_bytes() {
+        let object: SlimObject = serde_json::from_value(service()).unwrap();
+        let json = object
+            .json
+            .try_into_mut()
+            .expect("the JSON is the object's own");
+        assert_eq!(json.capacity(), json.len());
     }
 
     #[test]
