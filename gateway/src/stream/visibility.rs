@@ -193,6 +193,21 @@ mod tests {
     use Verdict::{Drop, Keep};
 
     #[test]
+    fn streams_shown_the_same_bytes_hold_one_copy_of_them_and_not_their_buffers() {
+        let held = |v: &Visibility| match v.shown.get("n/s") {
+            Some(Shown::Visible(bytes)) => bytes.clone(),
+            other => panic!("{other:?}"),
+        };
+        let (mut one, mut other) = (Visibility::default(), Visibility::default());
+        let (first, second) = (event(Added, 1, "same"), event(Added, 1, "same"));
+        assert_ne!(first.object.as_ptr(), second.object.as_ptr());
+        one.apply("n/s".into(), &first, Keep);
+        other.apply("n/s".into(), &second, Keep);
+        assert_eq!(held(&one).as_ptr(), held(&other).as_ptr());
+        assert_ne!(held(&one).as_ptr(), first.object.as_ptr());
+    }
+
+    #[test]
     fn an_object_that_stops_passing_is_deleted_exactly_once_then_added_back() {
         let mut v = Visibility::default();
         assert_eq!(
