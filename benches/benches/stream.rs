@@ -1,7 +1,9 @@
 //! Stream framing throughput (MB/s) on a 50 MB body: `ListFramer` and `WatchFramer` alone,
 //! and the whole `stream::list` / `stream::watch` pipelines with no filter and no tee (the
 //! floor every framed response pays); and the read of an object's identity and version that
-//! every filtered and cached watch event pays.
+//! every filtered and cached watch event pays; and the copy of what a filtered watch's client
+//! was shown, held once for all the streams that show the same bytes, against a copy of
+//! its own.
 //!
 //! `cargo bench -p edgegate-benches --bench stream`.
 
@@ -10,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use edgegate::stream::{ListFrame, ListFramer, Meta, WatchFramer};
+use edgegate::stream::{ListFrame, ListFramer, Meta, WatchFramer, held};
 use edgegate_benches::drive;
 use edgegate_benches::fixtures::{list_body, slices, watch_body};
 
@@ -91,11 +93,26 @@ fn metadata(c: &mut Criterion) {
     group.finish();
 }
 
+/// The copy a filtered watch stream keeps of what its client was shown of a 2 KB
+/// EndpointSlice: held (another stream holds the same bytes, as on a node whose clients
+/// watch the same objects), against a copy of its own.
+fn shown_copy(c: &mut Criterion) {
+    let object = slices(1).remove(0);
+    let _other_stream = held(&object);
+    let mut group = c.benchmark_group("shown_copy_2KB");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("own", |b| {
+        b.iter(|| Bytes::copy_from_slice(black_box(&object)))
+    });
+    group.bench_function("held", |b| b.iter(|| held(black_box(&object))));
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = framing, metadata
+    targets = framing, metadata, shown_copy
 }
 criterion_main!(benches);
