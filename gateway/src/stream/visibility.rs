@@ -55,8 +55,8 @@ impl Visibility {
     /// Turns an upstream ADDED, MODIFIED or DELETED event and the chain's verdict on its
     /// object into the event the client gets, if any. `key` is the object's `namespace/name`.
     pub fn apply(&mut self, key: String, upstream: &Event, verdict: Verdict) -> Option<Event> {
-        // What the client is shown, and what the stream holds of it: a copy of the upstream
-        // object (see the module's memory note); a replacement is an allocation of its own.
+        // What the client is shown, and what the stream holds of it: a held copy of that, the
+        // upstream object or the replacement (see the module's memory note).
         let visible = match verdict {
             Verdict::Keep => Some((upstream.object.clone(), held(&upstream.object))),
             Verdict::Replace(bytes) => {

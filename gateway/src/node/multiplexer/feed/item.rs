@@ -26,7 +26,7 @@ pub(crate) fn typed(item: Bytes, list: &ListType) -> Bytes {
         typed.extend_from_slice(b",");
     }
     typed.extend_from_slice(rest);
-    owned(&typed.freeze())
+    owned(&typed)
 }
 
 /// An object's bytes in an allocation of their own, for the state to hold. The framers cut
@@ -34,7 +34,7 @@ pub(crate) fn typed(item: Bytes, list: &ListType) -> Bytes {
 /// long as its object does not change would keep the whole buffer, and every other object
 /// read into it, as long: a copy of a few KiB per change against memory that grows with the
 /// churn. The copy is [`held`], so the watch streams that show the object share it.
-pub(super) fn owned(bytes: &Bytes) -> Bytes {
+pub(super) fn owned(bytes: &[u8]) -> Bytes {
     held(bytes)
 }
 
