@@ -220,9 +220,9 @@ impl Step {
         if objects.len() == 1 || self.tripped() {
             return objects.iter().map(|o| self.decide(ctx, o)).collect();
         }
-        let owned: Vec<Vec<u8>> = objects.iter().map(|o| o.to_vec()).collect();
+        let each: Vec<&[u8]> = objects.iter().map(|o| &o[..]).collect();
         let decisions = self.with_instance(|filter, instance| {
-            filter.instantiator().filter_batch(instance, ctx, &owned)
+            filter.instantiator().filter_batch(instance, ctx, &each)
         });
         match decisions {
             Ok(decisions) => decisions
