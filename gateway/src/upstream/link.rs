@@ -83,6 +83,14 @@ impl Links {
         at != 0 && self.now_ms().saturating_sub(at) <= millis(window)
     }
 
+    /// Whether `server`'s connections delivered bytes since `start` (or within the
+    /// millisecond before it): a test of what arrived during one exchange that a late
+    /// look cannot fail, as a window measured back from now would.
+    pub fn since(&self, server: &Uri, start: Instant) -> bool {
+        let at = self.link(server).last.load(Ordering::Relaxed);
+        at != 0 && at > millis(start.saturating_duration_since(self.base))
+    }
+
     /// Takes the time of one exchange `server` answered.
     pub fn answered_in(&self, server: &Uri, took: Duration) {
         let link = self.link(server);
@@ -260,6 +268,11 @@ mod tests {
         let mut stream = connected.unwrap().into_inner();
         let day = Duration::from_secs(86_400);
         assert!(!links.within(&server, day), "connected, nothing read yet");
+        let started = Instant::now();
+        assert!(
+            !links.since(&server, started),
+            "connected, nothing read yet"
+        );
 
         peer.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
         let mut read = [0u8; 64];
@@ -271,6 +284,16 @@ mod tests {
         assert!(
             !links.within(&server, Duration::from_millis(5)),
             "nothing links in the last 5 ms of 20 without a read"
+        );
+        let later = Instant::now();
+        assert!(links.since(&server, started), "bytes came after the start");
+        assert!(
+            !links.since(&server, later),
+            "nothing came after the last read"
+        );
+        assert!(
+            !links.since(&other, started),
+            "another server heard nothing"
         );
         let with_default_port: Uri = "https://198.18.0.1".parse().unwrap();
         assert_eq!(authority(&with_default_port), "198.18.0.1:443");

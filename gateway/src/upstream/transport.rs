@@ -167,6 +167,11 @@ impl Transport {
         self.links.within(server, window)
     }
 
+    /// Whether `server`'s connections delivered bytes since `start`.
+    pub fn heard_since(&self, server: &Uri, start: std::time::Instant) -> bool {
+        self.links.since(server, start)
+    }
+
     /// Takes the time of one exchange `server` answered (a probe), for its round trip.
     pub fn answered_in(&self, server: &Uri, took: Duration) {
         self.links.answered_in(server, took);
