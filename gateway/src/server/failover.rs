@@ -41,6 +41,10 @@ pub(super) async fn send<'a>(
     request: Request<RequestBody>,
     reads: bool,
 ) -> Sent<'a> {
+    // With one server there is no next: the request is not kept for another try.
+    if upstreams.balancer.servers().len() < 2 {
+        return try_once(upstreams, server, request, reads).await;
+    }
     let kept = Replayable::new(request);
     let Some(first) = kept.request() else {
         return Sent {

@@ -21,29 +21,30 @@ use crate::reply::ResponseBody;
 use crate::request::RequestContext;
 
 /// Serves one request of the plain proxy (the node's components); errors become `Status`
-/// responses here.
-pub async fn handle(
+/// responses here. (Not an `async fn`: a future that only awaits another would hold it
+/// whole, and a request's future is moved whole where it is boxed.)
+pub fn handle(
     state: Arc<State>,
     request: Request<Incoming>,
     peer: SocketAddr,
-) -> Response<ResponseBody> {
-    handle_as(state, request, peer, Ok(Caller::Node)).await
+) -> impl Future<Output = Response<ResponseBody>> + Send + 'static {
+    handle_as(state, request, peer, Ok(Caller::Node))
 }
 
 /// Serves one request of the HTTPS proxy, where pods arrive: on the caller's own
 /// credentials, or this node's certificate (see [`super::caller`]).
-pub async fn handle_secure(
+pub fn handle_secure(
     state: Arc<State>,
     request: Request<Incoming>,
     peer: SocketAddr,
-) -> Response<ResponseBody> {
+) -> impl Future<Output = Response<ResponseBody>> + Send + 'static {
     let certificate = request.extensions().get::<Arc<PeerCertificate>>().cloned();
     let caller = Caller::of_secure(
         request.headers(),
         certificate.as_deref(),
         state.local.node_name.as_deref(),
     );
-    handle_as(state, request, peer, caller).await
+    handle_as(state, request, peer, caller)
 }
 
 async fn handle_as(
@@ -97,7 +98,10 @@ async fn handle_as(
                 plan,
                 peer,
             };
-            let response = match route::route(door, request).await {
+            // Boxed: the route's future is most of a request's state, and a future is moved
+            // whole wherever it is created; boxed, it is written once, and the handler's
+            // future, which the connection boxes for each request, stays small.
+            let response = match Box::pin(route::route(door, request)).await {
                 Ok(response) => response,
                 Err(error) => error.into_response(&state.metrics),
             };

@@ -21,24 +21,15 @@ mod shared;
 use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
-use self::door::{Answerer, Turn};
+use self::door::Turn;
 pub(super) use self::door::{Door, OWN_COMPONENT};
 use super::proxy_error::ProxyError;
 use crate::reply::ResponseBody;
 
-/// The answerers, in the order they are asked.
-const ROUTE: [&dyn Answerer; 5] = [
-    &lease::KubeletLease,
-    &shared::Shared,
-    &leader::LeaderFeed,
-    &cache::LocalCache,
-    &cloud::Cloud,
-];
-
 /// Answers `request` through the route table.
 pub(super) async fn route(
     mut door: Door<'_>,
-    mut request: Request<Incoming>,
+    request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     if request.method() == Method::CONNECT {
         return Err(ProxyError::MethodNotAllowed(Method::CONNECT));
@@ -49,12 +40,23 @@ pub(super) async fn route(
     if let Some(until_synced) = door.until_lookups_synced() {
         until_synced.await;
     }
-    for answerer in ROUTE {
-        match answerer.answer(&mut door, request).await? {
-            Turn::Next(back) => request = back,
-            Turn::Answered(answer) => return door.respond(answer).await,
+    // Each answerer in turn, in the table's order, awaited in place: a request's turns
+    // live in this one future, with no allocation a turn. (The door is lent mutably: its
+    // plan's filter session is `Send`, not `Sync`.)
+    let answer = 'answered: {
+        macro_rules! ask {
+            ($answerer:path, $request:expr) => {
+                match $answerer(&mut door, $request).await? {
+                    Turn::Next(back) => back,
+                    Turn::Answered(answer) => break 'answered answer,
+                }
+            };
         }
-    }
-    // The cloud answers whatever reaches it.
-    Err(ProxyError::NoServer)
+        let request = ask!(lease::answer, request);
+        let request = ask!(shared::answer, request);
+        let request = ask!(leader::answer, request);
+        let request = ask!(cache::answer, request);
+        cloud::answer(&mut door, request).await?
+    };
+    door.respond(answer).await
 }

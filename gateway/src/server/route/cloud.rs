@@ -7,24 +7,16 @@ use http::Request;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::door::{Answer, Answerer, Door, Turn, Turned};
+use super::door::{Answer, Door};
 use crate::request::Verb;
 use crate::server::plan::{self, Plan};
 use crate::server::proxy_error::ProxyError;
 use crate::server::{failover, headers};
 use crate::upstream::{CallerOnly, RequestBody, TransportError};
 
-/// The apiservers.
-pub(super) struct Cloud;
-
-impl Answerer for Cloud {
-    fn answer<'a>(&'a self, door: &'a mut Door<'_>, request: Request<Incoming>) -> Turned<'a> {
-        Box::pin(async move { forwarded(door, request).await.map(Turn::Answered) })
-    }
-}
-
-/// The cloud's answer to `request`, or the cache's to a read the cloud cannot answer.
-async fn forwarded(
+/// The apiservers, last: the cloud's answer to `request`, or the cache's to a read the
+/// cloud cannot answer.
+pub(super) async fn answer(
     door: &mut Door<'_>,
     mut request: Request<Incoming>,
 ) -> Result<Answer, ProxyError> {

@@ -1,12 +1,11 @@
 //! The door of the route table: one request as it reaches the answerers (its context,
-//! caller and plan, made once), what an answerer makes of it, and the one trait answerers
-//! share.
+//! caller and plan, made once), and what an answerer makes of it.
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::future::{Either, ready};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
@@ -58,16 +57,6 @@ pub(crate) enum Answer {
     Upgraded(Response<Incoming>, OnUpgrade),
 }
 
-/// What an answerer's turn returns.
-pub(crate) type Turned<'a> = Pin<Box<dyn Future<Output = Result<Turn, ProxyError>> + Send + 'a>>;
-
-/// One way a request is answered.
-pub(crate) trait Answerer: Sync {
-    /// Answers `request`, which `door` describes, or hands it back for the next answerer.
-    /// (The door is lent mutably: its plan's filter session is `Send`, not `Sync`.)
-    fn answer<'a>(&'a self, door: &'a mut Door<'_>, request: Request<Incoming>) -> Turned<'a>;
-}
-
 impl Door<'_> {
     /// Whether the request may be answered from the cache: always for the node's components;
     /// a caller with its own credentials only on a token the apiserver was seen to accept.
@@ -83,23 +72,28 @@ impl Door<'_> {
         matches!(self.caller, Caller::Node)
     }
 
-    /// The client's response to `answer`.
-    pub(crate) async fn respond(
-        self,
+    /// The client's response to `answer`, which takes the plan. One future of either kind
+    /// of response, not an `async fn`: its two awaits would each keep room for a whole
+    /// response's future.
+    pub(crate) fn respond(
+        &mut self,
         answer: Answer,
-    ) -> Result<Response<ResponseBody>, ProxyError> {
-        let state = self.state;
+    ) -> impl Future<Output = Result<Response<ResponseBody>, ProxyError>> + Send + '_ {
+        let (state, plan, context) = (self.state, self.plan.take(), &self.context);
         match answer {
-            Answer::Done(response) => Ok(response),
-            Answer::Forwarded(response) => {
-                let plan = self.plan;
-                respond::respond(state, &self.context, plan, response).await
+            Answer::Done(response) => Either::Left(ready(Ok(response))),
+            Answer::Upgraded(response, client) => {
+                Either::Left(ready(Ok(upgrade::tunnel(client, response))))
             }
+            Answer::Forwarded(response) => Either::Right(Either::Left(respond::respond(
+                state, context, plan, response,
+            ))),
             Answer::Shared(response) => {
-                let plan = self.plan.and_then(Plan::served);
-                respond::respond(state, &self.context, plan, response).await
+                let plan = plan.and_then(Plan::served);
+                Either::Right(Either::Right(respond::respond(
+                    state, context, plan, response,
+                )))
             }
-            Answer::Upgraded(response, client) => Ok(upgrade::tunnel(client, response)),
         }
     }
 

@@ -9,24 +9,22 @@ use http::{Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 
-use super::door::{Answer, Answerer, Door, Turn, Turned};
+use super::door::{Answer, Door, Turn};
 use crate::node::multiplexer;
+use crate::server::proxy_error::ProxyError;
 use crate::server::unless_lost::unless_lost;
 use crate::server::{headers, plan};
 use crate::upstream::RequestBody;
 
-/// The pool's leaders.
-pub(super) struct LeaderFeed;
-
-impl Answerer for LeaderFeed {
-    fn answer<'a>(&'a self, door: &'a mut Door<'_>, request: Request<Incoming>) -> Turned<'a> {
-        Box::pin(async move {
-            Ok(match from_leader(door, &request).await {
-                Some(answer) => Turn::Answered(answer),
-                None => Turn::Next(request),
-            })
-        })
-    }
+/// The pool's leaders: answer the multiplexer's feeds on a follower; the rest is handed back.
+pub(super) async fn answer(
+    door: &mut Door<'_>,
+    request: Request<Incoming>,
+) -> Result<Turn, ProxyError> {
+    Ok(match from_leader(door, &request).await {
+        Some(answer) => Turn::Answered(answer),
+        None => Turn::Next(request),
+    })
 }
 
 /// A leader's answer to the node's feed `request`, when this node follows leaders and one

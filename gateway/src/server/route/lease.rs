@@ -4,21 +4,19 @@
 use http::Request;
 use hyper::body::Incoming;
 
-use super::door::{Answer, Answerer, Door, Turn, Turned};
+use super::door::{Answer, Door, Turn};
+use crate::server::proxy_error::ProxyError;
 
-/// kubelet's node lease.
-pub(super) struct KubeletLease;
-
-impl Answerer for KubeletLease {
-    fn answer<'a>(&'a self, door: &'a mut Door<'_>, request: Request<Incoming>) -> Turned<'a> {
-        Box::pin(async move {
-            let context = &door.context;
-            let local = &door.state.local;
-            if !local.answers_kubelet_lease(&context.info, &context.cache_component) {
-                return Ok(Turn::Next(request));
-            }
-            let answer = local.kubelet_lease(&context.info, request).await?;
-            Ok(Turn::Answered(Answer::Done(answer)))
-        })
+/// kubelet's node lease: answers its renewals, hands back the rest.
+pub(super) async fn answer(
+    door: &mut Door<'_>,
+    request: Request<Incoming>,
+) -> Result<Turn, ProxyError> {
+    let context = &door.context;
+    let local = &door.state.local;
+    if !local.answers_kubelet_lease(&context.info, &context.cache_component) {
+        return Ok(Turn::Next(request));
     }
+    let answer = local.kubelet_lease(&context.info, request).await?;
+    Ok(Turn::Answered(Answer::Done(answer)))
 }
