@@ -26,7 +26,8 @@ use super::key::SetKey;
 use super::metrics::CacheMetrics;
 use super::redb_store::{FILE, RedbStore};
 use super::store::{
-    Damage, Fault, History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
+    Applied, Damage, Fault, History, Objects, SetMeta, Store, StoreError, StoreWriter,
+    VersionClock, WriteOp,
 };
 
 /// How a store file is opened: [`RedbStore::open`], or in tests one over a faulty disk.
@@ -228,7 +229,7 @@ impl Inner {
 
     /// Applies `ops` as [`Store::apply`] does, marking stale first the sets a disk fault
     /// may have left with a hole.
-    fn write(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
+    fn write(&self, ops: &[WriteOp], durable: bool) -> Result<Applied, StoreError> {
         let Some(store) = self.store() else {
             self.lost(ops);
             return Err(StoreError::Unavailable);
@@ -411,7 +412,7 @@ impl Store for GuardedStore {
 }
 
 impl StoreWriter for GuardedStore {
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<Applied, StoreError> {
         match self.inner.without_lost_lists(ops) {
             Some(kept) => self.inner.write(&kept, durable),
             None => self.inner.write(ops, durable),

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::key::SetKey;
 use super::redb_store::RedbStore;
 use super::store::{
-    History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
+    Applied, History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
 };
 
 /// A redb store that calls `before_apply` before each write it applies.
@@ -45,7 +45,7 @@ impl<H: Fn() + Send + Sync> Store for Hooked<H> {
 }
 
 impl<H: Fn() + Send + Sync> StoreWriter for Hooked<H> {
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<Applied, StoreError> {
         (self.before_apply)();
         self.store.apply(ops, durable)
     }

@@ -24,12 +24,12 @@ use self::tables::{
     CLOCKS, COMPONENTS, DIGESTS, OBJECTS, RUNNING, SETS, STAGING, clock_name, engine, prefix_end,
     put,
 };
-use self::unchanged::{Stored, keeps};
+use self::unchanged::{Stored, keeps_version, same_digest};
 use super::key::SetKey;
 use super::store::{
-    History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
+    Applied, History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
 };
-use crate::stream::compare_versions;
+use crate::stream::{Meta, compare_versions};
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
 /// file anyway. The cache fills on the first large list and stays, so it counts against the
@@ -233,10 +233,11 @@ impl Store for RedbStore {
 }
 
 impl StoreWriter for RedbStore {
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError> {
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<Applied, StoreError> {
         if !durable && unchanged::changes_nothing(&self.db, ops)? {
-            return Ok(false);
+            return Ok(Applied::default());
         }
+        let mut unreadable = 0;
         let mut txn = self.db.begin_write().map_err(engine)?;
         let durability = if durable {
             Durability::Immediate
@@ -277,14 +278,30 @@ impl StoreWriter for RedbStore {
                         key,
                         object,
                         resource_version,
+                    }
+                    | WriteOp::Fetched {
+                        key,
+                        object,
+                        resource_version,
                     } => {
                         // The watches of one set tee the same events: an object stored
                         // as it is now is not written again.
                         let digest = digest::of(object);
-                        let stored = Stored::of(&objects, &digests, &history, &sets);
-                        if !keeps(&stored, key, digest, resource_version)? {
-                            put(&mut objects, &mut digests, key, object, digest)?;
+                        let stored = Stored {
+                            objects: &objects,
+                            history: &history,
+                            sets: &sets,
+                        };
+                        if same_digest(&digests, key, digest)?
+                            || keeps_version(&stored, key, resource_version)?
+                        {
+                            continue;
                         }
+                        if matches!(op, WriteOp::Fetched { .. }) && !Meta::reads_whole(object) {
+                            unreadable += 1;
+                            continue;
+                        }
+                        put(&mut objects, &mut digests, key, object, digest)?;
                     }
                     WriteOp::Remove {
                         set,
@@ -351,7 +368,10 @@ impl StoreWriter for RedbStore {
             }
         }
         txn.commit().map_err(engine)?;
-        Ok(true)
+        Ok(Applied {
+            wrote: true,
+            unreadable,
+        })
     }
 
     fn remove_component(&self, component: &str) -> Result<u64, StoreError> {

@@ -182,6 +182,19 @@ pub enum WriteOp {
         /// The object's resourceVersion, read once by the writer with its key.
         resource_version: String,
     },
+    /// An object a single-object response brought, of which only the metadata was read
+    /// ([`Meta::parse_checked`]): an [`WriteOp::Upsert`] once the store finds it would
+    /// write it and it reads whole ([`Meta::reads_whole`]); dropped, and counted in
+    /// [`Applied::unreadable`], if it does not. Most GETs bring back what the store holds,
+    /// found by its digest without reading the object.
+    Fetched {
+        /// The object's key.
+        key: String,
+        /// The object.
+        object: Bytes,
+        /// The object's resourceVersion, as its metadata was read.
+        resource_version: String,
+    },
     /// An object left `set` (a DELETED event of its watch): it leaves the set, and the
     /// store, unless another set of the component still holds it; nothing happens when the
     /// stored object is newer than `resource_version`.
@@ -302,12 +315,21 @@ pub trait Store: Send + Sync {
 /// applies what the tees, the local layer and garbage collection send it.
 pub trait StoreWriter: Store {
     /// Applies a batch of writes in one transaction; `durable` makes it (and every batch
-    /// before it) survive a crash before this returns. Returns whether it wrote: a batch
-    /// that would change nothing and need not be durable may be left unwritten.
-    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<bool, StoreError>;
+    /// before it) survive a crash before this returns. A batch that would change nothing
+    /// and need not be durable may be left unwritten.
+    fn apply(&self, ops: &[WriteOp], durable: bool) -> Result<Applied, StoreError>;
     /// Removes everything cached for `component` in one transaction; returns how many
     /// objects went.
     fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
+}
+
+/// What [`StoreWriter::apply`] did with a batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Whether it wrote: false for a batch left unwritten because it changed nothing.
+    pub wrote: bool,
+    /// The [`WriteOp::Fetched`] objects dropped because they did not read whole.
+    pub unreadable: u64,
 }
 
 /// A disk fault the store is in (full, read-only, failing), as `/v1/readyz` reports it:

@@ -209,7 +209,8 @@ fn run(
             });
         }
         match outcome {
-            Ok(wrote) => {
+            Ok(applied) => {
+                metrics.unreadable.inc_by(applied.unreadable);
                 // Counted once applied: a reader that sees the count sees the set.
                 let commits = batch
                     .iter()
@@ -220,7 +221,7 @@ fn run(
                     unflushed = false;
                     last_durable = Instant::now();
                 } else {
-                    unflushed |= wrote;
+                    unflushed |= applied.wrote;
                 }
             }
             Err(error) => {

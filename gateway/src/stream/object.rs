@@ -66,6 +66,16 @@ impl<'a> Meta<'a> {
         })
     }
 
+    /// Whether `bytes` read whole as [`Meta::parse`] reads them, with the metadata
+    /// [`Meta::parse_checked`] finds in them: what an object read by that scan alone must be
+    /// before it is kept.
+    pub fn reads_whole(bytes: &[u8]) -> bool {
+        matches!(
+            (Meta::parse(bytes), Meta::parse_checked(bytes)),
+            (Ok(whole), Ok(scanned)) if whole == scanned
+        )
+    }
+
     /// `namespace/name`, or `name` for cluster-scoped objects: the key a client's store uses.
     pub fn key(&self) -> String {
         if self.namespace.is_empty() {
@@ -173,6 +183,31 @@ mod tests {
             Meta::parse_checked(br#"{"metadata":{"name":"a","name":"b"}}"#).is_err(),
             "a name given twice is refused, as the parse refuses it"
         );
+    }
+
+    #[test]
+    fn an_object_scanned_for_its_metadata_reads_whole_only_as_the_parse_reads_it() {
+        let whole: [&[u8]; 3] = [
+            br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"17","labels":{"a":"b"}},"spec":{"x":[1,2.5e3,null]}}"#,
+            br#"{"kind":"Node","metadata":{"n\u0061me":"a\"b"}}"#,
+            br#"{"kind":"Node"}"#,
+        ];
+        for bytes in whole {
+            assert!(Meta::reads_whole(bytes), "{}", String::from_utf8_lossy(bytes));
+        }
+        let not_whole: [&[u8]; 6] = [
+            // Past the metadata the scan stops at.
+            br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"1","labels":{"a":]}}"#,
+            br#"{"metadata":{"name":"p"},"spec":"#,
+            br#"{"metadata":{"name":"p"}} trailing"#,
+            // A field given twice after the scan has what it looks for: the parse refuses it.
+            br#"{"metadata":{"name":"p","namespace":"ns","resourceVersion":"1","name":"q"}}"#,
+            br#"{"metadata":{"name":"p"},"metadata":{"name":"q"}}"#,
+            b"[1,2]",
+        ];
+        for bytes in not_whole {
+            assert!(!Meta::reads_whole(bytes), "{}", String::from_utf8_lossy(bytes));
+        }
     }
 
     #[test]

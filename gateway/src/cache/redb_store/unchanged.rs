@@ -1,7 +1,7 @@
 //! What a write would leave as it is: an upsert of an object the store holds as it is (or
 //! newer), and a batch of such writes, found with a read transaction instead of a write.
 
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable};
 
 use super::digest;
 use super::history::{self, HISTORY};
@@ -20,40 +20,45 @@ pub(super) fn changes_nothing(db: &Database, ops: &[WriteOp]) -> Result<bool, St
     let may_change_nothing = ops.iter().all(|op| {
         matches!(
             op,
-            WriteOp::Upsert { .. } | WriteOp::Synced { .. } | WriteOp::Entered { .. }
+            WriteOp::Upsert { .. }
+                | WriteOp::Fetched { .. }
+                | WriteOp::Synced { .. }
+                | WriteOp::Entered { .. }
         )
     });
     if !may_change_nothing {
         return Ok(false);
     }
     let txn = db.begin_read().map_err(engine)?;
-    let objects = txn.open_table(OBJECTS).map_err(engine)?;
-    let digests = txn.open_table(DIGESTS).map_err(engine)?;
-    let sets = txn.open_table(SETS).map_err(engine)?;
-    let history = txn.open_table(HISTORY).map_err(engine)?;
+    let mut tables = Opened::new(&txn);
     for op in ops {
         let unchanged = match op {
             WriteOp::Upsert {
                 key,
                 object,
                 resource_version,
-            } => keeps(
-                &Stored {
-                    objects: &objects,
-                    digests: &digests,
-                    history: &history,
-                    sets: &sets,
-                },
+            }
+            | WriteOp::Fetched {
                 key,
-                digest::of(object),
+                object,
                 resource_version,
-            )?,
+            } => {
+                same_digest(tables.digests()?, key, digest::of(object))? || {
+                    let (objects, history, sets) = tables.rest()?;
+                    let stored = Stored {
+                        objects,
+                        history,
+                        sets,
+                    };
+                    keeps_version(&stored, key, resource_version)?
+                }
+            }
             WriteOp::Synced {
                 set,
                 resource_version,
             } => {
                 let key = set.encode();
-                match sets.get(key.as_str()).map_err(engine)? {
+                match tables.rest()?.2.get(key.as_str()).map_err(engine)? {
                     Some(current) => {
                         synced_meta(current.value(), &key, resource_version)?.is_none()
                     }
@@ -65,6 +70,7 @@ pub(super) fn changes_nothing(db: &Database, ops: &[WriteOp]) -> Result<bool, St
                 key,
                 resource_version,
             } => {
+                let (_, history, sets) = tables.rest()?;
                 let encoded = set.encode();
                 sets.get(encoded.as_str()).map_err(engine)?.is_none()
                     || history
@@ -82,52 +88,91 @@ pub(super) fn changes_nothing(db: &Database, ops: &[WriteOp]) -> Result<bool, St
     Ok(true)
 }
 
-/// The tables an upsert reads to decide whether it writes.
-pub(super) struct Stored<'a, O, D, H, S> {
+type Objects = ReadOnlyTable<&'static str, &'static [u8]>;
+type Digests = ReadOnlyTable<&'static str, Digest>;
+type Histories = ReadOnlyTable<(&'static str, &'static str), &'static [u8]>;
+type Sets = ReadOnlyTable<&'static str, &'static [u8]>;
+
+/// The tables of a read transaction, each opened when an op first reads it: a batch of
+/// GETs that brought back what the store holds reads the digests alone, and opening a
+/// table costs a lookup of its name and a check of its definition.
+struct Opened<'t> {
+    txn: &'t ReadTransaction,
+    digests: Option<Digests>,
+    rest: Option<(Objects, Histories, Sets)>,
+}
+
+impl<'t> Opened<'t> {
+    /// None opened yet.
+    fn new(txn: &'t ReadTransaction) -> Self {
+        Opened {
+            txn,
+            digests: None,
+            rest: None,
+        }
+    }
+
+    /// The digests, which every upsert reads.
+    fn digests(&mut self) -> Result<&Digests, StoreError> {
+        let digests = match self.digests.take() {
+            Some(digests) => digests,
+            None => self.txn.open_table(DIGESTS).map_err(engine)?,
+        };
+        Ok(self.digests.insert(digests))
+    }
+
+    /// The objects, the sets' histories and the sets: what an upsert of another object
+    /// than the stored one reads, and a set's sync or entry.
+    fn rest(&mut self) -> Result<(&Objects, &Histories, &Sets), StoreError> {
+        let rest = match self.rest.take() {
+            Some(rest) => rest,
+            None => (
+                self.txn.open_table(OBJECTS).map_err(engine)?,
+                self.txn.open_table(HISTORY).map_err(engine)?,
+                self.txn.open_table(SETS).map_err(engine)?,
+            ),
+        };
+        let (objects, history, sets) = self.rest.insert(rest);
+        Ok((objects, history, sets))
+    }
+}
+
+/// The tables an upsert of another object than the stored one reads to decide whether
+/// it writes.
+pub(super) struct Stored<'a, O, H, S> {
     pub(super) objects: &'a O,
-    pub(super) digests: &'a D,
     pub(super) history: &'a H,
     pub(super) sets: &'a S,
 }
 
-impl<'a, O, D, H, S> Stored<'a, O, D, H, S> {
-    /// The tables an upsert reads.
-    pub(super) fn of(objects: &'a O, digests: &'a D, history: &'a H, sets: &'a S) -> Self {
-        Stored {
-            objects,
-            digests,
-            history,
-            sets,
-        }
-    }
-}
-
-/// Whether an upsert of an object whose digest is `digest`, at `resource_version`, leaves
-/// the store as it is: the same object is stored (by digest, without reading it), or a
-/// newer version of it, or none because it was deleted at that version or later. The
-/// watches of one set tee the same events, a GET mostly brings back what the store holds,
-/// and the response to a GET or a write can reach the writer after the watch event that
-/// deleted its object.
-pub(super) fn keeps<O, D, H, S>(
-    stored: &Stored<'_, O, D, H, S>,
+/// Whether the store holds an object of digest `digest` under `key`: the same object,
+/// which an upsert leaves as it is, compared without reading it.
+pub(super) fn same_digest(
+    digests: &impl ReadableTable<&'static str, Digest>,
     key: &str,
     digest: Digest,
+) -> Result<bool, StoreError> {
+    Ok(digests
+        .get(key)
+        .map_err(engine)?
+        .is_some_and(|stored| stored.value() == digest))
+}
+
+/// Whether an upsert of another object than the stored one (by [`same_digest`]), at
+/// `resource_version`, leaves the store as it is: a newer version of it is stored, or none
+/// because it was deleted at that version or later. The watches of one set tee the same
+/// events, a GET mostly brings back what the store holds, and the response to a GET or a
+/// write can reach the writer after the watch event that deleted its object.
+pub(super) fn keeps_version<O, H, S>(
+    stored: &Stored<'_, O, H, S>,
+    key: &str,
     resource_version: &str,
 ) -> Result<bool, StoreError>
 where
     O: ReadableTable<&'static str, &'static [u8]>,
-    D: ReadableTable<&'static str, Digest>,
     H: ReadableTable<(&'static str, &'static str), &'static [u8]>,
     S: ReadableTable<&'static str, &'static [u8]>,
 {
-    if stored
-        .digests
-        .get(key)
-        .map_err(engine)?
-        .is_some_and(|stored| stored.value() == digest)
-    {
-        return Ok(true);
-    }
     match stored.objects.get(key).map_err(engine)? {
         Some(object) => Ok(newer_than(object.value(), resource_version)),
         None => history::deleted_since(stored.history, stored.sets, key, resource_version),

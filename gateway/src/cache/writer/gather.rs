@@ -132,10 +132,11 @@ fn write_ops(
             room,
         } => {
             held.push(room);
+            // Its metadata only: the store reads the whole object if it writes it.
             if let Some(meta) = meta_of(&object, metrics) {
                 let key = resource.object_key(&meta.namespace, &meta.name);
                 let resource_version = meta.resource_version.into_owned();
-                batch.push(WriteOp::Upsert {
+                batch.push(WriteOp::Fetched {
                     key,
                     object,
                     resource_version,
@@ -151,9 +152,10 @@ fn write_ops(
     false
 }
 
-/// The metadata of `object`, counting its bytes; `None` (counted) when it cannot be read.
+/// The metadata of `object`, scanned for ([`Meta::parse_checked`]), counting its bytes;
+/// `None` (counted) when it cannot be read.
 fn meta_of<'a>(object: &'a Bytes, metrics: &CacheMetrics) -> Option<Meta<'a>> {
-    let Ok(meta) = Meta::parse(object) else {
+    let Ok(meta) = Meta::parse_checked(object) else {
         metrics.unreadable.inc();
         return None;
     };

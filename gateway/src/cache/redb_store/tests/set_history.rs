@@ -176,7 +176,7 @@ fn a_lost_event_keeps_the_set_at_its_last_consistent_version_until_it_is_listed_
             )
             .unwrap();
         assert!(
-            !store.apply(&[synced("14")], false).unwrap(),
+            !store.apply(&[synced("14")], false).unwrap().wrote,
             "nothing to write"
         );
     }

@@ -62,8 +62,8 @@ fn a_batch_that_changes_nothing_is_not_written_unless_it_must_be_durable() {
         synced(&all, "9"),
         synced(&never_listed, "99"),
     ];
-    assert!(!store.apply(&nothing, false).unwrap());
-    assert!(store.apply(&nothing, true).unwrap());
+    assert!(!store.apply(&nothing, false).unwrap().wrote);
+    assert!(store.apply(&nothing, true).unwrap().wrote);
     // Any one change, and every other kind of write, is written.
     for op in [
         upsert(5, r#""same":"version""#),
@@ -75,10 +75,55 @@ fn a_batch_that_changes_nothing_is_not_written_unless_it_must_be_durable() {
         },
     ] {
         let batch = [synced(&never_listed, "99"), op];
-        assert!(store.apply(&batch, false).unwrap(), "{batch:?}");
+        assert!(store.apply(&batch, false).unwrap().wrote, "{batch:?}");
     }
     assert_eq!(store.get(&key).unwrap().unwrap(), svc("a", "x", 6, ""));
     assert_eq!(store.sets("").unwrap()[0].1.resource_version, "11");
+}
+
+#[test]
+fn a_fetched_object_is_stored_only_when_it_reads_whole() {
+    let all = SetKey::new(services(), "", "", "");
+    let (_dir, store) = store_with(&[stage(1, "a", "x", 5, ""), commit(1, &all, "10")]);
+    let key = services().object_key("a", "x");
+    let fetched = |rv: u32, labels: &str| WriteOp::Fetched {
+        key: key.clone(),
+        object: svc("a", "x", rv, labels),
+        resource_version: rv.to_string(),
+    };
+    // The object as stored, and an older one: nothing written, nothing refused.
+    assert_eq!(
+        store.apply(&[fetched(5, ""), fetched(4, "")], false).unwrap(),
+        Applied::default()
+    );
+    // Newer, but not JSON past its metadata, or giving its name twice: refused, counted.
+    for labels in [r#""a":tru"#, r#""a":"b"},"name":"y","labels":{"#] {
+        let applied = store.apply(&[fetched(6, labels)], false).unwrap();
+        assert_eq!(applied.unreadable, 1, "{labels}");
+        assert_eq!(store.get(&key).unwrap().unwrap(), svc("a", "x", 5, ""));
+    }
+    // Among other writes, each refused alone.
+    let applied = store
+        .apply(&[fetched(6, r#""a":tru"#), synced_op(&all, "11")], false)
+        .unwrap();
+    assert_eq!((applied.wrote, applied.unreadable), (true, 1));
+    // Newer and whole: stored.
+    assert_eq!(
+        store.apply(&[fetched(7, r#""a":"b""#)], false).unwrap(),
+        Applied {
+            wrote: true,
+            unreadable: 0
+        }
+    );
+    assert_eq!(store.get(&key).unwrap().unwrap(), svc("a", "x", 7, r#""a":"b""#));
+    assert_digests_agree(&store);
+}
+
+fn synced_op(set: &SetKey, rv: &str) -> WriteOp {
+    WriteOp::Synced {
+        set: set.clone(),
+        resource_version: rv.into(),
+    }
 }
 
 #[test]
