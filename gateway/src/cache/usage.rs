@@ -52,12 +52,15 @@ impl Usage {
     pub(crate) fn served(&self, component: &str, now: u64, change: i32) -> Option<u64> {
         let every = self.touch_every.load(Ordering::Relaxed);
         let mut uses = self.uses.lock().unwrap_or_else(|p| p.into_inner());
-        // Looked up by `&str` first: a component is named once, and served on every request.
-        let known = uses.contains_key(component);
-        if !known {
-            uses.insert(component.to_owned(), Use::default());
-        }
-        let usage = uses.get_mut(component)?;
+        // Looked up by `&str`: a component is named once, and served on every request.
+        let (known, usage) = match uses.get_mut(component) {
+            Some(usage) => (true, usage),
+            None => (
+                false,
+                uses.entry(component.to_owned())
+                    .or_insert_with(Use::default),
+            ),
+        };
         usage.served = now;
         usage.in_flight = usage.in_flight.saturating_add_signed(change);
         let due = !known || now.saturating_sub(usage.written) >= every;

@@ -7,6 +7,7 @@ use std::fmt;
 
 use http::Method;
 use percent_encoding::percent_decode_str;
+use smallvec::SmallVec;
 
 use super::list_query::ListQuery;
 
@@ -126,7 +127,9 @@ impl RequestInfo {
     /// Derives the RequestInfo of a method, a path and the request's parsed list options.
     pub fn of(method: &Method, path: &str, query: &ListQuery) -> RequestInfo {
         let verb = RequestVerb::of_method(method);
-        let segments: Vec<Cow<'_, str>> = path
+        // A resource path has eight segments at most (a namespaced object's subresource
+        // under `/apis`), which stay on the stack; a proxied path may go on.
+        let segments: SmallVec<[Cow<'_, str>; 8]> = path
             .trim_matches('/')
             .split('/')
             .map(|s| percent_decode_str(s).decode_utf8_lossy())

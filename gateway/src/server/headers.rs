@@ -1,7 +1,9 @@
 //! Header hygiene between client and apiserver: hop-by-hop headers stay on their hop, the
 //! client's address is passed on in `X-Forwarded-For`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use smallvec::SmallVec;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
@@ -55,14 +57,34 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
 
 /// Appends the client's address to `X-Forwarded-For`.
 pub fn add_forwarded_for(headers: &mut HeaderMap, peer: SocketAddr) {
-    let ip = peer.ip().to_string();
-    let value = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prior) => format!("{prior}, {ip}"),
-        None => ip,
+    let name = HeaderName::from_static("x-forwarded-for");
+    let value = match (headers.get(&name).and_then(|v| v.to_str().ok()), peer.ip()) {
+        (Some(prior), ip) => HeaderValue::from_str(&format!("{prior}, {ip}")),
+        // Every request on a node's loopback or pod network: written without `fmt`.
+        (None, IpAddr::V4(ip)) => HeaderValue::from_bytes(&ipv4_text(ip)),
+        (None, ip) => HeaderValue::from_str(&ip.to_string()),
     };
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(HeaderName::from_static("x-forwarded-for"), value);
+    if let Ok(value) = value {
+        headers.insert(name, value);
     }
+}
+
+/// `ip` in dotted decimal, as `Ipv4Addr`'s `Display` writes it.
+fn ipv4_text(ip: Ipv4Addr) -> SmallVec<[u8; 15]> {
+    let mut text = SmallVec::new();
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push(b'.');
+        }
+        if octet >= 100 {
+            text.push(b'0' + octet / 100);
+        }
+        if octet >= 10 {
+            text.push(b'0' + octet / 10 % 10);
+        }
+        text.push(b'0' + octet % 10);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -75,6 +97,26 @@ mod tests {
             map.append(HeaderName::from_static(k), HeaderValue::from_static(v));
         }
         map
+    }
+
+    #[test]
+    fn forwarded_for_names_the_client_as_display_does() {
+        for ip in [
+            Ipv4Addr::new(0, 0, 0, 0),
+            Ipv4Addr::new(127, 0, 0, 1),
+            Ipv4Addr::new(10, 99, 100, 255),
+            Ipv4Addr::new(198, 18, 9, 90),
+        ] {
+            assert_eq!(ipv4_text(ip).as_slice(), ip.to_string().as_bytes());
+        }
+        let mut h = HeaderMap::new();
+        add_forwarded_for(&mut h, "198.18.0.7:4242".parse().unwrap());
+        assert_eq!(h["x-forwarded-for"], "198.18.0.7");
+        add_forwarded_for(&mut h, "[2001:db8::1]:443".parse().unwrap());
+        assert_eq!(h["x-forwarded-for"], "198.18.0.7, 2001:db8::1");
+        let mut h = HeaderMap::new();
+        add_forwarded_for(&mut h, "[2001:db8::2]:443".parse().unwrap());
+        assert_eq!(h["x-forwarded-for"], "2001:db8::2");
     }
 
     #[test]

@@ -193,7 +193,11 @@ mod tests {
             br#"{"kind":"Node"}"#,
         ];
         for bytes in whole {
-            assert!(Meta::reads_whole(bytes), "{}", String::from_utf8_lossy(bytes));
+            assert!(
+                Meta::reads_whole(bytes),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
         }
         let not_whole: [&[u8]; 6] = [
             // Past the metadata the scan stops at.
@@ -206,7 +210,11 @@ mod tests {
             b"[1,2]",
         ];
         for bytes in not_whole {
-            assert!(!Meta::reads_whole(bytes), "{}", String::from_utf8_lossy(bytes));
+            assert!(
+                !Meta::reads_whole(bytes),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
         }
     }
 

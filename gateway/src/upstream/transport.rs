@@ -11,7 +11,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, HeaderName, UPGRADE};
+use http::header::{AUTHORIZATION, HOST, HeaderName, HeaderValue, UPGRADE};
 use http::{Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
@@ -243,6 +243,15 @@ impl Transport {
             own = self.own();
             &own.pools
         };
+        // HTTP/1.1 names the server in `Host`. The client would write it for each request;
+        // the server's authority is taken as it stands instead, where it is what the client
+        // would write (HTTP/2 names the server otherwise, and the client knows which it speaks).
+        if !self.http2
+            && let Some(host) = host_header(server)
+            && let http::header::Entry::Vacant(entry) = request.headers_mut().entry(HOST)
+        {
+            entry.insert(host);
+        }
         let client = pools.for_request(&request);
         let server_name = || server.to_string();
         match tokio::time::timeout(self.timeout, client.request(request)).await {
@@ -303,6 +312,21 @@ fn join(server: &Uri, target: &Uri) -> Uri {
     }
     // A scheme, an authority and a path always make a valid URI.
     Uri::from_parts(parts).unwrap_or_else(|_| server.clone())
+}
+
+/// The `Host` of a request to `server` as hyper's client writes it (the host, and the port
+/// unless it is the scheme's own), when it is the server's authority as written: `None`
+/// for one with user info or its scheme's own port, which the client then writes.
+fn host_header(server: &Uri) -> Option<HeaderValue> {
+    let authority = server.authority()?;
+    let own_port = match server.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    if authority.as_str().contains('@') || authority.port_u16() == Some(own_port) {
+        return None;
+    }
+    HeaderValue::from_str(authority.as_str()).ok()
 }
 
 fn strip_impersonation(headers: &mut http::HeaderMap) {

@@ -71,6 +71,26 @@ async fn a_caller_only_request_never_gets_the_gateways_credentials() {
         heads[0]
     );
     assert!(!heads[1].contains("authorization"), "{}", heads[1]);
+    for head in &heads {
+        assert_eq!(head.matches("\r\nhost: ").count(), 1, "{head}");
+        assert!(head.contains(&format!("\r\nhost: {addr}\r\n")), "{head}");
+    }
+}
+
+#[test]
+fn the_host_is_the_servers_authority_as_the_client_writes_it() {
+    let host = |server: &str| host_header(&server.parse().unwrap());
+    assert_eq!(host("https://10.0.0.1:6443").unwrap(), "10.0.0.1:6443");
+    assert_eq!(
+        host("https://[2001:db8::1]:6443").unwrap(),
+        "[2001:db8::1]:6443"
+    );
+    assert_eq!(host("http://apiserver").unwrap(), "apiserver");
+    assert_eq!(host("http://apiserver:443").unwrap(), "apiserver:443");
+    // Left to the client, which leaves out its scheme's own port and any user info.
+    assert_eq!(host("https://apiserver:443"), None);
+    assert_eq!(host("http://apiserver:80"), None);
+    assert_eq!(host("https://user@apiserver:6443"), None);
 }
 
 #[test]

@@ -93,7 +93,9 @@ fn a_fetched_object_is_stored_only_when_it_reads_whole() {
     };
     // The object as stored, and an older one: nothing written, nothing refused.
     assert_eq!(
-        store.apply(&[fetched(5, ""), fetched(4, "")], false).unwrap(),
+        store
+            .apply(&[fetched(5, ""), fetched(4, "")], false)
+            .unwrap(),
         Applied::default()
     );
     // Newer, but not JSON past its metadata, or giving its name twice: refused, counted.
@@ -115,7 +117,10 @@ fn a_fetched_object_is_stored_only_when_it_reads_whole() {
             unreadable: 0
         }
     );
-    assert_eq!(store.get(&key).unwrap().unwrap(), svc("a", "x", 7, r#""a":"b""#));
+    assert_eq!(
+        store.get(&key).unwrap().unwrap(),
+        svc("a", "x", 7, r#""a":"b""#)
+    );
     assert_digests_agree(&store);
 }
 
