@@ -170,20 +170,21 @@ fn takes_gzip(headers: &HeaderMap) -> bool {
 /// Whether the client accepts plain JSON (client-go sends
 /// `application/vnd.kubernetes.protobuf,application/json`); a `Table` request does not count.
 fn takes_json(headers: &HeaderMap) -> bool {
-    let accepts: Vec<&str> = headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .collect();
-    if accepts.is_empty() {
+    let accepts = || {
+        headers
+            .get_all(ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+    };
+    if accepts().next().is_none() {
         return true;
     }
-    if accepts.iter().any(|a| a.contains("as=")) {
+    if accepts().any(|a| a.contains("as=")) {
         return false;
     }
-    accepts.iter().any(|a| {
+    accepts().any(|a| {
         let media = a.split(';').next().unwrap_or_default().trim();
         matches!(media, "application/json" | "application/*" | "*/*")
     })
