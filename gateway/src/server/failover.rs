@@ -84,6 +84,7 @@ async fn try_once<'a>(
     request: Request<RequestBody>,
     reads: bool,
 ) -> Sent<'a> {
+    let started = std::time::Instant::now();
     let sending = upstreams.transport.send(&server.url, request);
     tokio::pin!(sending);
     let mut answer = unless_lost(server, upstreams.late_answer, &mut sending).await;
@@ -95,14 +96,7 @@ async fn try_once<'a>(
     // A connect that failed while the server's other connections delivered bytes waited
     // behind them on a slow link: the server is not taken out for it.
     if matches!(answer, Some(Err(TransportError::Connect { .. })))
-        && !upstreams.transport.heard_within(
-            &server.url,
-            upstreams.transport.probe_timeout(
-                &server.url,
-                crate::upstream::CONNECT_TIMEOUT,
-                crate::upstream::CONNECT_CAP,
-            ),
-        )
+        && !upstreams.transport.heard_since(&server.url, started)
     {
         server.mark_down();
     }

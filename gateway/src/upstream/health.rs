@@ -146,15 +146,13 @@ async fn check_server(
         }
         adopt_mark(&mut verdict);
         sync();
+        let started = std::time::Instant::now();
         let ok = match probe(&transport, server, &settings, Patience::Beat).await {
             Some(ok) => ok,
             // Its connections delivered bytes while the probe waited: the probe queued
-            // behind them on a slow link, and the server is not found gone for that.
-            None if transport.heard_within(
-                &server.url,
-                transport.probe_timeout(&server.url, settings.timeout, settings.interval),
-            ) =>
-            {
+            // behind them on a slow link, and the server is not found gone for that. Asked
+            // since the probe began, which a look made late (a loaded node) cannot miss.
+            None if transport.heard_since(&server.url, started) => {
                 tracing::debug!(server = %server.name, "probe timed out while the server's data kept arriving: no verdict");
                 adopt_mark(&mut verdict);
                 sync();

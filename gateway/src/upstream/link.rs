@@ -76,13 +76,6 @@ impl Links {
         servers.entry(authority(server)).or_default().clone()
     }
 
-    /// Whether `server`'s connections delivered bytes within the last `window`.
-    pub fn within(&self, server: &Uri, window: Duration) -> bool {
-        // 0 is "never": a clock starts at 1 ms past the base.
-        let at = self.link(server).last.load(Ordering::Relaxed);
-        at != 0 && self.now_ms().saturating_sub(at) <= millis(window)
-    }
-
     /// Whether `server`'s connections delivered bytes since `start` (or within the
     /// millisecond before it): a test of what arrived during one exchange that a late
     /// look cannot fail, as a window measured back from now would.
@@ -266,8 +259,6 @@ mod tests {
         let (accepted, connected) = tokio::join!(listener.accept(), connecting);
         let (mut peer, _) = accepted.unwrap();
         let mut stream = connected.unwrap().into_inner();
-        let day = Duration::from_secs(86_400);
-        assert!(!links.within(&server, day), "connected, nothing read yet");
         let started = Instant::now();
         assert!(
             !links.since(&server, started),
@@ -278,13 +269,7 @@ mod tests {
         let mut read = [0u8; 64];
         let n = stream.read(&mut read).await.unwrap();
         assert!(n > 0);
-        assert!(links.within(&server, day));
-        assert!(!links.within(&other, day), "another server is not links");
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(
-            !links.within(&server, Duration::from_millis(5)),
-            "nothing links in the last 5 ms of 20 without a read"
-        );
         let later = Instant::now();
         assert!(links.since(&server, started), "bytes came after the start");
         assert!(

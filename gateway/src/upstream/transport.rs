@@ -161,13 +161,8 @@ impl Transport {
         Transport::build(self.credentials, self.timeout, on)
     }
 
-    /// Whether `server`'s connections delivered bytes within the last `window`: a server
-    /// whose probe or connect timed out meanwhile is slow (a thin link's queue), not gone.
-    pub fn heard_within(&self, server: &Uri, window: Duration) -> bool {
-        self.links.within(server, window)
-    }
-
-    /// Whether `server`'s connections delivered bytes since `start`.
+    /// Whether `server`'s connections delivered bytes since `start`: a server whose probe
+    /// or connect begun then timed out meanwhile is slow (a thin link's queue), not gone.
     pub fn heard_since(&self, server: &Uri, start: std::time::Instant) -> bool {
         self.links.since(server, start)
     }
