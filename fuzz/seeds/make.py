@@ -59,6 +59,8 @@ for event in events:
 put("watch_framer", SEEDS[1] + b'{"type":"ADDED","object":{"metadata":{"name":"a}\\"{"}}}\r\n  {"type":"NOPE","object":{}}')
 
 for obj, raw in zip(objects, compact):
+    put("object_meta", raw)
+    put("object_meta", json.dumps(obj, indent=1).encode())
     put("sdk_object", b"\xff" + raw)
     put("sdk_object", b"\x00\x01\x02\x03\x04\x05\x06\x07\xff" + json.dumps(obj, indent=1).encode())
     put("replacement", raw)

@@ -21,5 +21,5 @@ pub use lb_mode::LbMode;
 pub use lease::{KubeletLease, NODE_LEASE_NAMESPACE};
 pub use replay::Replayable;
 pub use transport::{
-    BoxError, CONNECT_CAP, CONNECT_TIMEOUT, CallerOnly, RequestBody, Transport, TransportError,
+    BoxError, CONNECT_TIMEOUT, CallerOnly, RequestBody, Transport, TransportError,
 };

@@ -99,10 +99,6 @@ impl Links {
     pub fn timeout(&self, server: &Uri, floor: Duration, cap: Duration) -> Duration {
         self.link(server).timeout(floor, cap)
     }
-
-    fn now_ms(&self) -> u64 {
-        millis(self.base.elapsed()) + 1
-    }
 }
 
 /// A server's key: its authority, with the scheme's default port made explicit.
