@@ -55,11 +55,7 @@ impl Usage {
         // Looked up by `&str`: a component is named once, and served on every request.
         let (known, usage) = match uses.get_mut(component) {
             Some(usage) => (true, usage),
-            None => (
-                false,
-                uses.entry(component.to_owned())
-                    .or_insert_with(Use::default),
-            ),
+            None => (false, uses.entry(component.to_owned()).or_default()),
         };
         usage.served = now;
         usage.in_flight = usage.in_flight.saturating_add_signed(change);
