@@ -227,8 +227,7 @@ impl Inner {
         }
     }
 
-    /// Applies `ops` as [`Store::apply`] does, marking stale first the sets a disk fault
-    /// may have left with a hole.
+    /// [`StoreWriter::apply`], first marking stale each set a disk fault may have left a hole in.
     fn write(&self, ops: &[WriteOp], durable: bool) -> Result<Applied, StoreError> {
         let Some(store) = self.store() else {
             self.lost(ops);

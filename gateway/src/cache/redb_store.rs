@@ -22,14 +22,13 @@ use self::local_marks::LOCAL;
 use self::sets::{abort, commit, mark_own_write, mark_stale, stage, sync};
 use self::tables::{
     CLOCKS, COMPONENTS, DIGESTS, OBJECTS, RUNNING, SETS, STAGING, clock_name, engine, prefix_end,
-    put,
 };
-use self::unchanged::{Stored, keeps_version, same_digest};
+use self::unchanged::upsert;
 use super::key::SetKey;
 use super::store::{
     Applied, History, Objects, SetMeta, Store, StoreError, StoreWriter, VersionClock, WriteOp,
 };
-use crate::stream::{Meta, compare_versions};
+use crate::stream::compare_versions;
 
 /// Page cache of the database. Offline reads are rare and the kernel's page cache backs the
 /// file anyway. The cache fills on the first large list and stays, so it counts against the
@@ -274,34 +273,9 @@ impl StoreWriter for RedbStore {
                         commit(&mut tables, &mut staging, *list, set, meta.clone())?;
                     }
                     WriteOp::Abort { list } => abort(&mut staging, *list)?,
-                    WriteOp::Upsert {
-                        key,
-                        object,
-                        resource_version,
-                    }
-                    | WriteOp::Fetched {
-                        key,
-                        object,
-                        resource_version,
-                    } => {
-                        // The watches of one set tee the same events: an object stored
-                        // as it is now is not written again.
-                        let digest = digest::of(object);
-                        let stored = Stored {
-                            objects: &objects,
-                            history: &history,
-                            sets: &sets,
-                        };
-                        if same_digest(&digests, key, digest)?
-                            || keeps_version(&stored, key, resource_version)?
-                        {
-                            continue;
-                        }
-                        if matches!(op, WriteOp::Fetched { .. }) && !Meta::reads_whole(object) {
-                            unreadable += 1;
-                            continue;
-                        }
-                        put(&mut objects, &mut digests, key, object, digest)?;
+                    WriteOp::Upsert { .. } | WriteOp::Fetched { .. } => {
+                        let read = upsert(&mut objects, &mut digests, &history, &sets, op)?;
+                        unreadable += u64::from(!read);
                     }
                     WriteOp::Remove {
                         set,

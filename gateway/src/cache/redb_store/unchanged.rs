@@ -1,13 +1,14 @@
 //! What a write would leave as it is: an upsert of an object the store holds as it is (or
-//! newer), and a batch of such writes, found with a read transaction instead of a write.
+//! newer), and a batch of such writes, found with a read transaction instead of a write;
+//! and an upsert's write when it would not.
 
-use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, Table};
 
 use super::digest;
 use super::history::{self, HISTORY};
 use super::sets::synced_meta;
 use super::tables::Digest;
-use super::tables::{DIGESTS, OBJECTS, SETS, engine};
+use super::tables::{DIGESTS, OBJECTS, SETS, engine, put};
 use crate::cache::store::{History, StoreError, WriteOp};
 use crate::stream::{Meta, compare_versions};
 
@@ -139,15 +140,15 @@ impl<'t> Opened<'t> {
 
 /// The tables an upsert of another object than the stored one reads to decide whether
 /// it writes.
-pub(super) struct Stored<'a, O, H, S> {
-    pub(super) objects: &'a O,
-    pub(super) history: &'a H,
-    pub(super) sets: &'a S,
+struct Stored<'a, O, H, S> {
+    objects: &'a O,
+    history: &'a H,
+    sets: &'a S,
 }
 
 /// Whether the store holds an object of digest `digest` under `key`: the same object,
 /// which an upsert leaves as it is, compared without reading it.
-pub(super) fn same_digest(
+fn same_digest(
     digests: &impl ReadableTable<&'static str, Digest>,
     key: &str,
     digest: Digest,
@@ -163,7 +164,7 @@ pub(super) fn same_digest(
 /// because it was deleted at that version or later. The watches of one set tee the same
 /// events, a GET mostly brings back what the store holds, and the response to a GET or a
 /// write can reach the writer after the watch event that deleted its object.
-pub(super) fn keeps_version<O, H, S>(
+fn keeps_version<O, H, S>(
     stored: &Stored<'_, O, H, S>,
     key: &str,
     resource_version: &str,
@@ -186,4 +187,43 @@ fn newer_than(stored: &[u8], incoming: &str) -> bool {
         return false;
     };
     compare_versions(&stored.resource_version, incoming).is_some_and(|o| o.is_gt())
+}
+
+/// Writes an upserted or fetched object unless the store keeps it as it is
+/// ([`same_digest`], [`keeps_version`]); a fetched one only if it reads whole
+/// ([`Meta::reads_whole`]). False for a fetched object that does not read, true otherwise.
+pub(super) fn upsert(
+    objects: &mut Table<&'static str, &'static [u8]>,
+    digests: &mut Table<&'static str, Digest>,
+    history: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    sets: &impl ReadableTable<&'static str, &'static [u8]>,
+    op: &WriteOp,
+) -> Result<bool, StoreError> {
+    let (WriteOp::Upsert {
+        key,
+        object,
+        resource_version,
+    }
+    | WriteOp::Fetched {
+        key,
+        object,
+        resource_version,
+    }) = op
+    else {
+        return Ok(true);
+    };
+    let digest = digest::of(object);
+    let stored = Stored {
+        objects: &*objects,
+        history,
+        sets,
+    };
+    if same_digest(&*digests, key, digest)? || keeps_version(&stored, key, resource_version)? {
+        return Ok(true);
+    }
+    if matches!(op, WriteOp::Fetched { .. }) && !Meta::reads_whole(object) {
+        return Ok(false);
+    }
+    put(objects, digests, key, object, digest)?;
+    Ok(true)
 }
