@@ -323,6 +323,26 @@ pub trait StoreWriter: Store {
     fn remove_component(&self, component: &str) -> Result<u64, StoreError>;
 }
 
+impl WriteOp {
+    /// The key, object and resourceVersion of an [`WriteOp::Upsert`] or a
+    /// [`WriteOp::Fetched`], which the store keeps or writes alike.
+    pub fn upserted(&self) -> Option<(&str, &Bytes, &str)> {
+        match self {
+            WriteOp::Upsert {
+                key,
+                object,
+                resource_version,
+            }
+            | WriteOp::Fetched {
+                key,
+                object,
+                resource_version,
+            } => Some((key, object, resource_version)),
+            _ => None,
+        }
+    }
+}
+
 /// What [`StoreWriter::apply`] did with a batch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Applied {

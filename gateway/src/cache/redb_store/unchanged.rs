@@ -34,26 +34,7 @@ pub(super) fn changes_nothing(db: &Database, ops: &[WriteOp]) -> Result<bool, St
     let mut tables = Opened::new(&txn);
     for op in ops {
         let unchanged = match op {
-            WriteOp::Upsert {
-                key,
-                object,
-                resource_version,
-            }
-            | WriteOp::Fetched {
-                key,
-                object,
-                resource_version,
-            } => {
-                same_digest(tables.digests()?, key, digest::of(object))? || {
-                    let (objects, history, sets) = tables.rest()?;
-                    let stored = Stored {
-                        objects,
-                        history,
-                        sets,
-                    };
-                    keeps_version(&stored, key, resource_version)?
-                }
-            }
+            WriteOp::Upsert { .. } | WriteOp::Fetched { .. } => tables.keep(op)?,
             WriteOp::Synced {
                 set,
                 resource_version,
@@ -120,6 +101,23 @@ impl<'t> Opened<'t> {
             None => self.txn.open_table(DIGESTS).map_err(engine)?,
         };
         Ok(self.digests.insert(digests))
+    }
+
+    /// Whether `op`, an upsert or a fetched object, leaves the store as it is.
+    fn keep(&mut self, op: &WriteOp) -> Result<bool, StoreError> {
+        let Some((key, object, resource_version)) = op.upserted() else {
+            return Ok(false);
+        };
+        if same_digest(self.digests()?, key, digest::of(object))? {
+            return Ok(true);
+        }
+        let (objects, history, sets) = self.rest()?;
+        let stored = Stored {
+            objects,
+            history,
+            sets,
+        };
+        keeps_version(&stored, key, resource_version)
     }
 
     /// The objects, the sets' histories and the sets: what an upsert of another object
@@ -199,17 +197,7 @@ pub(super) fn upsert(
     sets: &impl ReadableTable<&'static str, &'static [u8]>,
     op: &WriteOp,
 ) -> Result<bool, StoreError> {
-    let (WriteOp::Upsert {
-        key,
-        object,
-        resource_version,
-    }
-    | WriteOp::Fetched {
-        key,
-        object,
-        resource_version,
-    }) = op
-    else {
+    let Some((key, object, resource_version)) = op.upserted() else {
         return Ok(true);
     };
     let digest = digest::of(object);
