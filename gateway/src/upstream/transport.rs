@@ -162,7 +162,7 @@ impl Transport {
     }
 
     /// Whether `server`'s connections delivered bytes since `start`: a server whose probe
-    /// or connect begun then timed out meanwhile is slow (a thin link's queue), not gone.
+    /// or connect began then and timed out is slow (a thin link's queue), not gone.
     pub fn heard_since(&self, server: &Uri, start: std::time::Instant) -> bool {
         self.links.since(server, start)
     }

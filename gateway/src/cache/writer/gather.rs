@@ -152,8 +152,8 @@ fn write_ops(
     false
 }
 
-/// The metadata of `object`, scanned for ([`Meta::parse_checked`]), counting its bytes;
-/// `None` (counted) when it cannot be read.
+/// The metadata of `object`, found by a scan that reads no further ([`Meta::parse_checked`]),
+/// counting its bytes; `None` (counted) when it cannot be read.
 fn meta_of<'a>(object: &'a Bytes, metrics: &CacheMetrics) -> Option<Meta<'a>> {
     let Ok(meta) = Meta::parse_checked(object) else {
         metrics.unreadable.inc();
