@@ -42,7 +42,10 @@ pub enum Command {
         subcommand,
         after_help = "Profiling: with EDGEGATE_FILTER_PERF_MAP=1 in its environment, any edgegate \
                       process that runs filters (the gateway, `filter test`) writes \
-                      /tmp/perf-PID.map, so that `perf report` names the filters' functions."
+                      /tmp/perf-PID.map, so that `perf report` names the filters' functions. \
+                      With EDGEGATE_FILTER_ON_DEMAND=1, filter instances are made as needed \
+                      instead of from a pool that reserves terabytes of address space, so \
+                      that the gateway runs under valgrind or an address-space limit."
     )]
     Filter(FilterCommand),
     /// Tools for operators: what the local cache holds. They ask the running gateway's hub

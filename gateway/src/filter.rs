@@ -48,7 +48,7 @@ pub use loading::options::RunSettings;
 pub use loading::schema::check_config;
 pub use lookup::{Lookup, LookupChange, NoLookup};
 pub use metrics::FilterMetrics;
-pub use runtime::engine::{PERF_MAP_ENV, compile_into_cache};
+pub use runtime::engine::{ON_DEMAND_ENV, PERF_MAP_ENV, compile_into_cache};
 pub use runtime::instance::Failure;
 pub use runtime::lookup_use::{LookupUse, Touched};
 pub use runtime::replacement::check_replacement;

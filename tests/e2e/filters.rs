@@ -27,7 +27,10 @@ mod watch;
 
 pub use crash::kill_nine_while_filters_compile_leaves_the_code_store_whole;
 pub use hostile::hostile_filters_never_stop_the_service;
-pub use memory::{a_large_list_streams_in_bounded_memory, a_perf_map_names_the_filters_code};
+pub use memory::{
+    a_large_list_streams_in_bounded_memory, a_perf_map_names_the_filters_code,
+    instances_made_on_demand_fit_a_small_address_space,
+};
 pub use reload::hot_reload_under_load;
 pub use tripwire::a_filter_failing_again_and_again_is_reloaded_then_turned_off;
 pub use watch::watch_follows_the_visibility_rule;

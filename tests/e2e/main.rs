@@ -286,6 +286,10 @@ const TESTS: &[(&str, Test)] = &[
         filters::a_perf_map_names_the_filters_code,
     ),
     (
+        "filters::instances_made_on_demand_fit_a_small_address_space",
+        filters::instances_made_on_demand_fit_a_small_address_space,
+    ),
+    (
         "filters::a_large_list_streams_in_bounded_memory",
         filters::a_large_list_streams_in_bounded_memory,
     ),

@@ -104,6 +104,7 @@ fn the_filter_tools_help_says_how_to_profile_filters() {
         .render_long_help()
         .to_string();
     assert!(help.contains(crate::filter::PERF_MAP_ENV), "{help}");
+    assert!(help.contains(crate::filter::ON_DEMAND_ENV), "{help}");
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! A large list streams through a chain in bounded memory; the perf map of filter code.
+//! A large list streams through a chain in bounded memory; the perf map of filter code;
+//! instances made on demand where the pool's address space cannot be reserved.
 
 use super::*;
 
@@ -145,6 +146,48 @@ pub fn a_perf_map_names_the_filters_code(env: &Env) -> Result<()> {
     ensure!(
         !map.0.exists(),
         "a perf map was written though none was asked for"
+    );
+    Ok(())
+}
+
+/// The instance pool reserves terabytes of address space when the engine is built, so under
+/// a limit of 32 GiB (`ulimit -v`, as valgrind's own) no filter can be compiled or run; with
+/// `EDGEGATE_FILTER_ON_DEMAND` set, instances are made as needed and the same compile works.
+pub fn instances_made_on_demand_fit_a_small_address_space(env: &Env) -> Result<()> {
+    let scratch = tempfile::tempdir()?;
+    let cache = scratch.path().join("compiled");
+    let tagger = edgegate_testkit::filters::built(&["tagger"])?.join("tagger.wasm");
+    let compile = |on_demand: Option<&str>| -> Result<std::process::Output> {
+        let mut command = std::process::Command::new("sh");
+        command
+            .args(["-c", "ulimit -v 33554432 && exec \"$0\" \"$@\""])
+            .arg(&env.bin)
+            .args(["filter", "compile", "--compiled-cache-dir"])
+            .arg(&cache)
+            .arg(&tagger)
+            .env_remove(edgegate::filter::ON_DEMAND_ENV);
+        if let Some(value) = on_demand {
+            command.env(edgegate::filter::ON_DEMAND_ENV, value);
+        }
+        Ok(command.output()?)
+    };
+    for pooled in [None, Some("0")] {
+        let output = compile(pooled)?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        ensure!(
+            !output.status.success() && stderr.contains("pool"),
+            "the pooled engine was built in 32 GiB of address space ({pooled:?}): {stderr}"
+        );
+    }
+    let output = compile(Some("1"))?;
+    ensure!(
+        output.status.success(),
+        "on demand, the compile failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    ensure!(
+        std::fs::read_dir(&cache)?.next().is_some(),
+        "on demand, nothing was compiled into the store"
     );
     Ok(())
 }

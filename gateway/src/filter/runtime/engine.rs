@@ -3,7 +3,8 @@
 //! epoch deadlines, whose ticker is in [`super::epoch`].
 //!
 //! With [`PERF_MAP_ENV`] set, the engine writes a perf map (`/tmp/perf-PID.map`) of every
-//! compiled or loaded filter's code, so that `perf report` names guest functions.
+//! compiled or loaded filter's code, so that `perf report` names guest functions; with
+//! [`ON_DEMAND_ENV`] set, instances are not pooled, so the gateway runs under valgrind.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,6 +33,12 @@ use crate::filter::runtime::helper_process::HelperProcess;
 /// perf map of filters' code (`/tmp/perf-PID.map`) for `perf` to name guest functions by:
 /// by their names when the component keeps its name section, else `wasm[N]::function[M]`.
 pub const PERF_MAP_ENV: &str = "EDGEGATE_FILTER_PERF_MAP";
+
+/// The environment variable that, set to anything but empty or `0`, has the engine allocate
+/// each filter instance's memory when it is made instead of from the pool: the pool reserves
+/// terabytes of address space up front, which tools that run the gateway under their own
+/// memory manager (valgrind) cannot reserve.
+pub const ON_DEMAND_ENV: &str = "EDGEGATE_FILTER_ON_DEMAND";
 
 /// The largest linear memory any filter may be given; per-filter caps (`StoreLimits`) are
 /// at most this. The pooling allocator reserves (but does not commit) this much address
@@ -81,7 +88,7 @@ impl Runtime {
         let engine_error = |error: wasmtime::Error| FilterError::Engine(format!("{error:#}"));
         let mut config = Config::new();
         config.epoch_interruption(true);
-        if perf_map_asked() {
+        if asked(PERF_MAP_ENV) {
             config.profiler(ProfilingStrategy::PerfMap);
         }
         let mut pooling = PoolingAllocationConfig::new();
@@ -91,7 +98,10 @@ impl Runtime {
             .total_memories(MAX_INSTANCES * 2)
             .total_tables(MAX_INSTANCES * 4)
             .max_memory_size(MAX_MEMORY_BYTES);
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        config.allocation_strategy(match asked(ON_DEMAND_ENV) {
+            true => InstanceAllocationStrategy::OnDemand,
+            false => InstanceAllocationStrategy::Pooling(pooling),
+        });
         let cache_error = |dir: &Path| {
             let path = dir.to_owned();
             move |source| FilterError::CompiledCache { path, source }
@@ -288,9 +298,10 @@ impl Runtime {
     }
 }
 
-/// Whether [`PERF_MAP_ENV`] asks for a perf map.
-fn perf_map_asked() -> bool {
-    std::env::var_os(PERF_MAP_ENV).is_some_and(|value| !value.is_empty() && value != "0")
+/// Whether the environment variable `name` ([`PERF_MAP_ENV`], [`ON_DEMAND_ENV`]) is set to
+/// ask for what it names.
+fn asked(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|value| !value.is_empty() && value != "0")
 }
 
 /// `edgegate filter compile`: compiles `wasm` into the compiled-code store in
