@@ -153,6 +153,7 @@ pub fn a_perf_map_names_the_filters_code(env: &Env) -> Result<()> {
 /// The instance pool reserves terabytes of address space when the engine is built, so under
 /// a limit of 32 GiB (`ulimit -v`, as valgrind's own) no filter can be compiled or run; with
 /// `EDGEGATE_FILTER_ON_DEMAND` set, instances are made as needed and the same compile works.
+/// The pool's failure names that switch.
 pub fn instances_made_on_demand_fit_a_small_address_space(env: &Env) -> Result<()> {
     let scratch = tempfile::tempdir()?;
     let cache = scratch.path().join("compiled");
@@ -177,6 +178,10 @@ pub fn instances_made_on_demand_fit_a_small_address_space(env: &Env) -> Result<(
         ensure!(
             !output.status.success() && stderr.contains("pool"),
             "the pooled engine was built in 32 GiB of address space ({pooled:?}): {stderr}"
+        );
+        ensure!(
+            stderr.contains(&format!("{}=1", edgegate::filter::ON_DEMAND_ENV)),
+            "the pool's failure does not name the switch that does without it: {stderr}"
         );
     }
     let output = compile(Some("1"))?;

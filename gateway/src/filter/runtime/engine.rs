@@ -98,7 +98,8 @@ impl Runtime {
             .total_memories(MAX_INSTANCES * 2)
             .total_tables(MAX_INSTANCES * 4)
             .max_memory_size(MAX_MEMORY_BYTES);
-        config.allocation_strategy(match asked(ON_DEMAND_ENV) {
+        let on_demand = asked(ON_DEMAND_ENV);
+        config.allocation_strategy(match on_demand {
             true => InstanceAllocationStrategy::OnDemand,
             false => InstanceAllocationStrategy::Pooling(pooling),
         });
@@ -130,7 +131,16 @@ impl Runtime {
                 .enable_incremental_compilation(functions.clone())
                 .map_err(engine_error)?;
         }
-        let engine = Engine::new(&config).map_err(engine_error)?;
+        // The pool's reservation is what fails under an address-space limit: the error
+        // names the switch that does without it.
+        let engine = Engine::new(&config).map_err(|error| match on_demand {
+            true => engine_error(error),
+            false => FilterError::Engine(format!(
+                "{error:#} (the instance pool reserves terabytes of address space; \
+                 under a limit such as `ulimit -v` or systemd's LimitAS=, \
+                 {ON_DEMAND_ENV}=1 makes each instance's memory on demand)"
+            )),
+        })?;
         let compiled = sealed
             .map(|(dir, seal)| {
                 CompiledStore::open(dir, &engine, seal, rejects).map_err(cache_error(dir))
