@@ -113,7 +113,7 @@ impl App {
             servers = ?servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "edgegate is serving"
         );
-        for task in upkeep::upkeep(hooks, state.informers.clone()) {
+        for task in upkeep::upkeep(hooks, state.informers.clone(), state.multiplexer.clone()) {
             tasks.spawn(task);
         }
         // Stopped at exit, which leaves the link in place.

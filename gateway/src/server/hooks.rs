@@ -9,8 +9,8 @@ pub struct Hooks {
     /// heaps, where trimming their tops does not reach; `None` does nothing.
     pub return_freed_memory: Option<fn()>,
     /// Called once, off the runtime's threads, when start-up is over: the gateway serving,
-    /// its first filters loaded and their informers synced (or
-    /// the informers' start-up wait passed), so that the binary can give back the pages
-    /// of code only start-up ran; `None` does nothing.
+    /// its first filters loaded and their informers synced (or the informers' start-up wait
+    /// passed), then the multiplexer's first lists in (or their wait ended), so that the
+    /// binary can give back the pages of code only start-up ran; `None` does nothing.
     pub after_start: Option<fn()>,
 }

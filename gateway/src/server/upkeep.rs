@@ -11,25 +11,36 @@ use crate::cache::Cache;
 use crate::config::Config;
 use crate::filter::{FilterSettings, Limits};
 use crate::node::informer::Informers;
+use crate::node::multiplexer::Multiplexer;
 use crate::upstream::HealthWatch;
 
 /// How often the memory the process freed is handed back ([`Hooks::return_freed_memory`]).
 pub const RETURN_FREED_EVERY: Duration = Duration::from_secs(5);
 
+/// How long the start-up code waits for the multiplexer's first lists before it is given
+/// back all the same: a list that fails again and again after some data never ends the wait
+/// by itself, and a thin link's first lists take a minute or two.
+const FIRST_LISTS_WITHIN: Duration = Duration::from_secs(180);
+
 /// How often unused components' caches are looked for.
 const GC_EVERY: Duration = Duration::from_secs(3600);
 
 /// The process's own upkeep, as the binary asks for it: the code only start-up ran given
-/// back once start-up is over, and freed memory handed back every [`RETURN_FREED_EVERY`].
+/// back once start-up is over (the informers synced, then the multiplexer's first lists
+/// in, whose code runs once), and freed memory handed back every [`RETURN_FREED_EVERY`].
 pub(super) fn upkeep(
     hooks: Hooks,
     informers: Option<Arc<Informers>>,
+    multiplexer: Option<Arc<Multiplexer>>,
 ) -> Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> {
     let mut tasks: Vec<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>> = Vec::new();
     if let Some(after_start) = hooks.after_start {
         tasks.push(Box::pin(async move {
             if let Some(until_synced) = informers.and_then(|i| i.until_synced()) {
                 until_synced.await;
+            }
+            if let Some(multiplexer) = multiplexer {
+                let _ = tokio::time::timeout(FIRST_LISTS_WITHIN, multiplexer.until_listed()).await;
             }
             let _ = tokio::task::spawn_blocking(after_start).await;
         }));

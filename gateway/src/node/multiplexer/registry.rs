@@ -3,6 +3,7 @@
 //! the feeds' own.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -10,6 +11,7 @@ use http::HeaderMap;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+use super::answer::READY_WITHIN;
 use super::feed;
 use super::feed::typed;
 use super::metrics::MultiplexerMetrics;
@@ -106,6 +108,19 @@ impl Multiplexer {
             states: Arc::new(RwLock::new(shared)),
             metrics: MultiplexerMetrics::default(),
             tasks: Vec::new(),
+        }
+    }
+
+    /// Resolves once each pool-scope resource's state holds its first list, or its wait for
+    /// one ended without it ([`Shared::first_list`], in the node's clients' window): the
+    /// end of the gateway's start-up, for what it does once start-up is over.
+    pub fn until_listed(&self) -> impl Future<Output = ()> + Send + use<> {
+        let waits: Vec<_> = read(&self.states)
+            .values()
+            .map(|state| state.first_list(READY_WITHIN))
+            .collect();
+        async move {
+            futures_util::future::join_all(waits).await;
         }
     }
 
@@ -288,6 +303,7 @@ pub fn is_feed(headers: &HeaderMap) -> bool {
 mod tests {
     use edgegate_testkit::process::eventually;
 
+    use super::super::state::ListType;
     use super::*;
 
     fn held(multiplexer: &Multiplexer) -> Vec<String> {
@@ -340,6 +356,54 @@ mod tests {
         .await;
         let after = multiplexer.shared("", "v1", "services").unwrap();
         assert!(!Arc::ptr_eq(&before, &after) && !*after.retired().borrow());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn start_up_ends_when_every_state_holds_its_first_list() {
+        let listed = Arc::new(Shared::new());
+        listed.replace(list_type(), Vec::new(), 10);
+        let listing = Arc::new(Shared::new());
+        listing.note_underway(true);
+        let multiplexer = Multiplexer::of(HashMap::from([
+            (resource("services"), listed),
+            (resource("endpoints"), listing.clone()),
+        ]));
+        let over = tokio::spawn(multiplexer.until_listed());
+        // A thin link's first list: data every 2 s for a minute.
+        for _ in 0..30 {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            listing.note_listing();
+            assert!(!over.is_finished(), "over while a first list kept coming");
+        }
+        listing.replace(list_type(), Vec::new(), 12);
+        over.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn start_up_ends_when_a_first_list_fails() {
+        // No list under way (it failed and waits to try again): one window.
+        let multiplexer = Multiplexer::of(HashMap::from([(
+            resource("services"),
+            Arc::new(Shared::new()),
+        )]));
+        let started = tokio::time::Instant::now();
+        multiplexer.until_listed().await;
+        assert_eq!(started.elapsed(), READY_WITHIN);
+    }
+
+    fn resource(plural: &str) -> Resource {
+        Resource {
+            group: String::new(),
+            version: "v1".to_owned(),
+            plural: plural.to_owned(),
+        }
+    }
+
+    fn list_type() -> ListType {
+        ListType {
+            kind: "ServiceList".into(),
+            api_version: "v1".into(),
+        }
     }
 
     #[test]
