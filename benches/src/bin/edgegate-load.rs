@@ -3,23 +3,25 @@
 //! client), `apiserver`, which keeps the harness's kube-apiserver running for profiling by
 //! hand, `gateway`, one gateway with flags of the caller's in front of it (A/B runs),
 //! `node`, the gateway's CPU and memory while it serves a real node, and `traffic`
-//! (with the agents it runs in the node, `traffic-agents`), the cloud–edge traffic of a
-//! node workload, and `soak`, that workload for an hour with the gateway's use judged for
+//! (with the agents it runs in the node, `traffic-agents`, and its cloud, `churn`), the
+//! cloud–edge traffic of a node workload, and `soak`, that workload for an hour with the gateway's use judged for
 //! upward trends.
 #![allow(clippy::disallowed_methods)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use edgegate_benches::load::apiserver::ApiServer;
+use edgegate_benches::load::kube::Client;
 use edgegate_benches::load::run::{self, Settings};
 use edgegate_benches::load::targets::{Binaries, Upstream};
 use edgegate_benches::load::{
-    gateway, node, pool, reflector, report, soak, thin_link, traffic, upstream, watch,
+    churn, gateway, node, pool, reflector, report, soak, thin_link, traffic, upstream, watch,
 };
 
 #[derive(Parser)]
@@ -208,6 +210,26 @@ enum Command {
         /// A bearer token.
         #[arg(long)]
         token: Option<String>,
+    },
+    /// The cloud of `traffic` on a running apiserver (e.g. `apiserver`'s): creates the
+    /// Services and EndpointSlices that are missing, says so on stdout, then edits them
+    /// until killed.
+    Churn {
+        /// The apiserver (`https://…`).
+        #[arg(long)]
+        server: String,
+        /// The CA to trust.
+        #[arg(long)]
+        ca: PathBuf,
+        /// An admin's bearer token.
+        #[arg(long)]
+        token: String,
+        /// Services (and EndpointSlices) to create.
+        #[arg(long, default_value_t = 1000)]
+        services: usize,
+        /// Updates a second; 0 creates the objects and exits.
+        #[arg(long, default_value_t = 20)]
+        per_second: u32,
     },
     /// Serves the static upstream.
     StaticUpstream {
@@ -450,6 +472,28 @@ fn main() -> Result<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(reflector::run(&server, ca.as_deref(), token))
+        }
+        Command::Churn {
+            server,
+            ca,
+            token,
+            services,
+            per_second,
+        } => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let admin = Client::new(&server, Some(&ca), Some(token), "edgegate-load/churn")?;
+            rt.block_on(churn::populate(&admin, services))?;
+            println!("populated: {services} Services and EndpointSlices");
+            if per_second == 0 {
+                return Ok(());
+            }
+            let forever = Arc::new(AtomicBool::new(false));
+            let made = rt.block_on(churn::churn(&admin, services, per_second, forever))?;
+            println!("churn ended after {made} updates");
+            Ok(())
         }
         Command::StaticUpstream {
             port,

@@ -21,7 +21,8 @@ pub const NAMESPACE: &str = "load";
 /// The node of the test bed, where one slice in ten has an endpoint.
 const EDGE_NODE: &str = edgegate_testkit::testbed::NODE;
 
-/// Creates the namespace, `n` Services and their EndpointSlices, 16 requests at a time.
+/// Creates the namespace, `n` Services and their EndpointSlices, 16 requests at a time;
+/// those that exist already are left as they are.
 pub async fn populate(client: &Client, n: usize) -> Result<()> {
     let namespace =
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
@@ -80,7 +81,8 @@ async fn create(client: &Client, path: &str, body: &Value) -> Result<()> {
     let (status, answer) = client
         .send_json(Method::POST, path, "application/json", body)
         .await?;
-    if status != 201 {
+    // 409: it exists (an earlier run's, on an apiserver kept running).
+    if status != 201 && status != 409 {
         bail!("POST {path}: {status} {}", String::from_utf8_lossy(&answer));
     }
     Ok(())
