@@ -175,7 +175,7 @@ impl Node {
         args.extend(self.gateway_flags.iter().cloned());
         let program = self.gateway_command.program.clone();
         let mut process = self.spawn("edgegate", &program, &args)?;
-        let up = wait_until(Duration::from_secs(60), "edgegate /v1/healthz", || {
+        let up = wait_until(Duration::from_secs(300), "edgegate /v1/healthz", || {
             self.hub("/v1/healthz")
                 .is_ok_and(|(status, _)| status == 200)
         });

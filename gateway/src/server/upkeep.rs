@@ -11,7 +11,7 @@ use crate::cache::Cache;
 use crate::config::Config;
 use crate::filter::{FilterSettings, Limits};
 use crate::node::informer::Informers;
-use crate::node::multiplexer::Multiplexer;
+use crate::node::multiplexer::{Multiplexer, READY_WITHIN};
 use crate::upstream::HealthWatch;
 
 /// How often the memory the process freed is handed back ([`Hooks::return_freed_memory`]).
@@ -40,7 +40,11 @@ pub(super) fn upkeep(
                 until_synced.await;
             }
             if let Some(multiplexer) = multiplexer {
-                let _ = tokio::time::timeout(FIRST_LISTS_WITHIN, multiplexer.until_listed()).await;
+                let _ = tokio::time::timeout(
+                    FIRST_LISTS_WITHIN,
+                    multiplexer.until_listed(READY_WITHIN),
+                )
+                .await;
             }
             let _ = tokio::task::spawn_blocking(after_start).await;
         }));

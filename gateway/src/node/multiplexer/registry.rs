@@ -6,12 +6,12 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use http::HeaderMap;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
-use super::answer::READY_WITHIN;
 use super::feed;
 use super::feed::typed;
 use super::metrics::MultiplexerMetrics;
@@ -112,12 +112,12 @@ impl Multiplexer {
     }
 
     /// Resolves once each pool-scope resource's state holds its first list, or its wait for
-    /// one ended without it ([`Shared::first_list`], in the node's clients' window): the
-    /// end of the gateway's start-up, for what it does once start-up is over.
-    pub fn until_listed(&self) -> impl Future<Output = ()> + Send + use<> {
+    /// one ended without it ([`Shared::first_list`], in `window`): the end of the gateway's
+    /// start-up, for what it does once start-up is over.
+    pub fn until_listed(&self, window: Duration) -> impl Future<Output = ()> + Send + use<> {
         let waits: Vec<_> = read(&self.states)
             .values()
-            .map(|state| state.first_list(READY_WITHIN))
+            .map(|state| state.first_list(window))
             .collect();
         async move {
             futures_util::future::join_all(waits).await;
@@ -368,10 +368,10 @@ mod tests {
             (resource("services"), listed),
             (resource("endpoints"), listing.clone()),
         ]));
-        let over = tokio::spawn(multiplexer.until_listed());
+        let over = tokio::spawn(multiplexer.until_listed(WINDOW));
         // A thin link's first list: data every 2 s for a minute.
         for _ in 0..30 {
-            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
             listing.note_listing();
             assert!(!over.is_finished(), "over while a first list kept coming");
         }
@@ -387,9 +387,11 @@ mod tests {
             Arc::new(Shared::new()),
         )]));
         let started = tokio::time::Instant::now();
-        multiplexer.until_listed().await;
-        assert_eq!(started.elapsed(), READY_WITHIN);
+        multiplexer.until_listed(WINDOW).await;
+        assert_eq!(started.elapsed(), WINDOW);
     }
+
+    const WINDOW: Duration = Duration::from_secs(3);
 
     fn resource(plural: &str) -> Resource {
         Resource {
